@@ -1,0 +1,229 @@
+//! The circuits a synth node can synthesize, resolved by name from a job's [`CircuitSpec`], and
+//! a cache of their (test-only) Groth16 parameters.
+
+use std::sync::Arc;
+
+use bellperson::groth16::Parameters;
+use bellperson::SynthesisError;
+use blstrs::{Bls12, Scalar};
+use cuzk_common::witness::Assignment;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+
+mod cache;
+mod mimc;
+mod sha256;
+
+pub use cache::{check_params_fit, load_from_file, ParamCache, CACHE_ENV};
+pub use mimc::{MimcCircuit, MimcFamily};
+pub use sha256::{Sha256Circuit, Sha256Family};
+
+/// Largest job input a circuit accepts.
+pub const MAX_INPUT_BYTES: usize = 1 << 20;
+/// Most partitions a job may ask for.
+pub const MAX_PARTITIONS: usize = 64;
+
+const KNOWN: &[&str] = &["sha256", "mimc"];
+
+/// Which circuit a job proves, as given in the job JSON: `{"name": "sha256", "params": {...}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CircuitSpec {
+    pub name: String,
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
+/// Every error here is fatal for the job: retrying cannot help.
+#[derive(Debug, thiserror::Error)]
+pub enum CircuitError {
+    #[error("unknown circuit '{0}'; known: {known}", known = KNOWN.join(", "))]
+    UnknownCircuit(String),
+    #[error("bad parameters for circuit '{circuit}': {reason}")]
+    BadParams {
+        circuit: &'static str,
+        reason: String,
+    },
+    #[error("bad input for circuit '{circuit}': {reason}")]
+    BadInput {
+        circuit: &'static str,
+        reason: String,
+    },
+    #[error("synthesis of {shape} partition {partition} failed: {source}")]
+    Synthesis {
+        shape: String,
+        partition: usize,
+        source: SynthesisError,
+    },
+    #[error("Groth16 parameters for {shape}: {reason}")]
+    Params { shape: String, reason: String },
+}
+
+/// One circuit family with fixed parameters: every partition has the same shape, so one
+/// Groth16 parameter set (named by [`shape_key`](Self::shape_key)) proves them all.
+pub trait CircuitFamily: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Identifies the Groth16 parameters, e.g. `sha256-b4`.
+    fn shape_key(&self) -> String;
+    fn partitions(&self) -> usize;
+    /// Synthesizes partition `index` of the job with input `input`.
+    fn synthesize_partition(&self, input: &[u8], index: usize) -> Result<Assignment, CircuitError>;
+    /// The public inputs of partition `index`, without ONE; computed natively, no synthesis.
+    fn public_inputs(&self, input: &[u8], index: usize) -> Result<Vec<Scalar>, CircuitError>;
+    /// Random (insecure, test-only unless the randomness is destroyed) parameters for the shape.
+    fn generate_test_params(
+        &self,
+        rng: &mut dyn RngCore,
+    ) -> Result<Parameters<Bls12>, CircuitError>;
+}
+
+/// The circuit family a job asks for, with its parameters validated.
+pub fn resolve(spec: &CircuitSpec) -> Result<Arc<dyn CircuitFamily>, CircuitError> {
+    match spec.name.as_str() {
+        "sha256" => Ok(Arc::new(Sha256Family::from_params(&spec.params)?)),
+        "mimc" => Ok(Arc::new(MimcFamily::from_params(&spec.params)?)),
+        other => Err(CircuitError::UnknownCircuit(other.to_string())),
+    }
+}
+
+/// Names [`resolve`] accepts.
+pub fn known_circuits() -> &'static [&'static str] {
+    KNOWN
+}
+
+/// Parses a family's JSON parameters, turning serde's message into a [`CircuitError`].
+fn parse_params<T: serde::de::DeserializeOwned>(
+    circuit: &'static str,
+    params: &serde_json::Value,
+) -> Result<T, CircuitError> {
+    serde_json::from_value(params.clone()).map_err(|e| CircuitError::BadParams {
+        circuit,
+        reason: e.to_string(),
+    })
+}
+
+fn check_range(
+    circuit: &'static str,
+    field: &str,
+    value: usize,
+    max: usize,
+) -> Result<(), CircuitError> {
+    if (1..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(CircuitError::BadParams {
+            circuit,
+            reason: format!("'{field}' must be in 1..={max}, got {value}"),
+        })
+    }
+}
+
+/// The checks every family applies to a partition request.
+fn check_request(
+    circuit: &'static str,
+    partitions: usize,
+    input: &[u8],
+    index: usize,
+) -> Result<(), CircuitError> {
+    if input.len() > MAX_INPUT_BYTES {
+        return Err(CircuitError::BadInput {
+            circuit,
+            reason: format!(
+                "input is {} bytes; at most {MAX_INPUT_BYTES} allowed",
+                input.len()
+            ),
+        });
+    }
+    if index >= partitions {
+        return Err(CircuitError::BadInput {
+            circuit,
+            reason: format!("partition {index} requested but the job has {partitions}"),
+        });
+    }
+    Ok(())
+}
+
+/// A 32-byte seed bound to a purpose, the job input and the partition index, so that every
+/// node derives the same witness and different partitions differ.
+fn partition_seed(domain: &str, input: &[u8], index: usize) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update((domain.len() as u64).to_le_bytes());
+    h.update(domain.as_bytes());
+    h.update((input.len() as u64).to_le_bytes());
+    h.update(input);
+    h.update((index as u64).to_le_bytes());
+    h.finalize().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(name: &str, params: serde_json::Value) -> CircuitSpec {
+        CircuitSpec {
+            name: name.into(),
+            params,
+        }
+    }
+
+    fn err(spec: &CircuitSpec) -> String {
+        match resolve(spec) {
+            Ok(_) => panic!("{spec:?} resolved"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn registry_errors_are_clear() {
+        assert_eq!(
+            err(&spec("foo", json!({}))),
+            "unknown circuit 'foo'; known: sha256, mimc"
+        );
+        let e = err(&spec(
+            "sha256",
+            json!({"blocks": 4, "partitions": 2, "extra": 1}),
+        ));
+        assert!(e.contains("unknown field `extra`"), "{e}");
+        let e = err(&spec("sha256", json!({"blocks": "4", "partitions": 2})));
+        assert!(e.contains("invalid type"), "{e}");
+        let e = err(&spec("sha256", json!({"blocks": 65, "partitions": 2})));
+        assert!(e.contains("'blocks' must be in 1..=64, got 65"), "{e}");
+        let e = err(&spec("sha256", json!({"blocks": 1, "partitions": 0})));
+        assert!(e.contains("'partitions' must be in 1..=64, got 0"), "{e}");
+        let e = err(&spec("sha256", json!({"blocks": 1})));
+        assert!(e.contains("missing field `partitions`"), "{e}");
+        let e = err(&spec(
+            "mimc",
+            json!({"rounds": (1 << 22) + 1, "partitions": 1}),
+        ));
+        assert!(e.contains("'rounds' must be in 1..=4194304"), "{e}");
+        let e = err(&spec("mimc", serde_json::Value::Null));
+        assert!(e.starts_with("bad parameters for circuit 'mimc'"), "{e}");
+        assert_eq!(known_circuits(), ["sha256", "mimc"]);
+
+        let spec: CircuitSpec =
+            serde_json::from_str(r#"{"name":"mimc","params":{"rounds":8,"partitions":3}}"#)
+                .unwrap();
+        let family = resolve(&spec).unwrap();
+        assert_eq!((family.name(), family.partitions()), ("mimc", 3));
+        assert_eq!(family.shape_key(), "mimc-r8");
+    }
+
+    #[test]
+    fn rejects_bad_requests() {
+        let family = resolve(&spec("mimc", json!({"rounds": 4, "partitions": 2}))).unwrap();
+        let big = vec![0u8; MAX_INPUT_BYTES + 1];
+        let e = family.synthesize_partition(&big, 0).unwrap_err();
+        assert!(matches!(e, CircuitError::BadInput { .. }), "{e}");
+        assert!(family.public_inputs(&big, 0).is_err());
+        assert!(family
+            .synthesize_partition(&big[..MAX_INPUT_BYTES], 1)
+            .is_ok());
+        let e = family.synthesize_partition(b"x", 2).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "bad input for circuit 'mimc': partition 2 requested but the job has 2"
+        );
+    }
+}

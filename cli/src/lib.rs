@@ -1,0 +1,154 @@
+//! The `cuzk` command's building blocks: an all-in-one local cluster (private nats-server, a
+//! synth node and a GPU node in one process), job submission and result reporting. The
+//! integration tests drive the same pieces.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use async_nats::Client;
+use base64::Engine;
+use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
+use cuzk_circuits::{CircuitSpec, ParamCache};
+use cuzk_common::config::{GpuConfig, NatsArgs, SynthConfig};
+use cuzk_common::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionTimings};
+use cuzk_common::local_nats::NatsServer;
+use cuzk_common::topology::{self, results_subject, Topology, SUBJECT_SUBMIT};
+use futures::StreamExt;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Connects with the default configuration to `url` and provisions the topology.
+pub async fn connect_url(url: &str, name: &str) -> anyhow::Result<(Client, Topology)> {
+    let config = NatsArgs { urls: Some(vec![url.to_owned()]), ..Default::default() }.resolve(name)?;
+    connect(&config).await
+}
+
+pub async fn connect(config: &cuzk_common::config::NatsConfig) -> anyhow::Result<(Client, Topology)> {
+    let client = cuzk_common::nats::connect(config).await?;
+    let js = topology::jetstream_context(client.clone(), config.timeout);
+    let topology = topology::provision(&js, config.replicas).await?;
+    Ok((client, topology))
+}
+
+/// A private nats-server plus in-process synth and GPU nodes, torn down by [`LocalCluster::stop`].
+pub struct LocalCluster {
+    pub server: NatsServer,
+    pub client: Client,
+    pub topology: Topology,
+    shutdown: CancellationToken,
+    nodes: JoinSet<anyhow::Result<()>>,
+}
+
+impl LocalCluster {
+    pub async fn start(synth: SynthConfig, gpu: GpuConfig) -> anyhow::Result<LocalCluster> {
+        let server = NatsServer::start()?;
+        let (client, topology) = connect_url(&server.url(), "cuzk-local").await?;
+        let shutdown = CancellationToken::new();
+        let mut nodes = JoinSet::new();
+        let synth_node = Arc::new(cuzk_synth_node::SynthNode::new(topology.clone(), synth, "synth-local".into())?);
+        nodes.spawn(synth_node.run(shutdown.clone()));
+        let gpu_node = Arc::new(cuzk_gpu_node::GpuNode::new(topology.clone(), gpu, "gpu-local".into())?);
+        nodes.spawn(gpu_node.run(shutdown.clone()));
+        Ok(LocalCluster { server, client, topology, shutdown, nodes })
+    }
+
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// Stops the nodes (in-flight work is handed back) and then the server.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        while let Some(node) = self.nodes.join_next().await {
+            node??;
+        }
+        // Close our connection before the server goes, so it does not try to reconnect.
+        self.client.drain().await?;
+        Ok(())
+    }
+}
+
+/// Publishes a job exactly as `nats pub cuzk.jobs.submit '<json>'` does (a plain core publish)
+/// and waits for its result. The results subscription is made first so the result cannot be
+/// missed.
+pub async fn submit_and_wait(client: &Client, spec: &JobSpec, timeout: Duration) -> anyhow::Result<JobResult> {
+    let mut results = client.subscribe(results_subject(&spec.job_id)).await?;
+    client.publish(SUBJECT_SUBMIT, serde_json::to_vec(spec)?.into()).await?;
+    client.flush().await?;
+    let message = tokio::time::timeout(timeout, results.next())
+        .await
+        .with_context(|| format!("no result for job {} within {timeout:?}", spec.job_id))?
+        .context("results subscription closed")?;
+    Ok(serde_json::from_slice(&message.payload)?)
+}
+
+/// The job's input bytes, for inputs carried in the job itself.
+pub fn inline_input(input: &JobInput) -> anyhow::Result<Vec<u8>> {
+    Ok(match input {
+        JobInput::None => Vec::new(),
+        JobInput::Utf8(text) => text.as_bytes().to_vec(),
+        JobInput::Base64(text) => base64::engine::general_purpose::STANDARD.decode(text)?,
+        JobInput::Object(name) => bail!("input object {name} is not available locally"),
+    })
+}
+
+/// Checks a finished job's proof independently of the cluster: each 192-byte partition proof
+/// against the verifying key and the public inputs recomputed from the job's input.
+pub fn verify_job_proof(spec: &JobSpec, result: &JobResult, cache: &ParamCache) -> anyhow::Result<()> {
+    if result.status != JobStatus::Done {
+        bail!("job {} did not succeed: {}", spec.job_id, result.error.as_deref().unwrap_or("?"));
+    }
+    let family = cuzk_circuits::resolve(&CircuitSpec { name: spec.circuit.clone(), params: spec.params.clone() })?;
+    let params = cache.get_or_generate(&*family)?;
+    let pvk = prepare_verifying_key(&params.vk);
+    let input = inline_input(&spec.input)?;
+    let proof = hex::decode(result.proof.as_deref().context("result has no proof")?)?;
+    if proof.len() != 192 * family.partitions() {
+        bail!("proof has {} bytes; {} partitions need {}", proof.len(), family.partitions(), 192 * family.partitions());
+    }
+    for (index, bytes) in proof.chunks(192).enumerate() {
+        let proof = Proof::read(bytes).with_context(|| format!("partition {index} proof is not a valid encoding"))?;
+        let inputs = family.public_inputs(&input, index)?;
+        if !verify_proof(&pvk, &proof, &inputs)? {
+            bail!("partition {index} proof does not verify");
+        }
+    }
+    Ok(())
+}
+
+/// A table of per-partition stage timings, and the job's totals.
+pub fn timings_table(result: &JobResult) -> String {
+    let mut out = String::new();
+    let header = format!(
+        "{:>4} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>10} {:>7}\n",
+        "part", "synth", "encode", "upload", "queue", "fetch", "decode", "H", "MSM", "prove", "blob KiB", "ratio"
+    );
+    out.push_str(&header);
+    let row = |label: &str, t: &PartitionTimings| {
+        format!(
+            "{:>4} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>10.1} {:>7.1}\n",
+            label,
+            t.synth_ms,
+            t.encode_ms,
+            t.upload_ms,
+            t.queue_wait_ms,
+            t.fetch_ms,
+            t.decode_ms,
+            t.h_ms,
+            t.msm_ms,
+            t.prove_ms,
+            t.blob_bytes as f64 / 1024.0,
+            t.raw_bytes as f64 / t.blob_bytes.max(1) as f64,
+        )
+    };
+    for (index, t) in result.partition_timings.iter().enumerate() {
+        out.push_str(&row(&index.to_string(), t));
+    }
+    out.push_str(&row("sum", &result.timings.stages));
+    out.push_str(&format!(
+        "(ms) job queue {:.1} · assemble {:.1} · submit→result {:.1}\n",
+        result.timings.job_queue_ms, result.timings.assemble_ms, result.timings.total_ms
+    ));
+    out
+}

@@ -1,0 +1,286 @@
+//! `cuzk`: run cluster nodes, submit jobs, inspect them, or run everything locally.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use cuzk_circuits::ParamCache;
+use cuzk_cli::{submit_and_wait, timings_table, verify_job_proof, LocalCluster};
+use cuzk_common::config::{ConfigFile, GpuArgs, NatsArgs, SynthArgs};
+use cuzk_common::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
+use cuzk_common::records;
+use cuzk_common::topology::{JOBS_STREAM, WORK_STREAM};
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+mod bench;
+
+#[derive(Parser)]
+#[command(name = "cuzk", version, about = "Distributed Groth16 proving cluster on NATS JetStream")]
+struct Cli {
+    /// TOML config file with [nats], [synth] and [gpu] tables (flags and env override it).
+    #[arg(long, env = "CUZK_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a private nats-server, a synth node and a GPU node, prove one job, print the
+    /// verified proof and its stage timings, and stop.
+    Local(LocalArgs),
+    /// Submit a job to a running cluster (what `nats pub cuzk.jobs.submit '<json>'` does).
+    Submit(SubmitArgs),
+    /// Show a job's state, or the cluster's queues.
+    Status(StatusArgs),
+    /// Run a synth node.
+    SynthNode(SynthNodeArgs),
+    /// Run a GPU node (CUDA where available, else the CPU backend).
+    GpuNode(GpuNodeArgs),
+    /// The same jobs through a local cluster and through bellperson in this process, side by side.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct JobArgs {
+    /// Circuit name (sha256, mimc).
+    #[arg(long, default_value = "sha256")]
+    circuit: String,
+    /// Circuit parameters as JSON.
+    #[arg(long, default_value = r#"{"blocks":2,"partitions":2}"#)]
+    params: String,
+    /// Job input as text.
+    #[arg(long, default_value = "cuzk demo input")]
+    input: String,
+    /// Job id (default: a fresh one).
+    #[arg(long)]
+    job_id: Option<String>,
+    #[arg(long, value_enum, default_value = "normal")]
+    priority: PriorityArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PriorityArg {
+    High,
+    Normal,
+}
+
+impl JobArgs {
+    pub fn spec(&self) -> anyhow::Result<JobSpec> {
+        let params = serde_json::from_str(&self.params).context("--params is not valid JSON")?;
+        let job_id = self.job_id.clone().unwrap_or_else(fresh_job_id);
+        Ok(JobSpec {
+            version: JOB_SPEC_VERSION,
+            job_id,
+            circuit: self.circuit.clone(),
+            params,
+            input: JobInput::Utf8(self.input.clone()),
+            priority: match self.priority {
+                PriorityArg::High => Priority::High,
+                PriorityArg::Normal => Priority::Normal,
+            },
+        })
+    }
+}
+
+pub fn fresh_job_id() -> String {
+    format!("job-{:016x}", rand::random::<u64>())
+}
+
+#[derive(Args)]
+struct LocalArgs {
+    #[command(flatten)]
+    job: JobArgs,
+    #[command(flatten)]
+    synth: SynthArgs,
+    #[command(flatten)]
+    gpu: GpuArgs,
+    /// Give up on the job after this long.
+    #[arg(long, default_value_t = 1800)]
+    timeout_secs: u64,
+}
+
+#[derive(Args)]
+struct SubmitArgs {
+    #[command(flatten)]
+    nats: NatsArgs,
+    #[command(flatten)]
+    job: JobArgs,
+    /// Wait for the result and print it.
+    #[arg(long)]
+    wait: bool,
+    #[arg(long, default_value_t = 1800)]
+    timeout_secs: u64,
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    nats: NatsArgs,
+    /// A job id; without one, the queues.
+    job_id: Option<String>,
+}
+
+#[derive(Args)]
+struct SynthNodeArgs {
+    #[command(flatten)]
+    nats: NatsArgs,
+    #[command(flatten)]
+    synth: SynthArgs,
+    /// Validate the configuration, print it and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
+#[derive(Args)]
+struct GpuNodeArgs {
+    #[command(flatten)]
+    nats: NatsArgs,
+    #[command(flatten)]
+    gpu: GpuArgs,
+    /// Validate the configuration, print it and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // The reason must reach stderr whatever the log configuration.
+            eprintln!("cuzk: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let file = ConfigFile::load_optional(cli.config.as_deref())?;
+    match cli.command {
+        Command::Local(args) => local(args, file).await,
+        Command::Submit(args) => submit(args, file).await,
+        Command::Status(args) => status(args, file).await,
+        Command::SynthNode(args) => {
+            let nats = args.nats.merge(file.nats).resolve("cuzk-synth")?;
+            let synth = args.synth.merge(file.synth).resolve()?;
+            if args.check_config {
+                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nats": nats, "synth": synth }))?);
+                return Ok(());
+            }
+            cuzk_common::telemetry::init_logging();
+            let (_client, topology) = cuzk_cli::connect(&nats).await?;
+            let node = Arc::new(cuzk_synth_node::SynthNode::new(topology, synth, nats.name.clone())?);
+            node.run(shutdown_on_signal()).await
+        }
+        Command::GpuNode(args) => {
+            let nats = args.nats.merge(file.nats).resolve("cuzk-gpu")?;
+            let gpu = args.gpu.merge(file.gpu).resolve()?;
+            if args.check_config {
+                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nats": nats, "gpu": gpu }))?);
+                return Ok(());
+            }
+            cuzk_common::telemetry::init_logging();
+            let (_client, topology) = cuzk_cli::connect(&nats).await?;
+            let node = Arc::new(cuzk_gpu_node::GpuNode::new(topology, gpu, nats.name.clone())?);
+            node.run(shutdown_on_signal()).await
+        }
+        Command::Bench(args) => bench::run(args, file).await,
+    }
+}
+
+/// Cancelled on SIGINT or SIGTERM: nodes stop pulling and hand back in-flight work.
+fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let trigger = token.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        info!("shutdown requested");
+        trigger.cancel();
+    });
+    token
+}
+
+async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
+    cuzk_common::telemetry::init_logging();
+    let synth = args.synth.merge(file.synth).resolve()?;
+    let gpu = args.gpu.merge(file.gpu).resolve()?;
+    let spec = args.job.spec()?;
+    let cache = match &gpu.param_cache {
+        Some(dir) => ParamCache::new(dir.clone()),
+        None => ParamCache::from_env()?,
+    };
+    let cluster = LocalCluster::start(synth, gpu).await?;
+    info!(url = %cluster.url(), job_id = %spec.job_id, circuit = %spec.circuit, params = %spec.params, "local cluster up; submitting");
+    let outcome = submit_and_wait(&cluster.client, &spec, Duration::from_secs(args.timeout_secs)).await;
+    cluster.stop().await?;
+    let result = outcome?;
+    println!("job {}: {:?}", result.job_id, result.status);
+    if result.status != JobStatus::Done {
+        anyhow::bail!("job failed: {}", result.error.unwrap_or_default());
+    }
+    verify_job_proof(&spec, &result, &cache)?;
+    println!("proof ({} partitions × 192 bytes, verified by the GPU node: {}, re-verified here with bellperson::verify_proof: true):",
+        result.partitions, result.verified);
+    println!("{}", result.proof.as_deref().unwrap_or_default());
+    println!("\nstage timings (ms):\n{}", timings_table(&result));
+    Ok(())
+}
+
+async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
+    let nats = args.nats.merge(file.nats).resolve("cuzk-submit")?;
+    let spec = args.job.spec()?;
+    let client = cuzk_common::nats::connect(&nats).await?;
+    if !args.wait {
+        client.publish(cuzk_common::topology::SUBJECT_SUBMIT, serde_json::to_vec(&spec)?.into()).await?;
+        client.flush().await?;
+        println!("{}", spec.job_id);
+        return Ok(());
+    }
+    let result = submit_and_wait(&client, &spec, Duration::from_secs(args.timeout_secs)).await?;
+    println!("{}", serde_json::to_string_pretty(&result)?);
+    if result.status == JobStatus::Done {
+        eprintln!("{}", timings_table(&result));
+        Ok(())
+    } else {
+        anyhow::bail!("job failed: {}", result.error.unwrap_or_default())
+    }
+}
+
+async fn status(args: StatusArgs, file: ConfigFile) -> anyhow::Result<()> {
+    let nats = args.nats.merge(file.nats).resolve("cuzk-status")?;
+    let (_client, topology) = cuzk_cli::connect(&nats).await?;
+    match args.job_id {
+        Some(job_id) => {
+            let (record, _) = records::load(&topology.jobs_kv, &job_id).await?.with_context(|| format!("no job {job_id}"))?;
+            println!("job {} ({}): {:?}", record.job_id, record.circuit, record.status);
+            if let Some(error) = &record.error {
+                println!("error: {error}");
+            }
+            for (index, partition) in record.partitions.iter().enumerate() {
+                println!(
+                    "  partition {index}: {:?} attempts={} prover={}",
+                    partition.status,
+                    partition.attempts,
+                    partition.prover.as_deref().unwrap_or("-")
+                );
+            }
+        }
+        None => {
+            for name in [JOBS_STREAM, WORK_STREAM] {
+                let mut stream = topology.js.get_stream(name).await?;
+                let info = stream.info().await?;
+                println!("{name}: {} messages waiting", info.state.messages);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,52 @@
+//! The split pipeline end to end on a real nats-server: jobs in through a plain publish,
+//! partitions through the synth node, the work queue and the (CPU-backend) GPU node, proofs out
+//! on the results subject, checked with bellperson's verifier.
+
+mod support;
+
+use cuzk_circuits::ParamCache;
+use cuzk_cli::{submit_and_wait, verify_job_proof};
+use cuzk_common::job::{JobStatus, PartitionStatus};
+use cuzk_common::records;
+use serde_json::json;
+use support::{blobs_left, cluster, job, TIMEOUT};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_partition_jobs_come_back_verified() {
+    let cluster = cluster().await;
+    let cache = ParamCache::from_env().unwrap();
+    let jobs = [
+        job("mimc-3", "mimc", json!({"rounds": 1000, "partitions": 3}), "first"),
+        job("sha-2", "sha256", json!({"blocks": 1, "partitions": 2}), "second"),
+    ];
+    for spec in &jobs {
+        let result = submit_and_wait(&cluster.client, spec, TIMEOUT).await.unwrap();
+        assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
+        assert!(result.verified);
+        assert_eq!(result.partition_timings.len(), result.partitions as usize);
+        assert!(result.partition_timings.iter().all(|t| t.blob_bytes > 0 && t.prove_ms > 0.0));
+        verify_job_proof(spec, &result, &cache).unwrap();
+
+        let (record, _) = records::load(&cluster.topology.jobs_kv, &spec.job_id).await.unwrap().unwrap();
+        assert_eq!(record.status, JobStatus::Done);
+        assert!(record.partitions.iter().all(|p| p.status == PartitionStatus::Proved));
+        assert_eq!(record.result.as_ref().and_then(|r| r.proof.clone()), result.proof);
+    }
+    assert_eq!(blobs_left(&cluster.topology).await, 0, "proved blobs are deleted");
+    cluster.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_result_does_not_verify() {
+    let cluster = cluster().await;
+    let cache = ParamCache::from_env().unwrap();
+    let spec = job("tamper", "mimc", json!({"rounds": 300, "partitions": 2}), "x");
+    let mut result = submit_and_wait(&cluster.client, &spec, TIMEOUT).await.unwrap();
+    cluster.stop().await.unwrap();
+    verify_job_proof(&spec, &result, &cache).unwrap();
+    // Swap the two partition proofs: each is valid, but not for the other's public inputs.
+    let proof = result.proof.take().unwrap();
+    let (first, second) = proof.split_at(384);
+    result.proof = Some(format!("{second}{first}"));
+    assert!(verify_job_proof(&spec, &result, &cache).is_err());
+}

@@ -1,0 +1,75 @@
+//! Shared setup for the integration tests: a local cluster with small thread counts.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::time::Duration;
+
+use cuzk_cli::LocalCluster;
+use cuzk_common::config::{GpuArgs, SynthArgs};
+use cuzk_common::job::{JobInput, JobResult, JobSpec, Priority, JOB_SPEC_VERSION};
+use futures::StreamExt;
+
+pub const TIMEOUT: Duration = Duration::from_secs(300);
+
+pub async fn cluster() -> LocalCluster {
+    cuzk_common::telemetry::init_logging();
+    let synth = SynthArgs { threads: Some(2), ..Default::default() }.resolve().unwrap();
+    let gpu = GpuArgs { cpu_threads: Some(2), backend: Some(cuzk_common::config::BackendKind::Cpu), ..Default::default() }
+        .resolve()
+        .unwrap();
+    LocalCluster::start(synth, gpu).await.expect("local cluster")
+}
+
+pub fn job(job_id: &str, circuit: &str, params: serde_json::Value, input: &str) -> JobSpec {
+    JobSpec {
+        version: JOB_SPEC_VERSION,
+        job_id: job_id.into(),
+        circuit: circuit.into(),
+        params,
+        input: JobInput::Utf8(input.into()),
+        priority: Priority::Normal,
+    }
+}
+
+/// Publishes raw bytes on the submit subject (a plain core publish, like `nats pub`), optionally
+/// with headers, and waits for the first message on `results_subject`.
+pub async fn submit_raw(
+    client: &async_nats::Client,
+    body: &[u8],
+    headers: Option<async_nats::HeaderMap>,
+    results_subject: &str,
+) -> JobResult {
+    let mut results = client.subscribe(results_subject.to_owned()).await.unwrap();
+    let subject = cuzk_common::topology::SUBJECT_SUBMIT;
+    match headers {
+        Some(h) => client.publish_with_headers(subject, h, body.to_vec().into()).await.unwrap(),
+        None => client.publish(subject, body.to_vec().into()).await.unwrap(),
+    }
+    client.flush().await.unwrap();
+    let message = tokio::time::timeout(TIMEOUT, results.next()).await.expect("result in time").unwrap();
+    serde_json::from_slice(&message.payload).unwrap()
+}
+
+/// Objects left in the blobs bucket once deletions settle: blobs are deleted right after a
+/// job's result is published, so give that a moment.
+pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = count_blobs(topology).await;
+        if left == 0 || std::time::Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn count_blobs(topology: &cuzk_common::topology::Topology) -> usize {
+    let mut list = topology.blobs.list().await.unwrap();
+    let mut count = 0;
+    while let Some(info) = list.next().await {
+        if !info.unwrap().deleted {
+            count += 1;
+        }
+    }
+    count
+}

@@ -1,0 +1,206 @@
+//! Sizes and speeds of the blob codec on synthetic assignments.
+//!
+//! `cargo run --release -p cuzk-common --example codec_bench [log2_constraints]` (default 20).
+//!
+//! "sha-like" models a SHA-256-heavy witness: mostly Boolean constraints (a = x, b = 1 − x,
+//! c = 0), XOR/AND gadgets with 0/1/2, word packing with 32-bit values, subtractions giving −1
+//! and small negatives, and a few full-width values; aux is mostly bits. "random" is uniform full
+//! field elements everywhere, the codec's worst case. Speeds are MB/s of raw assignment (32 bytes
+//! per scalar) through `encode_blob` / `decode_blob`, best of three.
+
+use std::time::Instant;
+
+use blstrs::Scalar;
+use cuzk_common::blob::{decode_blob, encode_blob_with_stats, BlobHeaderInfo, BlobStats, DecodeLimits, EncodeOptions};
+use cuzk_common::codec;
+use cuzk_common::witness::{Assignment, Density};
+use ff::{Field, PrimeField};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+fn bit(rng: &mut StdRng) -> Scalar {
+    Scalar::from(rng.gen::<bool>() as u64)
+}
+
+fn sha_like(n: usize, rng: &mut StdRng) -> Assignment {
+    let mut asg = Assignment::default();
+    asg.input = (0..20).map(|_| Scalar::random(&mut *rng)).collect();
+    asg.input[0] = Scalar::ONE;
+    for _ in 0..n {
+        let (a, b, c) = match rng.gen_range(0..100) {
+            // Boolean constraint x · (1 − x) = 0.
+            0..=54 => {
+                let x = bit(rng);
+                (x, Scalar::ONE - x, Scalar::ZERO)
+            }
+            // XOR / AND gadgets: (2x) · y = x + y − z.
+            55..=79 => {
+                let (x, y) = (bit(rng), bit(rng));
+                (x + x, y, x * y + x * y)
+            }
+            // Packing 32 bits into a word: word · 1 = Σ bits.
+            80..=89 => {
+                let w = Scalar::from(rng.gen::<u32>() as u64);
+                (w, Scalar::ONE, w)
+            }
+            // Differences: (x − 1) · k = −k or 0.
+            90..=94 => {
+                let x = bit(rng);
+                let k = Scalar::from(rng.gen_range(1..1000u64));
+                ((x - Scalar::ONE), k, (x - Scalar::ONE) * k)
+            }
+            _ => (Scalar::random(&mut *rng), Scalar::random(&mut *rng), Scalar::random(&mut *rng)),
+        };
+        asg.a.push(a);
+        asg.b.push(b);
+        asg.c.push(c);
+    }
+    asg.aux = (0..n)
+        .map(|_| match rng.gen_range(0..100) {
+            0..=84 => bit(rng),
+            85..=92 => Scalar::from(rng.gen::<u32>() as u64),
+            93..=94 => -Scalar::from(rng.gen_range(1..1000u64)),
+            _ => Scalar::random(&mut *rng),
+        })
+        .collect();
+    finish(asg, rng)
+}
+
+fn random(n: usize, rng: &mut StdRng) -> Assignment {
+    let mut v = |n: usize| (0..n).map(|_| Scalar::random(&mut *rng)).collect::<Vec<_>>();
+    let asg = Assignment { input: v(20), aux: v(n), a: v(n), b: v(n), c: v(n), ..Default::default() };
+    finish(asg, rng)
+}
+
+/// Constraint `input_i · 0 = 0` per input (so `a` ends with the inputs) and random densities.
+fn finish(mut asg: Assignment, rng: &mut StdRng) -> Assignment {
+    for i in 0..asg.input.len() {
+        asg.a.push(asg.input[i]);
+        asg.b.push(Scalar::ZERO);
+        asg.c.push(Scalar::ZERO);
+    }
+    let mut density = |n: usize| {
+        let mut d = Density::new();
+        (0..n).for_each(|_| d.push(rng.gen_bool(0.6)));
+        d
+    };
+    asg.a_aux_density = density(asg.aux.len());
+    asg.b_input_density = density(asg.input.len());
+    asg.b_aux_density = density(asg.aux.len());
+    asg.check_shape().expect("bench assignment is well formed");
+    asg
+}
+
+struct Run {
+    stats: BlobStats,
+    encode_s: f64,
+    decode_s: f64,
+}
+
+fn run(asg: &Assignment, opts: &EncodeOptions) -> Run {
+    let info = BlobHeaderInfo::new("bench", 0, "synthetic").unwrap();
+    let limits = DecodeLimits::default();
+    let (mut encode_s, mut decode_s, mut result) = (f64::MAX, f64::MAX, None);
+    for _ in 0..3 {
+        let t = Instant::now();
+        let (blob, stats) = encode_blob_with_stats(&info, asg, opts);
+        encode_s = encode_s.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let (_, back) = decode_blob(&blob, &limits).expect("own blob decodes");
+        decode_s = decode_s.min(t.elapsed().as_secs_f64());
+        assert!(back == *asg, "roundtrip mismatch");
+        result = Some(stats);
+    }
+    Run { stats: result.unwrap(), encode_s, decode_s }
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
+}
+
+fn main() {
+    let log_n: u32 = std::env::args().nth(1).map_or(20, |s| s.parse().expect("log2 of the constraint count"));
+    let n = 1usize << log_n;
+    let threads = rayon::current_num_threads();
+    let mut rng = StdRng::seed_from_u64(42);
+    let data = [("sha-like", sha_like(n, &mut rng)), ("random", random(n, &mut rng))];
+
+    println!("2^{log_n} constraints, {threads} threads available\n");
+    println!(
+        "| data | level | chunk | threads | raw MB | encoded MB | compressed MB | ratio | encode MB/s | decode MB/s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let default = EncodeOptions::default();
+    for (name, asg) in &data {
+        let mut configs = vec![(default, 1), (default, threads)];
+        for level in [-1, 3, 6] {
+            configs.push((EncodeOptions { level, ..default }, threads));
+        }
+        for chunk_log in [16, 20] {
+            configs.push((EncodeOptions { chunk_elements: 1 << chunk_log, ..default }, threads));
+        }
+        for (opts, t) in configs {
+            let r = if t == 1 { one.install(|| run(asg, &opts)) } else { run(asg, &opts) };
+            let s = &r.stats;
+            println!(
+                "| {name} | {} | 2^{} | {t} | {:.1} | {:.1} | {:.2} | {:.1} | {:.0} | {:.0} |",
+                opts.level,
+                opts.chunk_elements.trailing_zeros(),
+                mb(s.raw_bytes),
+                mb(s.encoded_bytes),
+                mb(s.compressed_bytes),
+                s.ratio(),
+                mb(s.raw_bytes) / r.encode_s,
+                mb(s.raw_bytes) / r.decode_s,
+            );
+        }
+    }
+
+    // Per-vector breakdown and layout alternatives for the SHA-like data, single zstd frame per
+    // vector at the default level so only the layout differs.
+    let (_, asg) = &data[0];
+    let (_, stats) = encode_blob_with_stats(&BlobHeaderInfo::new("bench", 0, "synthetic").unwrap(), asg, &default);
+    println!("\n| vector | elements | zero | one | small | neg-small | full | raw MB | compressed MB | ratio |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for v in &stats.vectors {
+        let c = v.classes.unwrap_or_default();
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.1} |",
+            v.kind,
+            v.elements,
+            c.zero,
+            c.one,
+            c.small,
+            c.neg_small,
+            c.full,
+            mb(v.raw_bytes),
+            mb(v.compressed_bytes),
+            v.raw_bytes as f64 / v.compressed_bytes.max(1) as f64
+        );
+    }
+
+    println!("\nlayout alternatives, sha-like, one zstd level-{} frame per vector, 1 thread:", default.level);
+    println!("| vector | raw 32 B + zstd: MB, ms | interleaved tag+value: MB | split tags / values (chosen): MB, ms |");
+    println!("|---|---|---|---|");
+    for (name, v) in [("aux", &asg.aux), ("a", &asg.a), ("b", &asg.b), ("c", &asg.c)] {
+        let mut interleaved = Vec::new();
+        let mut one = Vec::new();
+        for s in v.iter() {
+            one.clear();
+            codec::encode_into(std::slice::from_ref(s), &mut one);
+            interleaved.extend_from_slice(&one);
+        }
+        let z = |b: &[u8]| mb(codec::compress(b, default.level).len() as u64);
+        // Time from scalars to compressed bytes, canonical conversion included in both.
+        let t = Instant::now();
+        let raw: Vec<u8> = v.iter().flat_map(|s| s.to_repr()).collect();
+        let raw_mb = z(&raw);
+        let raw_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let mut split = Vec::new();
+        codec::encode_into(v, &mut split);
+        let split_mb = z(&split);
+        let split_ms = t.elapsed().as_secs_f64() * 1e3;
+        println!("| {name} | {raw_mb:.3}, {raw_ms:.1} | {:.3} | {split_mb:.3}, {split_ms:.1} |", z(&interleaved));
+    }
+}

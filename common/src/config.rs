@@ -1,0 +1,345 @@
+//! Configuration for every binary, in one place. Each setting can come from a flag, its
+//! environment twin, a TOML file (`--config`) or the default — in that order of precedence.
+//! clap merges flag and environment; `merge` lays the file underneath; `resolve` applies
+//! defaults and validates before anything starts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::blob::EncodeOptions;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is invalid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid setting {name}: {message}")]
+    Invalid { name: &'static str, message: String },
+}
+
+fn invalid(name: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { name, message: message.into() }
+}
+
+/// Fills every `None` field of `$into` from `$from`.
+macro_rules! fill {
+    ($into:ident, $from:ident, $($field:ident),+ $(,)?) => {
+        $( if $into.$field.is_none() { $into.$field = $from.$field; } )+
+    };
+}
+
+/// The file form of the configuration: one table per role.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub nats: NatsArgs,
+    #[serde(default)]
+    pub synth: SynthArgs,
+    #[serde(default)]
+    pub gpu: GpuArgs,
+}
+
+impl ConfigFile {
+    pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        toml::from_str(&text)
+            .map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
+    }
+
+    pub fn load_optional(path: Option<&Path>) -> Result<ConfigFile, ConfigError> {
+        path.map_or_else(|| Ok(ConfigFile::default()), ConfigFile::load)
+    }
+}
+
+#[derive(clap::Args, Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NatsArgs {
+    /// NATS server URLs, comma separated (all servers of a cluster).
+    #[arg(long = "nats-url", env = "CUZK_NATS_URL", value_delimiter = ',')]
+    #[serde(default)]
+    pub urls: Option<Vec<String>>,
+    /// Client name shown by the server.
+    #[arg(long = "nats-name", env = "CUZK_NATS_NAME")]
+    pub name: Option<String>,
+    #[arg(long = "nats-user", env = "CUZK_NATS_USER")]
+    pub user: Option<String>,
+    #[arg(long = "nats-password", env = "CUZK_NATS_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// A `.creds` file (JWT + nkey seed).
+    #[arg(long = "nats-creds", env = "CUZK_NATS_CREDS")]
+    pub creds: Option<PathBuf>,
+    /// A file holding an nkey seed.
+    #[arg(long = "nats-nkey-seed-file", env = "CUZK_NATS_NKEY_SEED_FILE")]
+    pub nkey_seed_file: Option<PathBuf>,
+    /// CA certificate to verify the servers with (enables TLS).
+    #[arg(long = "nats-tls-ca", env = "CUZK_NATS_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate and key for mutual TLS.
+    #[arg(long = "nats-tls-cert", env = "CUZK_NATS_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long = "nats-tls-key", env = "CUZK_NATS_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Inbox prefix, so server permissions can pin each role's reply subjects.
+    #[arg(long = "nats-inbox-prefix", env = "CUZK_NATS_INBOX_PREFIX")]
+    pub inbox_prefix: Option<String>,
+    /// Replicas for streams and buckets this process creates (1, or 3 in a cluster).
+    #[arg(long = "nats-replicas", env = "CUZK_NATS_REPLICAS")]
+    pub replicas: Option<usize>,
+    /// Timeout of a single NATS request or publish acknowledgement, in seconds.
+    #[arg(long = "nats-timeout-secs", env = "CUZK_NATS_TIMEOUT_SECS")]
+    pub timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NatsConfig {
+    pub urls: Vec<String>,
+    pub name: String,
+    pub user: Option<String>,
+    #[serde(skip)]
+    pub password: Option<String>,
+    pub creds: Option<PathBuf>,
+    pub nkey_seed_file: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub inbox_prefix: Option<String>,
+    pub replicas: usize,
+    pub timeout: Duration,
+}
+
+pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+
+impl NatsArgs {
+    pub fn merge(mut self, file: NatsArgs) -> NatsArgs {
+        fill!(self, file, urls, name, user, password, creds, nkey_seed_file, tls_ca, tls_cert,
+            tls_key, inbox_prefix, replicas, timeout_secs);
+        self
+    }
+
+    pub fn resolve(self, default_name: &str) -> Result<NatsConfig, ConfigError> {
+        let urls = self.urls.unwrap_or_else(|| vec![DEFAULT_NATS_URL.to_owned()]);
+        if urls.is_empty() || urls.iter().any(|u| u.trim().is_empty()) {
+            return Err(invalid("nats.urls", "at least one non-empty URL is required"));
+        }
+        if self.user.is_some() != self.password.is_some() {
+            return Err(invalid("nats.user", "user and password must be given together"));
+        }
+        let methods = [self.user.is_some(), self.creds.is_some(), self.nkey_seed_file.is_some()];
+        if methods.iter().filter(|m| **m).count() > 1 {
+            return Err(invalid("nats.creds", "choose one of user/password, creds, nkey seed"));
+        }
+        for (name, path) in [
+            ("nats.creds", &self.creds),
+            ("nats.nkey_seed_file", &self.nkey_seed_file),
+            ("nats.tls_ca", &self.tls_ca),
+            ("nats.tls_cert", &self.tls_cert),
+            ("nats.tls_key", &self.tls_key),
+        ] {
+            if let Some(path) = path {
+                if !path.is_file() {
+                    return Err(invalid(name, format!("{} is not a readable file", path.display())));
+                }
+            }
+        }
+        let replicas = self.replicas.unwrap_or(1);
+        if !(1..=5).contains(&replicas) {
+            return Err(invalid("nats.replicas", "must be 1..=5"));
+        }
+        let timeout_secs = self.timeout_secs.unwrap_or(10);
+        if timeout_secs == 0 {
+            return Err(invalid("nats.timeout_secs", "must be positive"));
+        }
+        Ok(NatsConfig {
+            urls,
+            name: self.name.unwrap_or_else(|| default_name.to_owned()),
+            user: self.user,
+            password: self.password,
+            creds: self.creds,
+            nkey_seed_file: self.nkey_seed_file,
+            tls_ca: self.tls_ca,
+            tls_cert: self.tls_cert,
+            tls_key: self.tls_key,
+            inbox_prefix: self.inbox_prefix,
+            replicas,
+            timeout: Duration::from_secs(timeout_secs),
+        })
+    }
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+#[derive(clap::Args, Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynthArgs {
+    /// Threads for circuit synthesis (default: all cores).
+    #[arg(long = "synth-threads", env = "CUZK_SYNTH_THREADS")]
+    pub threads: Option<usize>,
+    /// Partitions synthesized at once; each holds its whole assignment in memory.
+    #[arg(long = "synth-partitions-in-flight", env = "CUZK_SYNTH_PARTITIONS_IN_FLIGHT")]
+    pub partitions_in_flight: Option<usize>,
+    /// Jobs taken from the job queue at once.
+    #[arg(long = "synth-jobs-in-flight", env = "CUZK_SYNTH_JOBS_IN_FLIGHT")]
+    pub jobs_in_flight: Option<usize>,
+    /// Stop synthesizing while the work queue holds this many partitions (backpressure).
+    #[arg(long = "synth-max-queued-partitions", env = "CUZK_SYNTH_MAX_QUEUED_PARTITIONS")]
+    pub max_queued_partitions: Option<u64>,
+    /// Largest inline job input accepted, bytes.
+    #[arg(long = "synth-max-inline-input", env = "CUZK_SYNTH_MAX_INLINE_INPUT")]
+    pub max_inline_input: Option<usize>,
+    /// zstd level for witness blobs.
+    #[arg(long = "synth-zstd-level", env = "CUZK_SYNTH_ZSTD_LEVEL")]
+    pub zstd_level: Option<i32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SynthConfig {
+    pub threads: usize,
+    pub partitions_in_flight: usize,
+    pub jobs_in_flight: usize,
+    pub max_queued_partitions: u64,
+    pub max_inline_input: usize,
+    pub zstd_level: i32,
+}
+
+impl SynthArgs {
+    pub fn merge(mut self, file: SynthArgs) -> SynthArgs {
+        fill!(self, file, threads, partitions_in_flight, jobs_in_flight, max_queued_partitions,
+            max_inline_input, zstd_level);
+        self
+    }
+
+    pub fn resolve(self) -> Result<SynthConfig, ConfigError> {
+        let threads = self.threads.unwrap_or_else(default_threads);
+        let config = SynthConfig {
+            threads,
+            partitions_in_flight: self.partitions_in_flight.unwrap_or(threads.max(2)),
+            jobs_in_flight: self.jobs_in_flight.unwrap_or(2),
+            max_queued_partitions: self.max_queued_partitions.unwrap_or(32),
+            max_inline_input: self.max_inline_input.unwrap_or(768 * 1024),
+            zstd_level: self.zstd_level.unwrap_or(EncodeOptions::default().level),
+        };
+        if config.threads == 0 {
+            return Err(invalid("synth.threads", "must be at least 1"));
+        }
+        if config.partitions_in_flight == 0 || config.jobs_in_flight == 0 {
+            return Err(invalid("synth.partitions_in_flight", "in-flight limits must be at least 1"));
+        }
+        if config.max_queued_partitions == 0 {
+            return Err(invalid("synth.max_queued_partitions", "must be at least 1"));
+        }
+        if !(-7..=22).contains(&config.zstd_level) {
+            return Err(invalid("synth.zstd_level", "must be in -7..=22"));
+        }
+        Ok(config)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    /// CUDA when a GPU and driver are present, otherwise the CPU.
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+#[derive(clap::Args, Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuArgs {
+    #[arg(long = "gpu-backend", env = "CUZK_GPU_BACKEND", value_enum)]
+    pub backend: Option<BackendKind>,
+    /// Proving workers per device (per node for the CPU backend).
+    #[arg(long = "gpu-workers", env = "CUZK_GPU_WORKERS")]
+    pub workers: Option<usize>,
+    /// Partitions fetched and decoded ahead of the one being proved, per worker.
+    #[arg(long = "gpu-prefetch", env = "CUZK_GPU_PREFETCH")]
+    pub prefetch: Option<usize>,
+    /// Threads for the CPU backend (default: all cores).
+    #[arg(long = "gpu-cpu-threads", env = "CUZK_GPU_CPU_THREADS")]
+    pub cpu_threads: Option<usize>,
+    /// Directory of cached Groth16 parameters.
+    #[arg(long = "param-cache", env = "CUZK_PARAM_CACHE")]
+    pub param_cache: Option<PathBuf>,
+    /// Device memory the backend may use, bytes (default: what the device reports free).
+    #[arg(long = "gpu-memory-budget", env = "CUZK_GPU_MEMORY_BUDGET")]
+    pub memory_budget: Option<u64>,
+    /// Verify every partition proof before reporting the job (cheap: a few pairings).
+    #[arg(long = "gpu-verify", env = "CUZK_GPU_VERIFY")]
+    pub verify: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuConfig {
+    pub backend: BackendKind,
+    pub workers: usize,
+    pub prefetch: usize,
+    pub cpu_threads: usize,
+    pub param_cache: Option<PathBuf>,
+    pub memory_budget: Option<u64>,
+    pub verify: bool,
+}
+
+impl GpuArgs {
+    pub fn merge(mut self, file: GpuArgs) -> GpuArgs {
+        fill!(self, file, backend, workers, prefetch, cpu_threads, param_cache, memory_budget,
+            verify);
+        self
+    }
+
+    pub fn resolve(self) -> Result<GpuConfig, ConfigError> {
+        let config = GpuConfig {
+            backend: self.backend.unwrap_or(BackendKind::Auto),
+            workers: self.workers.unwrap_or(1),
+            prefetch: self.prefetch.unwrap_or(1),
+            cpu_threads: self.cpu_threads.unwrap_or_else(default_threads),
+            param_cache: self.param_cache,
+            memory_budget: self.memory_budget,
+            verify: self.verify.unwrap_or(true),
+        };
+        if config.workers == 0 || config.cpu_threads == 0 {
+            return Err(invalid("gpu.workers", "workers and threads must be at least 1"));
+        }
+        if config.prefetch > 16 {
+            return Err(invalid("gpu.prefetch", "at most 16 (each prefetched blob is held in memory)"));
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_overrides_file_overrides_defaults() {
+        let file: ConfigFile = toml::from_str(
+            "[synth]\nthreads = 3\nzstd_level = 5\n[nats]\nurls = [\"nats://a:1\"]\n",
+        )
+        .unwrap();
+        let cli = SynthArgs { threads: Some(7), ..Default::default() };
+        let synth = cli.merge(file.synth).resolve().unwrap();
+        assert_eq!((synth.threads, synth.zstd_level, synth.jobs_in_flight), (7, 5, 2));
+        let nats = NatsArgs::default().merge(file.nats).resolve("x").unwrap();
+        assert_eq!(nats.urls, vec!["nats://a:1".to_owned()]);
+        assert_eq!(nats.name, "x");
+    }
+
+    #[test]
+    fn rejects_bad_settings() {
+        assert!(toml::from_str::<ConfigFile>("[synth]\nthreadz = 1\n").is_err());
+        let zero = SynthArgs { threads: Some(0), ..Default::default() };
+        assert!(zero.resolve().is_err());
+        let half_auth = NatsArgs { user: Some("u".into()), ..Default::default() };
+        assert!(half_auth.resolve("x").is_err());
+        let missing = NatsArgs { creds: Some("/nonexistent.creds".into()), ..Default::default() };
+        let err = missing.resolve("x").unwrap_err().to_string();
+        assert!(err.contains("nonexistent"), "{err}");
+    }
+}

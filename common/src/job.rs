@@ -1,0 +1,382 @@
+//! The messages that cross the cluster: the job a client submits (JSON), the partition work item
+//! a synth node hands to GPU nodes (bincode), the job record kept in KV and the result published
+//! on `cuzk.results.<job_id>` (JSON).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bincode::Options;
+use serde::{Deserialize, Serialize};
+
+/// The only job spec version this build understands.
+pub const JOB_SPEC_VERSION: u32 = 1;
+pub const WORK_ITEM_VERSION: u16 = 1;
+pub const RESULT_VERSION: u32 = 1;
+pub const MAX_JOB_ID_LEN: usize = 64;
+/// A work item is a few hundred bytes; anything larger is not ours.
+pub const MAX_WORK_ITEM_BYTES: u64 = 64 * 1024;
+/// Header a plain `nats pub -H` can set so that even an unparseable job reports on its own subject.
+pub const JOB_ID_HEADER: &str = "Cuzk-Job-Id";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobSpecError {
+    #[error("job is not valid JSON: {0}")]
+    Json(String),
+    #[error("unsupported job spec version {0} (this build speaks version {JOB_SPEC_VERSION})")]
+    Version(u32),
+    #[error("invalid job id {0:?}: use 1-{MAX_JOB_ID_LEN} characters from [A-Za-z0-9_-]")]
+    JobId(String),
+    #[error("invalid input: {0}")]
+    Input(String),
+}
+
+/// Where the circuit's input bytes come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum JobInput {
+    #[default]
+    None,
+    /// UTF-8 text, used as its bytes.
+    Utf8(String),
+    /// Standard base64.
+    Base64(String),
+    /// An object in the inputs object store bucket (for inputs larger than a NATS message).
+    Object(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    High,
+    #[default]
+    Normal,
+}
+
+/// A proving job as a client submits it, e.g.
+/// `{"version":1,"job_id":"j1","circuit":"sha256","params":{"blocks":2,"partitions":3},"input":{"utf8":"hello"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    pub version: u32,
+    pub job_id: String,
+    pub circuit: String,
+    #[serde(default)]
+    pub params: serde_json::Value,
+    #[serde(default)]
+    pub input: JobInput,
+    #[serde(default)]
+    pub priority: Priority,
+}
+
+pub fn valid_job_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_JOB_ID_LEN
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl JobSpec {
+    /// Parses and validates a submitted job. On failure also returns the job id if one could be
+    /// recovered, so the failure can be reported on that job's results subject.
+    pub fn parse(body: &[u8]) -> Result<JobSpec, (Option<String>, JobSpecError)> {
+        let value: serde_json::Value = serde_json::from_slice(body)
+            .map_err(|e| (None, JobSpecError::Json(e.to_string())))?;
+        let recovered_id = value
+            .get("job_id")
+            .and_then(|v| v.as_str())
+            .filter(|id| valid_job_id(id))
+            .map(str::to_owned);
+        let spec: JobSpec = serde_json::from_value(value)
+            .map_err(|e| (recovered_id.clone(), JobSpecError::Json(e.to_string())))?;
+        if !valid_job_id(&spec.job_id) {
+            return Err((None, JobSpecError::JobId(spec.job_id)));
+        }
+        let fail = |e| (Some(spec.job_id.clone()), e);
+        if spec.version != JOB_SPEC_VERSION {
+            return Err(fail(JobSpecError::Version(spec.version)));
+        }
+        if let JobInput::Object(name) = &spec.input {
+            if name.is_empty() || name.len() > 255 {
+                return Err(fail(JobSpecError::Input(format!("bad object name {name:?}"))));
+            }
+        }
+        Ok(spec)
+    }
+}
+
+/// Current wall-clock time as Unix milliseconds (timestamps that cross machines).
+pub fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Per-partition stage timings, milliseconds. Filled in by the synth node, then the GPU node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PartitionTimings {
+    pub synth_ms: f64,
+    pub encode_ms: f64,
+    pub upload_ms: f64,
+    /// From the work item's publication to a GPU worker taking it.
+    pub queue_wait_ms: f64,
+    pub fetch_ms: f64,
+    pub decode_ms: f64,
+    pub h_ms: f64,
+    pub msm_ms: f64,
+    pub prove_ms: f64,
+    /// Bytes of the compressed blob on the wire, and of the raw 32-byte-per-element vectors.
+    pub blob_bytes: u64,
+    pub raw_bytes: u64,
+}
+
+impl std::iter::Sum for PartitionTimings {
+    fn sum<I: Iterator<Item = PartitionTimings>>(parts: I) -> PartitionTimings {
+        parts.fold(PartitionTimings::default(), |acc, t| PartitionTimings {
+            synth_ms: acc.synth_ms + t.synth_ms,
+            encode_ms: acc.encode_ms + t.encode_ms,
+            upload_ms: acc.upload_ms + t.upload_ms,
+            queue_wait_ms: acc.queue_wait_ms + t.queue_wait_ms,
+            fetch_ms: acc.fetch_ms + t.fetch_ms,
+            decode_ms: acc.decode_ms + t.decode_ms,
+            h_ms: acc.h_ms + t.h_ms,
+            msm_ms: acc.msm_ms + t.msm_ms,
+            prove_ms: acc.prove_ms + t.prove_ms,
+            blob_bytes: acc.blob_bytes + t.blob_bytes,
+            raw_bytes: acc.raw_bytes + t.raw_bytes,
+        })
+    }
+}
+
+/// The partition work item on the work stream (bincode, bounded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkItem {
+    pub version: u16,
+    pub job_id: String,
+    pub partition: u32,
+    pub partitions: u32,
+    pub circuit: String,
+    /// The job's circuit params as canonical JSON text (bincode cannot carry a JSON value).
+    pub params_json: String,
+    pub shape_key: String,
+    pub blob_object: String,
+    pub published_at_ms: u64,
+    pub timings: PartitionTimings,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed work item: {0}")]
+pub struct WorkItemError(pub String);
+
+fn bincode_options() -> impl Options {
+    bincode::DefaultOptions::new().with_limit(MAX_WORK_ITEM_BYTES).reject_trailing_bytes()
+}
+
+impl WorkItem {
+    pub fn encode(&self) -> Vec<u8> {
+        bincode_options().serialize(self).expect("work item fits its size limit")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<WorkItem, WorkItemError> {
+        if bytes.len() as u64 > MAX_WORK_ITEM_BYTES {
+            return Err(WorkItemError(format!("{} bytes exceeds the limit", bytes.len())));
+        }
+        let item: WorkItem =
+            bincode_options().deserialize(bytes).map_err(|e| WorkItemError(e.to_string()))?;
+        if item.version != WORK_ITEM_VERSION {
+            return Err(WorkItemError(format!("unsupported version {}", item.version)));
+        }
+        if !valid_job_id(&item.job_id) || item.partition >= item.partitions {
+            return Err(WorkItemError("job id or partition index out of range".into()));
+        }
+        Ok(item)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Synthesizing,
+    Proving,
+    Done,
+    Failed,
+}
+
+impl JobStatus {
+    pub fn is_final(self) -> bool {
+        matches!(self, JobStatus::Done | JobStatus::Failed)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PartitionStatus {
+    #[default]
+    Pending,
+    /// Synthesized, blob uploaded and work item published.
+    Queued,
+    Proved,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct PartitionRecord {
+    pub status: PartitionStatus,
+    /// Hex of the 192-byte partition proof once proved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<String>,
+    #[serde(default)]
+    pub timings: PartitionTimings,
+    /// Number of times a GPU worker took this partition (at-least-once delivery shows here).
+    #[serde(default)]
+    pub attempts: u32,
+    /// Which node proved it, and whether that node checked the proof against the verifying key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prover: Option<String>,
+    #[serde(default)]
+    pub verified: bool,
+}
+
+/// The job's record in the jobs KV bucket, updated by compare-and-set only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub job_id: String,
+    pub circuit: String,
+    pub params: serde_json::Value,
+    pub status: JobStatus,
+    /// Stream sequence of the submission that created this record: a redelivery of that same
+    /// message resumes the job, any other message with this id is a duplicate submission.
+    pub submission_seq: u64,
+    pub submitted_at_ms: u64,
+    pub synth_started_at_ms: u64,
+    pub updated_at_ms: u64,
+    pub partitions: Vec<PartitionRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<JobResult>,
+}
+
+impl JobRecord {
+    pub fn all_proved(&self) -> bool {
+        self.partitions.iter().all(|p| p.status == PartitionStatus::Proved && p.proof.is_some())
+    }
+}
+
+/// Job-level timings, milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct JobTimings {
+    /// Submission to result.
+    pub total_ms: f64,
+    /// Submission to a synth node taking the job.
+    pub job_queue_ms: f64,
+    /// Sums over partitions of each stage.
+    pub stages: PartitionTimings,
+    pub assemble_ms: f64,
+}
+
+/// What a client receives on `cuzk.results.<job_id>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobResult {
+    pub version: u32,
+    pub job_id: String,
+    pub status: JobStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit: Option<String>,
+    /// Hex of the final proof: the partition proofs (192 bytes each) concatenated in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<String>,
+    pub partitions: u32,
+    /// Whether the assembling node checked every partition proof with the verifying key.
+    #[serde(default)]
+    pub verified: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub timings: JobTimings,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_timings: Vec<PartitionTimings>,
+}
+
+impl JobResult {
+    pub fn failed(job_id: &str, error: impl Into<String>) -> JobResult {
+        JobResult {
+            version: RESULT_VERSION,
+            job_id: job_id.to_owned(),
+            status: JobStatus::Failed,
+            circuit: None,
+            proof: None,
+            partitions: 0,
+            verified: false,
+            error: Some(error.into()),
+            timings: JobTimings::default(),
+            partition_timings: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_spec() {
+        let spec = JobSpec::parse(
+            br#"{"version":1,"job_id":"j-1","circuit":"sha256","params":{"blocks":2},"input":{"utf8":"hi"},"priority":"high"}"#,
+        )
+        .unwrap();
+        assert_eq!(spec.job_id, "j-1");
+        assert_eq!(spec.input, JobInput::Utf8("hi".into()));
+        assert_eq!(spec.priority, Priority::High);
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let spec = JobSpec::parse(br#"{"version":1,"job_id":"a","circuit":"mimc"}"#).unwrap();
+        assert_eq!(spec.input, JobInput::None);
+        assert_eq!(spec.priority, Priority::Normal);
+        assert!(spec.params.is_null());
+    }
+
+    #[test]
+    fn rejections_keep_the_job_id_when_possible() {
+        let (id, err) = JobSpec::parse(b"{not json").unwrap_err();
+        assert_eq!(id, None);
+        assert!(matches!(err, JobSpecError::Json(_)));
+
+        let (id, err) =
+            JobSpec::parse(br#"{"version":1,"job_id":"ok","circuit":"x","bogus":1}"#).unwrap_err();
+        assert_eq!(id.as_deref(), Some("ok"));
+        assert!(err.to_string().contains("bogus"));
+
+        let (id, err) = JobSpec::parse(br#"{"version":2,"job_id":"v","circuit":"x"}"#).unwrap_err();
+        assert_eq!((id.as_deref(), err), (Some("v"), JobSpecError::Version(2)));
+
+        let (id, err) = JobSpec::parse(br#"{"version":1,"job_id":"a.b","circuit":"x"}"#).unwrap_err();
+        assert_eq!(id, None);
+        assert!(matches!(err, JobSpecError::JobId(_)));
+        assert!(!valid_job_id(&"x".repeat(65)));
+    }
+
+    #[test]
+    fn work_item_roundtrip_and_bounds() {
+        let item = WorkItem {
+            version: WORK_ITEM_VERSION,
+            job_id: "j".into(),
+            partition: 1,
+            partitions: 3,
+            circuit: "sha256".into(),
+            params_json: "{}".into(),
+            shape_key: "sha256-b1".into(),
+            blob_object: "j/1".into(),
+            published_at_ms: 5,
+            timings: PartitionTimings { synth_ms: 1.5, ..Default::default() },
+        };
+        let bytes = item.encode();
+        assert_eq!(WorkItem::decode(&bytes).unwrap(), item);
+        for cut in 0..bytes.len() {
+            assert!(WorkItem::decode(&bytes[..cut]).is_err());
+        }
+        let mut huge_len = bytes.clone();
+        huge_len[2] = 0xfd; // varint marker claiming an 8-byte string length
+        assert!(WorkItem::decode(&huge_len).is_err());
+        let bad = WorkItem { partition: 3, ..item };
+        assert!(WorkItem::decode(&bad.encode()).is_err());
+    }
+}

@@ -1,0 +1,182 @@
+//! Connecting to NATS with the configured credentials, and the retry policy every network step
+//! uses.
+
+use std::future::Future;
+use std::time::Duration;
+
+use std::sync::Arc;
+
+use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
+use async_nats::{Client, ConnectOptions, Event};
+use futures::StreamExt;
+
+use crate::config::NatsConfig;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot read NATS credentials: {0}")]
+    Credentials(String),
+    #[error("cannot connect to NATS at {urls}: {message}")]
+    Connect { urls: String, message: String },
+}
+
+/// Exponential backoff, capped, with a bounded number of attempts.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+impl RetryPolicy {
+    /// For publishes and KV operations: rides out a leader election (a few seconds).
+    pub const NETWORK: RetryPolicy =
+        RetryPolicy { attempts: 8, initial: Duration::from_millis(100), max: Duration::from_secs(3) };
+
+    pub fn delay(&self, attempt: u32) -> Duration {
+        self.initial.saturating_mul(1u32 << attempt.min(16)).min(self.max)
+    }
+}
+
+/// Runs `op` until it succeeds or the policy's attempts are spent, logging each failure.
+pub async fn retry<T, E, F, Fut>(what: &str, policy: RetryPolicy, mut op: F) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Ok(value) => return Ok(value),
+            Err(err) if attempt + 1 >= policy.attempts => return Err(err),
+            Err(err) => {
+                let delay = policy.delay(attempt);
+                tracing::warn!(%err, attempt, ?delay, "{what} failed; retrying");
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+        }
+    }
+}
+
+async fn options(config: &NatsConfig) -> Result<ConnectOptions, ConnectError> {
+    let mut options = if let Some(creds) = &config.creds {
+        ConnectOptions::with_credentials_file(creds)
+            .await
+            .map_err(|e| ConnectError::Credentials(format!("{}: {e}", creds.display())))?
+    } else if let Some(seed_file) = &config.nkey_seed_file {
+        let seed = std::fs::read_to_string(seed_file)
+            .map_err(|e| ConnectError::Credentials(format!("{}: {e}", seed_file.display())))?;
+        ConnectOptions::with_nkey(seed.trim().to_owned())
+    } else if let (Some(user), Some(password)) = (&config.user, &config.password) {
+        ConnectOptions::with_user_and_password(user.clone(), password.clone())
+    } else {
+        ConnectOptions::new()
+    };
+    if let Some(ca) = &config.tls_ca {
+        options = options.require_tls(true).add_root_certificates(ca.clone());
+    }
+    if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    if let Some(prefix) = &config.inbox_prefix {
+        options = options.custom_inbox_prefix(prefix);
+    }
+    Ok(options
+        .name(&config.name)
+        .connection_timeout(config.timeout)
+        .request_timeout(Some(config.timeout))
+        .max_reconnects(None)
+        .event_callback(|event| async move {
+            match event {
+                // Permission violations surface only here, then as a request timeout.
+                Event::ServerError(err) => tracing::error!(%err, "nats server error"),
+                Event::Disconnected => tracing::warn!("nats disconnected"),
+                Event::Connected => tracing::info!("nats connected"),
+                other => tracing::debug!(event = %other, "nats event"),
+            }
+        }))
+}
+
+/// Connects to the first reachable server of the configured list, retrying for a while so a
+/// node started together with its server does not fail at once.
+pub async fn connect(config: &NatsConfig) -> Result<Client, ConnectError> {
+    let urls: Vec<async_nats::ServerAddr> = config
+        .urls
+        .iter()
+        .map(|u| u.parse())
+        .collect::<Result<_, _>>()
+        .map_err(|e: std::io::Error| ConnectError::Connect {
+            urls: config.urls.join(","),
+            message: format!("bad URL: {e}"),
+        })?;
+    let policy = RetryPolicy { attempts: 10, initial: Duration::from_millis(200), max: Duration::from_secs(3) };
+    retry("nats connect", policy, || async {
+        let options = options(config).await?;
+        options.connect(urls.clone()).await.map_err(|e| ConnectError::Connect {
+            urls: config.urls.join(","),
+            message: e.to_string(),
+        })
+    })
+    .await
+}
+
+/// Pulls one message, waiting up to `wait` (zero: only what is already there).
+pub async fn pull_one(
+    consumer: &PullConsumer,
+    wait: Duration,
+) -> Result<Option<jetstream::Message>, async_nats::Error> {
+    let mut batch = if wait.is_zero() {
+        consumer.fetch().max_messages(1).messages().await?
+    } else {
+        consumer.batch().max_messages(1).expires(wait).messages().await?
+    };
+    match batch.next().await {
+        Some(message) => Ok(Some(message?)),
+        None => Ok(None),
+    }
+}
+
+/// Sends progress acks so a message being worked on is not redelivered; abort it when done.
+pub async fn progress_ticker(message: Arc<jetstream::Message>) {
+    let mut interval = tokio::time::interval(crate::topology::PROGRESS_INTERVAL);
+    interval.tick().await;
+    loop {
+        interval.tick().await;
+        if let Err(e) = message.ack_with(AckKind::Progress).await {
+            tracing::warn!(err = %e, "progress ack failed");
+        }
+    }
+}
+
+/// Milliseconds as a float, the unit of every stage timing.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let p = RetryPolicy::NETWORK;
+        assert_eq!(p.delay(0), Duration::from_millis(100));
+        assert_eq!(p.delay(2), Duration::from_millis(400));
+        assert_eq!(p.delay(40), Duration::from_secs(3));
+    }
+
+    #[tokio::test]
+    async fn retry_stops_after_the_policy() {
+        let policy = RetryPolicy { attempts: 3, initial: Duration::from_millis(1), max: Duration::from_millis(1) };
+        let mut calls = 0;
+        let result: Result<(), String> = retry("op", policy, || {
+            calls += 1;
+            async { Err("nope".to_owned()) }
+        })
+        .await;
+        assert!(result.is_err());
+        assert_eq!(calls, 3);
+    }
+}

@@ -1,0 +1,250 @@
+//! The one place that names and provisions the cluster's NATS topology: subjects, streams,
+//! consumers, the jobs KV bucket and the object-store buckets. Provisioning is idempotent and
+//! works on nats-server 2.9 (which cannot create KV buckets through async-nats) and 2.10+.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{
+    self,
+    consumer::{pull, AckPolicy, PullConsumer},
+    kv,
+    object_store::{self, ObjectStore},
+    stream::{self, DiscardPolicy, RetentionPolicy, StorageType, Stream},
+    Context,
+};
+
+/// Where clients publish jobs (`nats pub cuzk.jobs.submit '{...}'`).
+pub const SUBJECT_SUBMIT: &str = "cuzk.jobs.submit";
+pub const SUBJECT_WORK_HIGH: &str = "cuzk.work.high";
+pub const SUBJECT_WORK_NORMAL: &str = "cuzk.work.normal";
+/// Results of jobs whose submission carried no usable job id.
+pub const SUBJECT_RESULTS_MALFORMED: &str = "cuzk.results._malformed";
+
+pub fn results_subject(job_id: &str) -> String {
+    format!("cuzk.results.{job_id}")
+}
+
+pub const JOBS_STREAM: &str = "CUZK_JOBS";
+pub const WORK_STREAM: &str = "CUZK_WORK";
+pub const RESULTS_STREAM: &str = "CUZK_RESULTS";
+pub const SYNTH_CONSUMER: &str = "synth";
+pub const GPU_HIGH_CONSUMER: &str = "gpu-high";
+pub const GPU_NORMAL_CONSUMER: &str = "gpu-normal";
+pub const JOBS_BUCKET: &str = "cuzk-jobs";
+pub const BLOBS_BUCKET: &str = "cuzk-blobs";
+pub const INPUTS_BUCKET: &str = "cuzk-inputs";
+
+/// Largest job message the jobs stream stores (bigger inputs go through the inputs bucket).
+pub const MAX_JOB_MESSAGE: i32 = 1024 * 1024;
+/// Job records and results are kept this long.
+pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Blobs are deleted once proved; this only reclaims blobs of jobs abandoned mid-way.
+pub const BLOB_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+/// Results are published with the job id as message id: within this window a second
+/// publication of the same job's result is dropped by the server.
+pub const RESULTS_DEDUP_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// Redelivery after this long without an ack or progress; workers send progress acks at a third
+/// of it, so a crashed worker's partition returns quickly.
+pub const ACK_WAIT: Duration = Duration::from_secs(30);
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
+/// Deliveries of one message before it is given up (the job then fails with the reason).
+pub const MAX_DELIVER: i64 = 5;
+/// Object-store chunk size: under the default 1 MiB `max_payload`, large to cut per-chunk acks.
+pub const BLOB_CHUNK_SIZE: usize = 1024 * 1024 - 4096;
+
+#[derive(Debug, thiserror::Error)]
+#[error("provisioning {what} failed: {message}")]
+pub struct TopologyError {
+    pub what: String,
+    pub message: String,
+}
+
+fn failed(what: impl Into<String>) -> impl FnOnce(String) -> TopologyError {
+    let what = what.into();
+    move |message| TopologyError { what, message }
+}
+
+/// Handles to everything the nodes use.
+#[derive(Clone)]
+pub struct Topology {
+    pub js: Context,
+    pub jobs_kv: kv::Store,
+    pub blobs: ObjectStore,
+    pub inputs: ObjectStore,
+}
+
+async fn ensure_stream(js: &Context, config: stream::Config) -> Result<Stream, TopologyError> {
+    let name = config.name.clone();
+    js.get_or_create_stream(config).await.map_err(|e| failed(format!("stream {name}"))(e.to_string()))
+}
+
+async fn ensure_object_store(
+    js: &Context,
+    bucket: &str,
+    max_age: Duration,
+    replicas: usize,
+) -> Result<ObjectStore, TopologyError> {
+    if let Ok(store) = js.get_object_store(bucket).await {
+        return Ok(store);
+    }
+    let config = object_store::Config {
+        bucket: bucket.to_owned(),
+        max_age,
+        num_replicas: replicas,
+        storage: StorageType::File,
+        ..Default::default()
+    };
+    match js.create_object_store(config).await {
+        Ok(store) => Ok(store),
+        // Another node may have created it between our two calls.
+        Err(create_err) => js
+            .get_object_store(bucket)
+            .await
+            .map_err(|_| failed(format!("object store {bucket}"))(create_err.to_string())),
+    }
+}
+
+/// Creates (or finds) every stream and bucket. Safe to call from every node at start-up.
+pub async fn provision(js: &Context, replicas: usize) -> Result<Topology, TopologyError> {
+    ensure_stream(
+        js,
+        stream::Config {
+            name: JOBS_STREAM.into(),
+            subjects: vec!["cuzk.jobs.>".into()],
+            retention: RetentionPolicy::WorkQueue,
+            storage: StorageType::File,
+            num_replicas: replicas,
+            max_message_size: MAX_JOB_MESSAGE,
+            max_age: RETENTION,
+            ..Default::default()
+        },
+    )
+    .await?;
+    ensure_stream(
+        js,
+        stream::Config {
+            name: WORK_STREAM.into(),
+            subjects: vec!["cuzk.work.>".into()],
+            retention: RetentionPolicy::WorkQueue,
+            storage: StorageType::File,
+            num_replicas: replicas,
+            max_age: BLOB_MAX_AGE,
+            ..Default::default()
+        },
+    )
+    .await?;
+    ensure_stream(
+        js,
+        stream::Config {
+            name: RESULTS_STREAM.into(),
+            subjects: vec!["cuzk.results.>".into()],
+            retention: RetentionPolicy::Limits,
+            storage: StorageType::File,
+            num_replicas: replicas,
+            max_age: RETENTION,
+            duplicate_window: RESULTS_DEDUP_WINDOW,
+            ..Default::default()
+        },
+    )
+    .await?;
+    // The KV bucket's backing stream, exactly as async-nats would create it; done by hand because
+    // `create_key_value` fails against nats-server 2.9 (design §3.1).
+    ensure_stream(
+        js,
+        stream::Config {
+            name: format!("KV_{JOBS_BUCKET}"),
+            subjects: vec![format!("$KV.{JOBS_BUCKET}.>")],
+            max_messages_per_subject: 1,
+            max_age: RETENTION,
+            storage: StorageType::File,
+            num_replicas: replicas,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: DiscardPolicy::New,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let jobs_kv = js
+        .get_key_value(JOBS_BUCKET)
+        .await
+        .map_err(|e| failed(format!("kv bucket {JOBS_BUCKET}"))(e.to_string()))?;
+    let blobs = ensure_object_store(js, BLOBS_BUCKET, BLOB_MAX_AGE, replicas).await?;
+    let inputs = ensure_object_store(js, INPUTS_BUCKET, RETENTION, replicas).await?;
+    Ok(Topology { js: js.clone(), jobs_kv, blobs, inputs })
+}
+
+async fn ensure_consumer(
+    js: &Context,
+    stream: &str,
+    config: pull::Config,
+) -> Result<PullConsumer, TopologyError> {
+    let name = config.durable_name.clone().unwrap_or_default();
+    let what = format!("consumer {stream}/{name}");
+    let stream = js.get_stream(stream).await.map_err(|e| failed(what.clone())(e.to_string()))?;
+    stream.get_or_create_consumer(&name, config).await.map_err(|e| failed(what)(e.to_string()))
+}
+
+fn work_consumer_config(durable: &str, filter: &str) -> pull::Config {
+    pull::Config {
+        durable_name: Some(durable.into()),
+        filter_subject: filter.into(),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait: ACK_WAIT,
+        max_deliver: MAX_DELIVER,
+        // Cluster-wide cap on partitions held by GPU workers; each worker holds at most
+        // 1 + prefetch of them.
+        max_ack_pending: 1024,
+        ..Default::default()
+    }
+}
+
+impl Topology {
+    /// The synth nodes' shared durable consumer of submitted jobs.
+    pub async fn synth_consumer(&self) -> Result<PullConsumer, TopologyError> {
+        ensure_consumer(
+            &self.js,
+            JOBS_STREAM,
+            pull::Config {
+                durable_name: Some(SYNTH_CONSUMER.into()),
+                ack_policy: AckPolicy::Explicit,
+                ack_wait: ACK_WAIT,
+                max_deliver: MAX_DELIVER,
+                max_ack_pending: 1024,
+                ..Default::default()
+            },
+        )
+        .await
+    }
+
+    /// The GPU workers' shared durable consumers, high priority first.
+    pub async fn gpu_consumers(&self) -> Result<[PullConsumer; 2], TopologyError> {
+        let high = ensure_consumer(
+            &self.js,
+            WORK_STREAM,
+            work_consumer_config(GPU_HIGH_CONSUMER, SUBJECT_WORK_HIGH),
+        )
+        .await?;
+        let normal = ensure_consumer(
+            &self.js,
+            WORK_STREAM,
+            work_consumer_config(GPU_NORMAL_CONSUMER, SUBJECT_WORK_NORMAL),
+        )
+        .await?;
+        Ok([high, normal])
+    }
+
+    /// Partitions waiting in the work queue (published, not yet acknowledged).
+    pub async fn queued_partitions(&self) -> Result<u64, TopologyError> {
+        let mut stream =
+            self.js.get_stream(WORK_STREAM).await.map_err(|e| failed("work stream")(e.to_string()))?;
+        let info = stream.info().await.map_err(|e| failed("work stream info")(e.to_string()))?;
+        Ok(info.state.messages)
+    }
+}
+
+/// A JetStream context whose API calls and publish acks time out instead of hanging.
+pub fn jetstream_context(client: async_nats::Client, timeout: Duration) -> Context {
+    jetstream::ContextBuilder::new().timeout(timeout).build(client)
+}

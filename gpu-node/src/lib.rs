@@ -1,0 +1,467 @@
+//! The GPU node: pulls partition work items one at a time per worker, prefetches and decodes the
+//! next blob while the current partition is proved, proves through a [`Backend`], records the
+//! partition proof, and — on the node that completes a job's set — assembles and reports the
+//! job's proof exactly once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
+use bellperson::groth16::{prepare_verifying_key, Parameters, PreparedVerifyingKey, VerifyingKey};
+use blstrs::{Bls12, Scalar};
+use cuzk_circuits::{CircuitSpec, ParamCache};
+use cuzk_common::blob::{self, DecodeLimits};
+use cuzk_common::config::{BackendKind, GpuConfig};
+use cuzk_common::job::{
+    unix_ms, JobRecord, JobResult, JobStatus, JobTimings, PartitionStatus, PartitionTimings, WorkItem,
+    RESULT_VERSION,
+};
+use cuzk_common::nats::{ms, progress_ticker, pull_one};
+use cuzk_common::objects::{self, ObjectError};
+use cuzk_common::records::{self, RecordError};
+use cuzk_common::topology::{Topology, MAX_DELIVER};
+use cuzk_common::witness::Assignment;
+use cuzk_prover::{Backend, BackendError, CpuBackend};
+use ff::Field;
+use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, info_span, warn, Instrument};
+
+/// How handling one work item ended, when it did not succeed.
+#[derive(Debug, thiserror::Error)]
+enum PartitionError {
+    /// This partition can never be proved: the job fails with this reason.
+    #[error("{0}")]
+    Fatal(String),
+    /// Transient: hand the item back for a later attempt.
+    #[error("{0}")]
+    Retry(String),
+}
+
+impl From<RecordError> for PartitionError {
+    fn from(e: RecordError) -> Self {
+        if e.retryable() { PartitionError::Retry(e.to_string()) } else { PartitionError::Fatal(e.to_string()) }
+    }
+}
+
+impl From<ObjectError> for PartitionError {
+    fn from(e: ObjectError) -> Self {
+        if e.retryable() { PartitionError::Retry(e.to_string()) } else { PartitionError::Fatal(e.to_string()) }
+    }
+}
+
+impl From<BackendError> for PartitionError {
+    fn from(e: BackendError) -> Self {
+        if e.retryable() { PartitionError::Retry(e.to_string()) } else { PartitionError::Fatal(e.to_string()) }
+    }
+}
+
+/// A work item whose blob is fetched and decoded, ready for the backend.
+struct Prepared {
+    message: Arc<jetstream::Message>,
+    ticker: tokio::task::JoinHandle<()>,
+    delivered: i64,
+    item: WorkItem,
+    assignment: Assignment,
+    timings: PartitionTimings,
+    /// Frees the worker's prefetch slot once this item is settled.
+    _slot: OwnedSemaphorePermit,
+}
+
+/// A circuit shape's parameters in the backend's form, loaded once and shared by a worker.
+struct Loaded<B: Backend> {
+    srs: B::Srs,
+    vk: VerifyingKey<Bls12>,
+    pvk: PreparedVerifyingKey<Bls12>,
+}
+
+pub struct GpuNode {
+    topology: Topology,
+    config: GpuConfig,
+    name: String,
+    params: Arc<ParamCache>,
+    limits: DecodeLimits,
+}
+
+impl GpuNode {
+    pub fn new(topology: Topology, config: GpuConfig, name: String) -> anyhow::Result<GpuNode> {
+        let params = match &config.param_cache {
+            Some(dir) => ParamCache::new(dir.clone()),
+            None => ParamCache::from_env()?,
+        };
+        Ok(GpuNode { topology, config, name, params: Arc::new(params), limits: DecodeLimits::default() })
+    }
+
+    /// Starts the workers and runs until `shutdown`; each worker then finishes the partition it
+    /// is proving and hands back what it prefetched.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let consumers = Arc::new(self.topology.gpu_consumers().await?);
+        // Host-side proving work (the whole proof on the CPU backend) runs on this pool.
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(self.config.cpu_threads)
+                .thread_name(|i| format!("prove-{i}"))
+                .build()?,
+        );
+        let mut workers = JoinSet::new();
+        let use_cuda = match self.config.backend {
+            BackendKind::Cpu => false,
+            BackendKind::Cuda => true,
+            BackendKind::Auto => cuzk_kernels::cuda_available() && cuzk_kernels::device_count() > 0,
+        };
+        if use_cuda {
+            let devices = cuzk_kernels::device_count();
+            if devices == 0 {
+                anyhow::bail!("--gpu-backend cuda: no CUDA device is visible (check the driver and CUDA_VISIBLE_DEVICES)");
+            }
+            for device in 0..devices {
+                let backend = Arc::new(cuzk_kernels::CudaBackend::new(device, self.config.memory_budget)?);
+                for w in 0..self.config.workers {
+                    let label = format!("cuda{device}.{w}");
+                    workers.spawn(self.clone().worker(backend.clone(), pool.clone(), label, consumers.clone(), shutdown.clone()));
+                }
+            }
+        } else {
+            let backend = Arc::new(CpuBackend);
+            for w in 0..self.config.workers {
+                let label = format!("cpu.{w}");
+                workers.spawn(self.clone().worker(backend.clone(), pool.clone(), label, consumers.clone(), shutdown.clone()));
+            }
+        }
+        info!(node = %self.name, backend = if use_cuda { "cuda" } else { "cpu" }, workers = workers.len(),
+            config = ?self.config, "gpu node started");
+        while let Some(done) = workers.join_next().await {
+            done?;
+        }
+        Ok(())
+    }
+
+    async fn worker<B: Backend>(
+        self: Arc<Self>,
+        backend: Arc<B>,
+        pool: Arc<rayon::ThreadPool>,
+        label: String,
+        consumers: Arc<[PullConsumer; 2]>,
+        shutdown: CancellationToken,
+    ) {
+        let slots = Arc::new(Semaphore::new(1 + self.config.prefetch));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let fetcher = tokio::spawn(self.clone().fetch_loop(consumers, slots, tx, shutdown.clone()));
+        let loaded: Mutex<HashMap<String, Arc<Loaded<B>>>> = Mutex::new(HashMap::new());
+        while let Some(prepared) = rx.recv().await {
+            let prepared: Prepared = prepared;
+            if shutdown.is_cancelled() {
+                self.settle(&prepared, AckKind::Nak(None)).await;
+                continue;
+            }
+            let span = info_span!("partition", job_id = %prepared.item.job_id, partition = prepared.item.partition, worker = %label);
+            self.prove_and_settle(&backend, &pool, &loaded, &label, prepared).instrument(span).await;
+        }
+        let _ = fetcher.await;
+        info!(worker = %label, "worker stopped");
+    }
+
+    /// Pulls work items while the worker has a free slot, fetching and decoding each one.
+    async fn fetch_loop(
+        self: Arc<Self>,
+        consumers: Arc<[PullConsumer; 2]>,
+        slots: Arc<Semaphore>,
+        tx: mpsc::UnboundedSender<Prepared>,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            let slot = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                slot = slots.clone().acquire_owned() => slot.expect("semaphore open"),
+            };
+            let message = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                message = next_work(&consumers) => message,
+            };
+            let message = match message {
+                Ok(Some(message)) => message,
+                Ok(None) => continue,
+                Err(e) => {
+                    warn!(err = %e, "pulling work failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if let Some(prepared) = self.prepare(message, slot).await {
+                if tx.send(prepared).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Fetches and decodes a work item's blob. Items that need no proving (their job already
+    /// ended) or cannot be proved are settled here and yield `None`.
+    async fn prepare(&self, message: jetstream::Message, slot: OwnedSemaphorePermit) -> Option<Prepared> {
+        let delivered = message.info().map(|i| i.delivered).unwrap_or(1);
+        let item = match WorkItem::decode(&message.payload) {
+            Ok(item) => item,
+            Err(e) => {
+                warn!(err = %e, "dropping an unreadable work item");
+                let _ = message.ack_with(AckKind::Term).await;
+                return None;
+            }
+        };
+        let message = Arc::new(message);
+        let ticker = tokio::spawn(progress_ticker(message.clone()));
+        let span = info_span!("fetch", job_id = %item.job_id, partition = item.partition);
+        let mut timings = item.timings;
+        timings.queue_wait_ms = unix_ms().saturating_sub(item.published_at_ms) as f64;
+        let fetched = self.fetch_assignment(&item, &mut timings).instrument(span).await;
+        let mut prepared = Prepared { message, ticker, delivered, item, assignment: Assignment::default(), timings, _slot: slot };
+        match fetched {
+            Ok(Some(assignment)) => {
+                prepared.assignment = assignment;
+                Some(prepared)
+            }
+            Ok(None) => {
+                self.settle(&prepared, AckKind::Ack).await;
+                objects::delete(&self.topology.blobs, &prepared.item.blob_object).await.ok();
+                None
+            }
+            Err(e) => {
+                self.handle_failure(&prepared, e).await;
+                None
+            }
+        }
+    }
+
+    async fn fetch_assignment(
+        &self,
+        item: &WorkItem,
+        timings: &mut PartitionTimings,
+    ) -> Result<Option<Assignment>, PartitionError> {
+        match records::load(&self.topology.jobs_kv, &item.job_id).await? {
+            Some((record, _)) if !record.status.is_final() => {}
+            _ => return Ok(None),
+        }
+        let started = Instant::now();
+        let bytes = objects::read_bounded(&self.topology.blobs, &item.blob_object, self.limits.max_blob_bytes).await?;
+        timings.fetch_ms = ms(started.elapsed());
+        let started = Instant::now();
+        let limits = self.limits;
+        let decoded = tokio::task::spawn_blocking(move || blob::decode_blob(&bytes, &limits))
+            .await
+            .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
+        let (header, assignment) =
+            decoded.map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
+        timings.decode_ms = ms(started.elapsed());
+        if header.job_id != item.job_id || header.partition != item.partition || header.shape_key != item.shape_key {
+            return Err(PartitionError::Fatal(format!(
+                "partition {}: blob {} belongs to {}/{} ({}), not this work item",
+                item.partition, item.blob_object, header.job_id, header.partition, header.shape_key
+            )));
+        }
+        Ok(Some(assignment))
+    }
+
+    async fn prove_and_settle<B: Backend>(
+        &self,
+        backend: &Arc<B>,
+        pool: &Arc<rayon::ThreadPool>,
+        loaded: &Mutex<HashMap<String, Arc<Loaded<B>>>>,
+        label: &str,
+        mut prepared: Prepared,
+    ) {
+        let assignment = std::mem::take(&mut prepared.assignment);
+        match self.prove(backend, pool, loaded, label, &prepared, assignment).await {
+            Ok(()) => {
+                self.settle(&prepared, AckKind::Ack).await;
+                if let Err(e) = objects::delete(&self.topology.blobs, &prepared.item.blob_object).await {
+                    warn!(err = %e, "deleting a proved blob failed; the bucket's max age reclaims it");
+                }
+            }
+            Err(e) => self.handle_failure(&prepared, e).await,
+        }
+    }
+
+    async fn prove<B: Backend>(
+        &self,
+        backend: &Arc<B>,
+        pool: &Arc<rayon::ThreadPool>,
+        loaded: &Mutex<HashMap<String, Arc<Loaded<B>>>>,
+        label: &str,
+        prepared: &Prepared,
+        assignment: Assignment,
+    ) -> Result<(), PartitionError> {
+        let item = &prepared.item;
+        let shape = self.load_shape(backend, loaded, item).await?;
+        let public_inputs = assignment.input.get(1..).unwrap_or_default().to_vec();
+        let mut rng = rand::rngs::OsRng;
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let started = Instant::now();
+        let (backend_ref, shape_ref, pool) = (backend.clone(), shape.clone(), pool.clone());
+        let (proof, prove_timings) = tokio::task::spawn_blocking(move || {
+            pool.install(|| cuzk_prover::prove_timed(&*backend_ref, &shape_ref.srs, &shape_ref.vk, assignment, r, s))
+        })
+        .await
+        .map_err(|e| PartitionError::Fatal(format!("prover died: {e}")))??;
+        let mut timings = prepared.timings;
+        timings.prove_ms = ms(started.elapsed());
+        timings.h_ms = ms(prove_timings.h);
+        timings.msm_ms = ms(prove_timings.msm);
+        let verified = self.config.verify;
+        if verified && !matches!(cuzk_prover::verify(&shape.pvk, &proof, &public_inputs), Ok(true)) {
+            return Err(PartitionError::Fatal(format!(
+                "partition {} proof does not verify: the parameters do not match the circuit",
+                item.partition
+            )));
+        }
+        let proof_hex = hex::encode(cuzk_prover::proof_bytes(&proof));
+        info!(h_ms = timings.h_ms, msm_ms = timings.msm_ms, prove_ms = timings.prove_ms,
+            queue_wait_ms = timings.queue_wait_ms, fetch_ms = timings.fetch_ms, decode_ms = timings.decode_ms,
+            "partition proved");
+
+        let index = item.partition as usize;
+        let record = records::update(&self.topology.jobs_kv, &item.job_id, |record| {
+            let Some(partition) = record.partitions.get_mut(index) else { return false };
+            if record.status.is_final() || partition.status == PartitionStatus::Proved {
+                return false;
+            }
+            partition.status = PartitionStatus::Proved;
+            partition.proof = Some(proof_hex.clone());
+            partition.timings = timings;
+            partition.attempts = prepared.delivered as u32;
+            partition.prover = Some(format!("{}/{label}", self.name));
+            partition.verified = verified;
+            true
+        })
+        .await?;
+        if let Some(record) = record.filter(|r| r.all_proved() && !r.status.is_final()) {
+            self.assemble(&record).await?;
+        }
+        Ok(())
+    }
+
+    /// Parameters for the item's circuit shape, loaded into the backend once per worker.
+    async fn load_shape<B: Backend>(
+        &self,
+        backend: &Arc<B>,
+        loaded: &Mutex<HashMap<String, Arc<Loaded<B>>>>,
+        item: &WorkItem,
+    ) -> Result<Arc<Loaded<B>>, PartitionError> {
+        let mut loaded = loaded.lock().await;
+        if let Some(shape) = loaded.get(&item.shape_key) {
+            return Ok(shape.clone());
+        }
+        let params_value: serde_json::Value = serde_json::from_str(&item.params_json)
+            .map_err(|e| PartitionError::Fatal(format!("work item params: {e}")))?;
+        let family = cuzk_circuits::resolve(&CircuitSpec { name: item.circuit.clone(), params: params_value })
+            .map_err(|e| PartitionError::Fatal(e.to_string()))?;
+        if family.shape_key() != item.shape_key {
+            return Err(PartitionError::Fatal(format!(
+                "work item shape {} does not match circuit shape {}",
+                item.shape_key,
+                family.shape_key()
+            )));
+        }
+        let cache = self.params.clone();
+        let started = Instant::now();
+        let params: Arc<Parameters<Bls12>> = tokio::task::spawn_blocking(move || cache.get_or_generate(&*family))
+            .await
+            .map_err(|e| PartitionError::Fatal(format!("parameter loading died: {e}")))?
+            .map_err(|e| PartitionError::Fatal(format!("no parameters for {}: {e}", item.shape_key)))?;
+        let backend = backend.clone();
+        let params_for_srs = params.clone();
+        let srs = tokio::task::spawn_blocking(move || backend.load_srs(params_for_srs))
+            .await
+            .map_err(|e| PartitionError::Fatal(format!("SRS loading died: {e}")))??;
+        let vk = params.vk.clone();
+        let pvk = prepare_verifying_key(&vk);
+        info!(shape = %item.shape_key, load_ms = ms(started.elapsed()), "parameters loaded");
+        let shape = Arc::new(Loaded { srs, vk, pvk });
+        loaded.insert(item.shape_key.clone(), shape.clone());
+        Ok(shape)
+    }
+
+    /// Builds the job's result from its complete record and reports it (idempotent).
+    async fn assemble(&self, record: &JobRecord) -> Result<(), PartitionError> {
+        let started = Instant::now();
+        let mut proof = Vec::with_capacity(record.partitions.len() * 192);
+        for partition in &record.partitions {
+            let bytes = partition.proof.as_deref().and_then(|h| hex::decode(h).ok()).filter(|b| b.len() == 192);
+            let bytes = bytes.ok_or_else(|| PartitionError::Fatal("a stored partition proof is malformed".into()))?;
+            proof.extend_from_slice(&bytes);
+        }
+        let partition_timings: Vec<PartitionTimings> = record.partitions.iter().map(|p| p.timings).collect();
+        let now = unix_ms();
+        let result = JobResult {
+            version: RESULT_VERSION,
+            job_id: record.job_id.clone(),
+            status: JobStatus::Done,
+            circuit: Some(record.circuit.clone()),
+            proof: Some(hex::encode(&proof)),
+            partitions: record.partitions.len() as u32,
+            verified: record.partitions.iter().all(|p| p.verified),
+            error: None,
+            timings: JobTimings {
+                total_ms: now.saturating_sub(record.submitted_at_ms) as f64,
+                job_queue_ms: record.synth_started_at_ms.saturating_sub(record.submitted_at_ms) as f64,
+                stages: partition_timings.iter().copied().sum(),
+                assemble_ms: ms(started.elapsed()),
+            },
+            partition_timings,
+        };
+        records::report_result(&self.topology, &result).await?;
+        info!(job_id = %record.job_id, partitions = result.partitions, total_ms = result.timings.total_ms, "job done");
+        Ok(())
+    }
+
+    async fn handle_failure(&self, prepared: &Prepared, error: PartitionError) {
+        let item = &prepared.item;
+        let ack = match error {
+            PartitionError::Retry(reason) if prepared.delivered < MAX_DELIVER => {
+                warn!(job_id = %item.job_id, partition = item.partition, %reason, "partition attempt failed; will retry");
+                AckKind::Nak(Some(cuzk_common::nats::RetryPolicy::NETWORK.delay(prepared.delivered as u32 + 2)))
+            }
+            PartitionError::Retry(reason) => {
+                self.fail_job(item, format!("partition {} gave up after {} attempts: {reason}", item.partition, prepared.delivered)).await
+            }
+            PartitionError::Fatal(reason) => self.fail_job(item, reason).await,
+        };
+        self.settle(prepared, ack).await;
+    }
+
+    async fn fail_job(&self, item: &WorkItem, reason: String) -> AckKind {
+        warn!(job_id = %item.job_id, partition = item.partition, %reason, "job failed");
+        match records::report_result(&self.topology, &JobResult::failed(&item.job_id, reason)).await {
+            Ok(()) => {
+                objects::delete(&self.topology.blobs, &item.blob_object).await.ok();
+                AckKind::Term
+            }
+            Err(e) => {
+                warn!(err = %e, "could not report the failure; the item will be retried");
+                AckKind::Nak(Some(Duration::from_secs(5)))
+            }
+        }
+    }
+
+    async fn settle(&self, prepared: &Prepared, ack: AckKind) {
+        prepared.ticker.abort();
+        let settled = if matches!(ack, AckKind::Ack) {
+            prepared.message.double_ack().await
+        } else {
+            prepared.message.ack_with(ack).await
+        };
+        if let Err(e) = settled {
+            warn!(err = %e, job_id = %prepared.item.job_id, partition = prepared.item.partition,
+                "settling a work item failed; it will be redelivered");
+        }
+    }
+}
+
+/// High-priority work first; otherwise wait briefly on the normal queue.
+async fn next_work(consumers: &[PullConsumer; 2]) -> Result<Option<jetstream::Message>, async_nats::Error> {
+    let [high, normal] = consumers;
+    if let Some(message) = pull_one(high, Duration::ZERO).await? {
+        return Ok(Some(message));
+    }
+    pull_one(normal, Duration::from_secs(2)).await
+}

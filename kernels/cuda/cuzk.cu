@@ -1,0 +1,5 @@
+// The one compilation unit of cuzk's GPU kernels (embedded as a fatbin by build.rs).
+#include "field.cuh"
+#include "curve.cuh"
+#include "ntt.cuh"
+#include "msm.cuh"

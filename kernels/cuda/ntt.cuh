@@ -1,0 +1,91 @@
+// NTT over BLS12-381 Fr, in place, natural order in and out: bit-reversal permutation, then
+// radix-2 Cooley–Tukey (DIT) stages done in groups of up to 10 inside shared memory.
+#pragma once
+#include "field.cuh"
+
+extern "C" __global__ void ntt_bitrev(Fr* x, uint32_t logn) {
+    const uint64_t n = 1ull << logn;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t j = __brevll(i) >> (64 - logn);
+        if (i < j) {
+            Fr a = ld(x + i), b = ld(x + j);
+            st(x + i, b);
+            st(x + j, a);
+        }
+    }
+}
+
+// One group of stages s0 .. s0+k-1. A block owns 2^k "rows" (index bits s0..s0+k-1) times
+// 2^lb consecutive "columns" (low index bits, lb <= s0) for one value of the high bits.
+// tw[i] = w_N^i for the table's domain N = 2^logtw (i < N/2); w_n = w_N^(N/n).
+extern "C" __global__ void __launch_bounds__(256) ntt_pass(Fr* x, const Fr* tw, uint32_t logn,
+                                                           uint32_t logtw, uint32_t s0,
+                                                           uint32_t k, uint32_t lb) {
+    extern __shared__ Fr sm[];
+    const uint32_t E = 1u << (k + lb);
+    const uint32_t tiles_bits = s0 - lb;
+    const uint64_t blk = blockIdx.x;
+    const uint64_t lo_base = (blk & ((1ull << tiles_bits) - 1)) << lb;
+    const uint64_t hi = blk >> tiles_bits;
+    const uint32_t lmask = (1u << lb) - 1;
+
+    for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) {
+        const uint64_t g = (hi << (s0 + k)) | ((uint64_t)(e >> lb) << s0) | (lo_base + (e & lmask));
+        sm[e] = ld(x + g);
+    }
+    __syncthreads();
+    for (uint32_t ls = 0; ls < k; ls++) {
+        const uint32_t s = s0 + ls;
+        const uint32_t shift = logtw - 1 - s;
+        for (uint32_t q = threadIdx.x; q < E / 2; q += blockDim.x) {
+            const uint32_t t = q & lmask;
+            const uint32_t mp = q >> lb;
+            const uint32_t m_lo = mp & ((1u << ls) - 1);
+            const uint32_t m0 = ((mp >> ls) << (ls + 1)) | m_lo;
+            const uint32_t e0 = (m0 << lb) | t;
+            const uint32_t e1 = e0 | (1u << (ls + lb));
+            const uint64_t ktw = ((uint64_t)m_lo << s0) | (lo_base + t);
+            const Fr w = ld(tw + (ktw << shift));
+            const Fr u = sm[e0];
+            const Fr v = sm[e1] * w;
+            sm[e0] = u + v;
+            sm[e1] = u - v;
+        }
+        __syncthreads();
+    }
+    for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) {
+        const uint64_t g = (hi << (s0 + k)) | ((uint64_t)(e >> lb) << s0) | (lo_base + (e & lmask));
+        st(x + g, sm[e]);
+    }
+}
+
+// out[i] = lo[i & 4095] * hi[i >> 12]  (powers of a base, optionally times a constant in hi)
+extern "C" __global__ void fr_powers(Fr* out, uint64_t n, const Fr* lo, const Fr* hi) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        st(out + i, ld(lo + (i & 4095)) * ld(hi + (i >> 12)));
+}
+
+// x[i] *= lo[i & 4095] * hi[i >> 12]
+extern "C" __global__ void fr_mul_powers(Fr* x, uint64_t n, const Fr* lo, const Fr* hi) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        st(x + i, ld(x + i) * (ld(lo + (i & 4095)) * ld(hi + (i >> 12))));
+}
+
+// x[i] *= c
+extern "C" __global__ void fr_scale(Fr* x, uint64_t n, const Fr* c) {
+    const Fr k = ld(c);
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        st(x + i, ld(x + i) * k);
+}
+
+// a[i] = (a[i] * b[i] - c[i]) * zinv
+extern "C" __global__ void h_pointwise(Fr* a, const Fr* b, const Fr* c, uint64_t n, const Fr* zinv) {
+    const Fr z = ld(zinv);
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        st(a + i, (ld(a + i) * ld(b + i) - ld(c + i)) * z);
+}

@@ -1,0 +1,473 @@
+//! The synth node: takes submitted jobs from the jobs stream, synthesizes each partition on a
+//! bounded rayon pool, and publishes every partition's witness blob and work item as soon as
+//! that partition is done.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer::PullConsumer, message::PublishMessage, AckKind};
+use base64::Engine;
+use cuzk_circuits::{CircuitFamily, CircuitSpec};
+use cuzk_common::blob::{self, BlobHeaderInfo, EncodeOptions};
+use cuzk_common::config::SynthConfig;
+use cuzk_common::job::{
+    unix_ms, JobInput, JobRecord, JobResult, JobSpec, JobStatus, PartitionRecord, PartitionStatus,
+    PartitionTimings, Priority, WorkItem, JOB_ID_HEADER, WORK_ITEM_VERSION,
+};
+use cuzk_common::nats::{ms, progress_ticker, pull_one, retry, RetryPolicy};
+use cuzk_common::objects::{self, ObjectError};
+use cuzk_common::records::{self, RecordError};
+use cuzk_common::topology::{
+    self, Topology, MAX_DELIVER, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_HIGH,
+    SUBJECT_WORK_NORMAL,
+};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, info_span, warn, Instrument};
+
+/// Largest job input accepted through the inputs object store.
+pub const MAX_OBJECT_INPUT: u64 = 4 << 30;
+
+/// How one job attempt ended, when it did not simply succeed.
+#[derive(Debug, thiserror::Error)]
+enum JobError {
+    /// The job can never succeed: it is reported failed.
+    #[error("{0}")]
+    Fatal(String),
+    /// A transient condition: the job message is handed back and retried.
+    #[error("{0}")]
+    Retry(String),
+    /// Another submission with this job id exists; the original stands.
+    #[error("duplicate submission")]
+    Duplicate,
+    /// The node is stopping; the job is handed back for another node to resume.
+    #[error("shutting down")]
+    Shutdown,
+}
+
+impl From<RecordError> for JobError {
+    fn from(e: RecordError) -> Self {
+        if e.retryable() {
+            JobError::Retry(e.to_string())
+        } else {
+            JobError::Fatal(e.to_string())
+        }
+    }
+}
+
+impl From<ObjectError> for JobError {
+    fn from(e: ObjectError) -> Self {
+        if e.retryable() {
+            JobError::Retry(e.to_string())
+        } else {
+            JobError::Fatal(e.to_string())
+        }
+    }
+}
+
+pub struct SynthNode {
+    topology: Topology,
+    config: SynthConfig,
+    pool: Arc<rayon::ThreadPool>,
+    partitions: Arc<Semaphore>,
+    name: String,
+}
+
+/// What every partition task of one job shares.
+struct JobContext {
+    spec: JobSpec,
+    circuit: Arc<dyn CircuitFamily>,
+    input: Arc<Vec<u8>>,
+    submission_seq: u64,
+    cancel: CancellationToken,
+}
+
+impl SynthNode {
+    pub fn new(topology: Topology, config: SynthConfig, name: String) -> anyhow::Result<SynthNode> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.threads)
+            .thread_name(|i| format!("synth-{i}"))
+            .build()?;
+        Ok(SynthNode {
+            partitions: Arc::new(Semaphore::new(config.partitions_in_flight)),
+            topology,
+            config,
+            pool: Arc::new(pool),
+            name,
+        })
+    }
+
+    /// Pulls and processes jobs until `shutdown`; in-flight jobs are then handed back.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let consumer = self.topology.synth_consumer().await?;
+        let jobs = Arc::new(Semaphore::new(self.config.jobs_in_flight));
+        let mut tasks = JoinSet::new();
+        info!(node = %self.name, config = ?self.config, "synth node started");
+        loop {
+            let permit = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                permit = jobs.clone().acquire_owned() => permit?,
+            };
+            let message = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                message = next_message(&consumer) => message,
+            };
+            match message {
+                Ok(Some(message)) => {
+                    let node = self.clone();
+                    let cancel = shutdown.child_token();
+                    tasks.spawn(async move {
+                        node.handle(message, cancel).await;
+                        drop(permit);
+                    });
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(err = %e, "pulling jobs failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+            while tasks.try_join_next().is_some() {}
+        }
+        info!(in_flight = tasks.len(), "synth node stopping; handing back in-flight jobs");
+        while tasks.join_next().await.is_some() {}
+        Ok(())
+    }
+
+    async fn handle(self: Arc<Self>, message: jetstream::Message, cancel: CancellationToken) {
+        let (seq, delivered, published_ms) = match message.info() {
+            Ok(info) => (
+                info.stream_sequence,
+                info.delivered,
+                (info.published.unix_timestamp_nanos() / 1_000_000) as u64,
+            ),
+            Err(e) => {
+                warn!(err = %e, "job message without JetStream metadata; dropping");
+                return;
+            }
+        };
+        let message = Arc::new(message);
+        let ticker = tokio::spawn(progress_ticker(message.clone()));
+        let header_id = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(JOB_ID_HEADER))
+            .map(|v| v.as_str().to_owned())
+            .filter(|id| cuzk_common::job::valid_job_id(id));
+        let mut job_id = header_id.clone();
+        let outcome = self
+            .process(&message.payload, seq, published_ms, &mut job_id, cancel)
+            .instrument(info_span!("job", seq))
+            .await;
+        ticker.abort();
+
+        let ack = match outcome {
+            Ok(()) => AckKind::Ack,
+            Err(JobError::Duplicate) => {
+                info!(job_id = job_id.as_deref().unwrap_or("?"), seq, "duplicate submission ignored; the original stands");
+                AckKind::Ack
+            }
+            Err(JobError::Shutdown) => AckKind::Nak(None),
+            Err(JobError::Retry(reason)) if delivered < MAX_DELIVER => {
+                warn!(job_id = job_id.as_deref().unwrap_or("?"), %reason, delivered, "job attempt failed; will retry");
+                AckKind::Nak(Some(RetryPolicy::NETWORK.delay(delivered as u32 + 2)))
+            }
+            Err(JobError::Retry(reason)) => {
+                self.fail(job_id.as_deref(), seq, format!("gave up after {delivered} attempts: {reason}")).await
+            }
+            Err(JobError::Fatal(reason)) => self.fail(job_id.as_deref(), seq, reason).await,
+        };
+        if let Err(e) = message.ack_with(ack).await {
+            warn!(err = %e, seq, "acknowledging job message failed; it will be redelivered");
+        }
+    }
+
+    /// Reports a job as failed. Returns how to settle its message: consumed once the failure is
+    /// published, retried later if even that was impossible.
+    async fn fail(&self, job_id: Option<&str>, seq: u64, reason: String) -> AckKind {
+        warn!(job_id = job_id.unwrap_or("?"), seq, %reason, "job failed");
+        let reported = match job_id {
+            Some(id) => records::report_result(&self.topology, &JobResult::failed(id, reason)).await,
+            None => {
+                let result = JobResult::failed("", format!("job message {seq} rejected: {reason}"));
+                records::publish_result(&self.topology, SUBJECT_RESULTS_MALFORMED, &format!("malformed-{seq}"), &result).await
+            }
+        };
+        match reported {
+            Ok(()) => AckKind::Ack,
+            Err(e) => {
+                warn!(err = %e, "could not report the failure; the job will be retried");
+                AckKind::Nak(Some(Duration::from_secs(5)))
+            }
+        }
+    }
+
+    async fn process(
+        self: &Arc<Self>,
+        body: &[u8],
+        seq: u64,
+        published_ms: u64,
+        job_id: &mut Option<String>,
+        cancel: CancellationToken,
+    ) -> Result<(), JobError> {
+        let spec = match JobSpec::parse(body) {
+            Ok(spec) => spec,
+            Err((recovered, e)) => {
+                if recovered.is_some() {
+                    *job_id = recovered;
+                }
+                if let Some(id) = job_id.as_deref() {
+                    self.check_duplicate(id, seq).await?;
+                }
+                return Err(JobError::Fatal(e.to_string()));
+            }
+        };
+        *job_id = Some(spec.job_id.clone());
+        let existing = self.check_duplicate(&spec.job_id, seq).await?;
+        if existing.as_ref().is_some_and(|r| r.status.is_final()) {
+            return Ok(());
+        }
+        let circuit = cuzk_circuits::resolve(&CircuitSpec {
+            name: spec.circuit.clone(),
+            params: spec.params.clone(),
+        })
+        .map_err(|e| JobError::Fatal(e.to_string()))?;
+        let input = self.load_input(&spec.input).await?;
+        let record = match existing {
+            Some(record) => record,
+            None => self.create_record(&spec, circuit.partitions(), seq, published_ms).await?,
+        };
+        info!(job_id = %spec.job_id, circuit = %spec.circuit, partitions = circuit.partitions(),
+            resumed = record.partitions.iter().any(|p| p.status != PartitionStatus::Pending),
+            "synthesizing job");
+
+        let job = Arc::new(JobContext {
+            spec,
+            circuit,
+            input: Arc::new(input),
+            submission_seq: seq,
+            cancel: cancel.clone(),
+        });
+        let mut tasks = JoinSet::new();
+        for (index, partition) in record.partitions.iter().enumerate() {
+            if partition.status == PartitionStatus::Pending {
+                let node = self.clone();
+                let job = job.clone();
+                let span = info_span!("partition", job_id = %job.spec.job_id, partition = index);
+                tasks.spawn(async move { node.partition(&job, index).await }.instrument(span));
+            }
+        }
+        let mut first_error = None;
+        while let Some(joined) = tasks.join_next().await {
+            let outcome = joined.unwrap_or_else(|e| Err(JobError::Fatal(format!("partition task died: {e}"))));
+            if let Err(e) = outcome {
+                // One fatal partition dooms the job: stop its siblings.
+                cancel.cancel();
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        records::update(&self.topology.jobs_kv, &job.spec.job_id, |record| {
+            let advance = record.status == JobStatus::Synthesizing;
+            if advance {
+                record.status = JobStatus::Proving;
+            }
+            advance
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Returns the job's record if this message created it (a redelivery to resume), fails with
+    /// `Duplicate` if another submission did.
+    async fn check_duplicate(&self, job_id: &str, seq: u64) -> Result<Option<JobRecord>, JobError> {
+        match records::load(&self.topology.jobs_kv, job_id).await? {
+            Some((record, _)) if record.submission_seq != seq => Err(JobError::Duplicate),
+            Some((record, _)) => Ok(Some(record)),
+            None => Ok(None),
+        }
+    }
+
+    async fn create_record(
+        &self,
+        spec: &JobSpec,
+        partitions: usize,
+        seq: u64,
+        published_ms: u64,
+    ) -> Result<JobRecord, JobError> {
+        let now = unix_ms();
+        let record = JobRecord {
+            job_id: spec.job_id.clone(),
+            circuit: spec.circuit.clone(),
+            params: spec.params.clone(),
+            status: JobStatus::Synthesizing,
+            submission_seq: seq,
+            submitted_at_ms: published_ms,
+            synth_started_at_ms: now,
+            updated_at_ms: now,
+            partitions: vec![PartitionRecord::default(); partitions],
+            error: None,
+            result: None,
+        };
+        if records::create(&self.topology.jobs_kv, &record).await? {
+            Ok(record)
+        } else {
+            // A racing submission with the same id got there first.
+            self.check_duplicate(&spec.job_id, seq).await?.ok_or(JobError::Duplicate)
+        }
+    }
+
+    async fn load_input(&self, input: &JobInput) -> Result<Vec<u8>, JobError> {
+        let limit = self.config.max_inline_input;
+        let too_large = |len: usize| {
+            JobError::Fatal(format!(
+                "inline input of {len} bytes exceeds the limit of {limit}; upload it to the {} object store bucket and pass {{\"object\": NAME}}",
+                topology::INPUTS_BUCKET
+            ))
+        };
+        match input {
+            JobInput::None => Ok(Vec::new()),
+            JobInput::Utf8(text) if text.len() > limit => Err(too_large(text.len())),
+            JobInput::Utf8(text) => Ok(text.as_bytes().to_vec()),
+            JobInput::Base64(text) if text.len() / 4 * 3 > limit => Err(too_large(text.len() / 4 * 3)),
+            JobInput::Base64(text) => base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|e| JobError::Fatal(format!("input is not valid base64: {e}"))),
+            JobInput::Object(name) => {
+                Ok(objects::read_bounded(&self.topology.inputs, name, MAX_OBJECT_INPUT).await?)
+            }
+        }
+    }
+
+    /// Waits while the work queue is full, so synthesis never runs far ahead of the GPUs.
+    async fn wait_for_queue_room(&self, cancel: &CancellationToken) -> Result<(), JobError> {
+        let mut waited = false;
+        loop {
+            let queued = self
+                .topology
+                .queued_partitions()
+                .await
+                .map_err(|e| JobError::Retry(e.to_string()))?;
+            if queued < self.config.max_queued_partitions {
+                return Ok(());
+            }
+            if !waited {
+                info!(queued, limit = self.config.max_queued_partitions, "work queue full; waiting");
+                waited = true;
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(JobError::Shutdown),
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+        }
+    }
+
+    async fn partition(self: &Arc<Self>, job: &JobContext, index: usize) -> Result<(), JobError> {
+        let _permit = tokio::select! {
+            _ = job.cancel.cancelled() => return Err(JobError::Shutdown),
+            permit = self.partitions.clone().acquire_owned() => permit.expect("semaphore open"),
+        };
+        self.wait_for_queue_room(&job.cancel).await?;
+        let job_id = job.spec.job_id.clone();
+        if let Some((record, _)) = records::load(&self.topology.jobs_kv, &job_id).await? {
+            if record.status == JobStatus::Failed {
+                return Err(JobError::Fatal(record.error.unwrap_or_else(|| "job failed".into())));
+            }
+        }
+
+        let mut timings = PartitionTimings::default();
+        let started = Instant::now();
+        let circuit = job.circuit.clone();
+        let input = job.input.clone();
+        let assignment = self
+            .on_pool(move || circuit.synthesize_partition(&input, index))
+            .await?
+            .map_err(|e| JobError::Fatal(format!("partition {index}: {e}")))?;
+        timings.synth_ms = ms(started.elapsed());
+
+        let started = Instant::now();
+        let header = BlobHeaderInfo::new(job_id.as_str(), index as u32, job.circuit.shape_key())
+            .map_err(|e| JobError::Fatal(e.to_string()))?;
+        let options = EncodeOptions { level: self.config.zstd_level, ..Default::default() };
+        let (bytes, stats) =
+            self.on_pool(move || blob::encode_blob_with_stats(&header, &assignment, &options)).await?;
+        timings.encode_ms = ms(started.elapsed());
+        timings.blob_bytes = bytes.len() as u64;
+        timings.raw_bytes = stats.raw_bytes;
+
+        let started = Instant::now();
+        let object = blob_object_name(&job_id, index, job.submission_seq);
+        objects::put(&self.topology.blobs, &object, &bytes).await?;
+        drop(bytes);
+        timings.upload_ms = ms(started.elapsed());
+
+        let item = WorkItem {
+            version: WORK_ITEM_VERSION,
+            job_id: job_id.clone(),
+            partition: index as u32,
+            partitions: job.circuit.partitions() as u32,
+            circuit: job.spec.circuit.clone(),
+            params_json: job.spec.params.to_string(),
+            shape_key: job.circuit.shape_key(),
+            blob_object: object,
+            published_at_ms: unix_ms(),
+            timings,
+        };
+        self.publish_work(&item, job.spec.priority, job.submission_seq).await?;
+        records::update(&self.topology.jobs_kv, &job_id, |record| {
+            let Some(partition) = record.partitions.get_mut(index) else { return false };
+            let first = partition.status == PartitionStatus::Pending;
+            if first {
+                partition.status = PartitionStatus::Queued;
+                partition.timings = timings;
+            }
+            first
+        })
+        .await?;
+        info!(synth_ms = timings.synth_ms, encode_ms = timings.encode_ms, upload_ms = timings.upload_ms,
+            blob_bytes = timings.blob_bytes, raw_bytes = timings.raw_bytes, "partition queued");
+        Ok(())
+    }
+
+    async fn publish_work(&self, item: &WorkItem, priority: Priority, seq: u64) -> Result<(), JobError> {
+        let subject = match priority {
+            Priority::High => SUBJECT_WORK_HIGH,
+            Priority::Normal => SUBJECT_WORK_NORMAL,
+        };
+        let payload = bytes::Bytes::from(item.encode());
+        // The message id makes a republish after a timeout or a resumed job a no-op.
+        let msg_id = format!("{}.{}.{seq}", item.job_id, item.partition);
+        retry("publish work item", RetryPolicy::NETWORK, || async {
+            let publish = PublishMessage::build().payload(payload.clone()).message_id(msg_id.as_str());
+            self.topology.js.send_publish(subject, publish).await?.await.map(|_| ()).map_err(async_nats::Error::from)
+        })
+        .await
+        .map_err(|e| JobError::Retry(format!("publishing work item: {e}")))
+    }
+
+    /// Runs CPU-heavy work on the synthesis pool without blocking the async runtime.
+    async fn on_pool<T, F>(&self, work: F) -> Result<T, JobError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.pool.spawn(move || {
+            let _ = tx.send(work());
+        });
+        rx.await.map_err(|_| JobError::Fatal("synthesis panicked".into()))
+    }
+}
+
+/// Blob names carry the submission sequence so a resubmitted job id never meets stale blobs.
+pub fn blob_object_name(job_id: &str, partition: usize, seq: u64) -> String {
+    format!("{job_id}/{seq}/{partition}")
+}
+
+/// Pulls one job, waiting a few seconds at most so shutdown is noticed.
+async fn next_message(consumer: &PullConsumer) -> Result<Option<jetstream::Message>, async_nats::Error> {
+    pull_one(consumer, Duration::from_secs(5)).await
+}
