@@ -11,7 +11,9 @@
 use std::time::Instant;
 
 use blstrs::Scalar;
-use cuzk_common::blob::{decode_blob, encode_blob_with_stats, BlobHeaderInfo, BlobStats, DecodeLimits, EncodeOptions};
+use cuzk_common::blob::{
+    decode_blob, encode_blob_with_stats, BlobHeaderInfo, BlobStats, DecodeLimits, EncodeOptions,
+};
 use cuzk_common::codec;
 use cuzk_common::witness::{Assignment, Density};
 use ff::{Field, PrimeField};
@@ -22,8 +24,10 @@ fn bit(rng: &mut StdRng) -> Scalar {
 }
 
 fn sha_like(n: usize, rng: &mut StdRng) -> Assignment {
-    let mut asg = Assignment::default();
-    asg.input = (0..20).map(|_| Scalar::random(&mut *rng)).collect();
+    let mut asg = Assignment {
+        input: (0..20).map(|_| Scalar::random(&mut *rng)).collect(),
+        ..Default::default()
+    };
     asg.input[0] = Scalar::ONE;
     for _ in 0..n {
         let (a, b, c) = match rng.gen_range(0..100) {
@@ -48,7 +52,11 @@ fn sha_like(n: usize, rng: &mut StdRng) -> Assignment {
                 let k = Scalar::from(rng.gen_range(1..1000u64));
                 ((x - Scalar::ONE), k, (x - Scalar::ONE) * k)
             }
-            _ => (Scalar::random(&mut *rng), Scalar::random(&mut *rng), Scalar::random(&mut *rng)),
+            _ => (
+                Scalar::random(&mut *rng),
+                Scalar::random(&mut *rng),
+                Scalar::random(&mut *rng),
+            ),
         };
         asg.a.push(a);
         asg.b.push(b);
@@ -66,8 +74,19 @@ fn sha_like(n: usize, rng: &mut StdRng) -> Assignment {
 }
 
 fn random(n: usize, rng: &mut StdRng) -> Assignment {
-    let mut v = |n: usize| (0..n).map(|_| Scalar::random(&mut *rng)).collect::<Vec<_>>();
-    let asg = Assignment { input: v(20), aux: v(n), a: v(n), b: v(n), c: v(n), ..Default::default() };
+    let mut v = |n: usize| {
+        (0..n)
+            .map(|_| Scalar::random(&mut *rng))
+            .collect::<Vec<_>>()
+    };
+    let asg = Assignment {
+        input: v(20),
+        aux: v(n),
+        a: v(n),
+        b: v(n),
+        c: v(n),
+        ..Default::default()
+    };
     finish(asg, rng)
 }
 
@@ -110,7 +129,11 @@ fn run(asg: &Assignment, opts: &EncodeOptions) -> Run {
         assert!(back == *asg, "roundtrip mismatch");
         result = Some(stats);
     }
-    Run { stats: result.unwrap(), encode_s, decode_s }
+    Run {
+        stats: result.unwrap(),
+        encode_s,
+        decode_s,
+    }
 }
 
 fn mb(bytes: u64) -> f64 {
@@ -118,18 +141,26 @@ fn mb(bytes: u64) -> f64 {
 }
 
 fn main() {
-    let log_n: u32 = std::env::args().nth(1).map_or(20, |s| s.parse().expect("log2 of the constraint count"));
+    let log_n: u32 = std::env::args()
+        .nth(1)
+        .map_or(20, |s| s.parse().expect("log2 of the constraint count"));
     let n = 1usize << log_n;
     let threads = rayon::current_num_threads();
     let mut rng = StdRng::seed_from_u64(42);
-    let data = [("sha-like", sha_like(n, &mut rng)), ("random", random(n, &mut rng))];
+    let data = [
+        ("sha-like", sha_like(n, &mut rng)),
+        ("random", random(n, &mut rng)),
+    ];
 
     println!("2^{log_n} constraints, {threads} threads available\n");
     println!(
         "| data | level | chunk | threads | raw MB | encoded MB | compressed MB | ratio | encode MB/s | decode MB/s |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
     let default = EncodeOptions::default();
     for (name, asg) in &data {
         let mut configs = vec![(default, 1), (default, threads)];
@@ -137,10 +168,20 @@ fn main() {
             configs.push((EncodeOptions { level, ..default }, threads));
         }
         for chunk_log in [16, 20] {
-            configs.push((EncodeOptions { chunk_elements: 1 << chunk_log, ..default }, threads));
+            configs.push((
+                EncodeOptions {
+                    chunk_elements: 1 << chunk_log,
+                    ..default
+                },
+                threads,
+            ));
         }
         for (opts, t) in configs {
-            let r = if t == 1 { one.install(|| run(asg, &opts)) } else { run(asg, &opts) };
+            let r = if t == 1 {
+                one.install(|| run(asg, &opts))
+            } else {
+                run(asg, &opts)
+            };
             let s = &r.stats;
             println!(
                 "| {name} | {} | 2^{} | {t} | {:.1} | {:.1} | {:.2} | {:.1} | {:.0} | {:.0} |",
@@ -159,7 +200,11 @@ fn main() {
     // Per-vector breakdown and layout alternatives for the SHA-like data, single zstd frame per
     // vector at the default level so only the layout differs.
     let (_, asg) = &data[0];
-    let (_, stats) = encode_blob_with_stats(&BlobHeaderInfo::new("bench", 0, "synthetic").unwrap(), asg, &default);
+    let (_, stats) = encode_blob_with_stats(
+        &BlobHeaderInfo::new("bench", 0, "synthetic").unwrap(),
+        asg,
+        &default,
+    );
     println!("\n| vector | elements | zero | one | small | neg-small | full | raw MB | compressed MB | ratio |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for v in &stats.vectors {
@@ -179,10 +224,18 @@ fn main() {
         );
     }
 
-    println!("\nlayout alternatives, sha-like, one zstd level-{} frame per vector, 1 thread:", default.level);
+    println!(
+        "\nlayout alternatives, sha-like, one zstd level-{} frame per vector, 1 thread:",
+        default.level
+    );
     println!("| vector | raw 32 B + zstd: MB, ms | interleaved tag+value: MB | split tags / values (chosen): MB, ms |");
     println!("|---|---|---|---|");
-    for (name, v) in [("aux", &asg.aux), ("a", &asg.a), ("b", &asg.b), ("c", &asg.c)] {
+    for (name, v) in [
+        ("aux", &asg.aux),
+        ("a", &asg.a),
+        ("b", &asg.b),
+        ("c", &asg.c),
+    ] {
         let mut interleaved = Vec::new();
         let mut one = Vec::new();
         for s in v.iter() {
@@ -201,6 +254,9 @@ fn main() {
         codec::encode_into(v, &mut split);
         let split_mb = z(&split);
         let split_ms = t.elapsed().as_secs_f64() * 1e3;
-        println!("| {name} | {raw_mb:.3}, {raw_ms:.1} | {:.3} | {split_mb:.3}, {split_ms:.1} |", z(&interleaved));
+        println!(
+            "| {name} | {raw_mb:.3}, {raw_ms:.1} | {:.3} | {split_mb:.3}, {split_ms:.1} |",
+            z(&interleaved)
+        );
     }
 }

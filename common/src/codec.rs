@@ -28,7 +28,7 @@
 //! always a field element exactly as the synth node held it.
 //!
 //! zstd is applied per chunk by the blob layer ([`crate::blob`]); [`compress`] and
-//! [`decompress_exact`] are the two primitives it uses, the latter with a hard output bound.
+//! [`FrameDecoder`] are the two primitives it uses, the latter with a hard output bound.
 
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
@@ -154,8 +154,9 @@ pub fn encode_into(values: &[Scalar], out: &mut Vec<u8>) -> ClassCounts {
             TAG_MINUS_ONE
         } else {
             let repr = v.to_repr();
-            let limbs: [u64; 4] =
-                std::array::from_fn(|k| u64::from_le_bytes(repr[k * 8..k * 8 + 8].try_into().unwrap()));
+            let limbs: [u64; 4] = std::array::from_fn(|k| {
+                u64::from_le_bytes(repr[k * 8..k * 8 + 8].try_into().unwrap())
+            });
             let pos_len = significant_bytes(&limbs);
             let neg = modulus_minus(&limbs);
             let neg_len = significant_bytes(&neg);
@@ -187,7 +188,10 @@ pub fn encode_into(values: &[Scalar], out: &mut Vec<u8>) -> ClassCounts {
 pub fn decode_into(raw: &[u8], out: &mut [Scalar]) -> Result<(), CodecError> {
     let n = out.len();
     if raw.len() < n {
-        return Err(CodecError::TagsShort { expected: n, got: raw.len() });
+        return Err(CodecError::TagsShort {
+            expected: n,
+            got: raw.len(),
+        });
     }
     let (tags, values) = raw.split_at(n);
     let minus_one = -Scalar::ONE;
@@ -200,13 +204,16 @@ pub fn decode_into(raw: &[u8], out: &mut [Scalar]) -> Result<(), CodecError> {
             _ if tag <= TAG_MAX => {
                 let negative = tag > TAG_NEG_BASE;
                 let len = (tag - if negative { TAG_NEG_BASE } else { TAG_POS_BASE }) as usize;
-                let bytes = values.get(pos..pos + len).ok_or(CodecError::ValuesShort { index })?;
+                let bytes = values
+                    .get(pos..pos + len)
+                    .ok_or(CodecError::ValuesShort { index })?;
                 pos += len;
                 let mut repr = [0u8; 32];
                 repr[..len].copy_from_slice(bytes);
                 // Variable time is fine: the canonical check is the point, and a witness on the
                 // wire is no secret from the node decoding it.
-                let v = Scalar::from_repr_vartime(repr).ok_or(CodecError::NonCanonical { index })?;
+                let v =
+                    Scalar::from_repr_vartime(repr).ok_or(CodecError::NonCanonical { index })?;
                 if negative {
                     -v
                 } else {
@@ -217,7 +224,9 @@ pub fn decode_into(raw: &[u8], out: &mut [Scalar]) -> Result<(), CodecError> {
         };
     }
     if pos != values.len() {
-        return Err(CodecError::TrailingValues { extra: values.len() - pos });
+        return Err(CodecError::TrailingValues {
+            extra: values.len() - pos,
+        });
     }
     Ok(())
 }
@@ -229,18 +238,44 @@ pub fn compress(raw: &[u8], level: i32) -> Vec<u8> {
     zstd::bulk::compress(raw, level).expect("zstd compression into a bound-sized buffer")
 }
 
-/// Decompresses `frame`, which must produce exactly `expected` bytes. The output buffer is
-/// allocated once at `expected` and zstd fails rather than write past it, so a frame claiming (or
-/// expanding to) more cannot make this allocate more: callers bound `expected` first.
-pub fn decompress_exact(frame: &[u8], expected: usize) -> Result<Vec<u8>, CodecError> {
-    let mut out = Vec::with_capacity(expected);
-    let err = |reason: String| CodecError::Decompress { expected, reason };
-    let mut dctx = zstd::bulk::Decompressor::new().map_err(|e| err(e.to_string()))?;
-    let written = dctx.decompress_to_buffer(frame, &mut out).map_err(|e| err(e.to_string()))?;
-    if written != expected {
-        return Err(err(format!("got {written} bytes")));
+/// Decompresses zstd frames whose exact output size the caller has bounded, reusing its context
+/// and output buffer across frames: fresh buffers per chunk cost page faults that dominated
+/// decoding and serialised the threads.
+pub struct FrameDecoder {
+    dctx: zstd::bulk::Decompressor<'static>,
+    buf: Vec<u8>,
+}
+
+impl FrameDecoder {
+    pub fn new() -> Result<Self, CodecError> {
+        let dctx = zstd::bulk::Decompressor::new().map_err(|e| CodecError::Decompress {
+            expected: 0,
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            dctx,
+            buf: Vec::new(),
+        })
     }
-    Ok(out)
+
+    /// Decompresses `frame`, which must produce exactly `expected` bytes. zstd writes into a
+    /// slice of exactly that length and fails rather than write past it, so a frame that expands
+    /// to more (a bomb) costs no more memory than the bound the caller checked.
+    pub fn decompress(&mut self, frame: &[u8], expected: usize) -> Result<&[u8], CodecError> {
+        if self.buf.len() < expected {
+            self.buf.resize(expected, 0);
+        }
+        let out = &mut self.buf[..expected];
+        let err = |reason: String| CodecError::Decompress { expected, reason };
+        let written = self
+            .dctx
+            .decompress_to_buffer(frame, out)
+            .map_err(|e| err(e.to_string()))?;
+        if written != expected {
+            return Err(err(format!("got {written} bytes")));
+        }
+        Ok(&self.buf[..expected])
+    }
 }
 
 #[cfg(test)]
@@ -261,7 +296,13 @@ mod tests {
 
     /// Every class and every byte length, both signs, plus the extremes of the field.
     fn structured() -> Vec<Scalar> {
-        let mut v = vec![Scalar::ZERO, Scalar::ONE, -Scalar::ONE, -Scalar::ZERO, Scalar::from(2)];
+        let mut v = vec![
+            Scalar::ZERO,
+            Scalar::ONE,
+            -Scalar::ONE,
+            -Scalar::ZERO,
+            Scalar::from(2),
+        ];
         for bits in 1..255u32 {
             let p = Scalar::from(2).pow_vartime([bits as u64]);
             v.extend([p, p - Scalar::ONE, p + Scalar::ONE, -p, -(p + Scalar::ONE)]);
@@ -283,10 +324,28 @@ mod tests {
             -Scalar::from(u64::MAX) - Scalar::ONE,
             Scalar::ROOT_OF_UNITY,
         ]);
-        assert_eq!(c, ClassCounts { zero: 1, one: 1, small: 2, neg_small: 2, full: 2 });
+        assert_eq!(
+            c,
+            ClassCounts {
+                zero: 1,
+                one: 1,
+                small: 2,
+                neg_small: 2,
+                full: 2
+            }
+        );
         // 8 tags; 300 and -300 take 2 bytes each, u64::MAX 8, -(2^64) 9, the root of unity 32.
         assert_eq!(raw.len(), 8 + 2 + 2 + 8 + 9 + 32);
-        assert_eq!(&raw[..5], &[TAG_ZERO, TAG_ONE, TAG_MINUS_ONE, TAG_POS_BASE + 2, TAG_NEG_BASE + 2]);
+        assert_eq!(
+            &raw[..5],
+            &[
+                TAG_ZERO,
+                TAG_ONE,
+                TAG_MINUS_ONE,
+                TAG_POS_BASE + 2,
+                TAG_NEG_BASE + 2
+            ]
+        );
     }
 
     #[test]
@@ -320,7 +379,10 @@ mod tests {
             let mut raw = vec![TAG_ONE, tag];
             raw.extend_from_slice(&bytes);
             let mut out = [Scalar::ZERO; 2];
-            assert_eq!(decode_into(&raw, &mut out), Err(CodecError::NonCanonical { index: 1 }));
+            assert_eq!(
+                decode_into(&raw, &mut out),
+                Err(CodecError::NonCanonical { index: 1 })
+            );
         }
         // r - 1 is the largest canonical value, written out in full rather than as tag 2.
         let mut raw = vec![TAG_POS_BASE + 32];
@@ -333,25 +395,49 @@ mod tests {
     #[test]
     fn rejects_malformed_streams() {
         let mut out = [Scalar::ZERO; 2];
-        assert_eq!(decode_into(&[0], &mut out), Err(CodecError::TagsShort { expected: 2, got: 1 }));
+        assert_eq!(
+            decode_into(&[0], &mut out),
+            Err(CodecError::TagsShort {
+                expected: 2,
+                got: 1
+            })
+        );
         assert_eq!(
             decode_into(&[0, TAG_MAX + 1], &mut out),
-            Err(CodecError::BadTag { index: 1, tag: TAG_MAX + 1 })
+            Err(CodecError::BadTag {
+                index: 1,
+                tag: TAG_MAX + 1
+            })
         );
         assert_eq!(
             decode_into(&[0, TAG_POS_BASE + 3, 1, 2], &mut out),
             Err(CodecError::ValuesShort { index: 1 })
         );
-        assert_eq!(decode_into(&[0, 1, 9], &mut out), Err(CodecError::TrailingValues { extra: 1 }));
+        assert_eq!(
+            decode_into(&[0, 1, 9], &mut out),
+            Err(CodecError::TrailingValues { extra: 1 })
+        );
     }
 
     #[test]
     fn decompression_is_bounded() {
-        let frame = compress(&vec![0u8; 1 << 20], 3);
-        assert_eq!(decompress_exact(&frame, 1 << 20).unwrap().len(), 1 << 20);
-        assert!(matches!(decompress_exact(&frame, 1000), Err(CodecError::Decompress { .. })));
-        assert!(matches!(decompress_exact(&frame, (1 << 20) + 1), Err(CodecError::Decompress { .. })));
-        assert!(matches!(decompress_exact(&frame[..frame.len() - 1], 1 << 20), Err(_)));
-        assert!(matches!(decompress_exact(b"not zstd", 8), Err(_)));
+        let frame = compress(&vec![7u8; 1 << 20], 3);
+        let mut dec = FrameDecoder::new().unwrap();
+        assert_eq!(
+            dec.decompress(&frame, 1 << 20).unwrap(),
+            &vec![7u8; 1 << 20][..]
+        );
+        // The buffer is now 1 MiB long, but a smaller declared size still bounds the output.
+        assert!(matches!(
+            dec.decompress(&frame, 1000),
+            Err(CodecError::Decompress { .. })
+        ));
+        assert!(matches!(
+            dec.decompress(&frame, (1 << 20) + 1),
+            Err(CodecError::Decompress { .. })
+        ));
+        assert!(dec.decompress(&frame[..frame.len() - 1], 1 << 20).is_err());
+        assert!(dec.decompress(b"not zstd", 8).is_err());
+        assert_eq!(dec.decompress(&compress(b"abc", 1), 3).unwrap(), b"abc");
     }
 }

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The main job: a local cluster (private nats-server, a synth node, a GPU node — CPU backend
+# where there is no GPU) proves one multi-partition job and prints the verified proof and the
+# stage timings. Extra arguments go to `cuzk local` (see `cuzk local --help`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/ensure-deps.sh
+cargo build --release --quiet -p cuzk-cli
+exec target/release/cuzk local "$@"
