@@ -42,6 +42,13 @@ fn main() {
         println!("cargo:rerun-if-changed={}", entry.unwrap().path().display());
     }
 
+    println!("cargo:rerun-if-env-changed=CUZK_PREBUILT_FATBIN");
+    if let Some(pre) = env::var_os("CUZK_PREBUILT_FATBIN") {
+        // A fatbin built elsewhere from these sources (CI caches, quick Rust-only iterations).
+        println!("cargo:rustc-cfg=cuzk_fatbin");
+        println!("cargo:rustc-env=CUZK_FATBIN={}", PathBuf::from(pre).display());
+        return;
+    }
     let Some(nvcc) = find_nvcc() else {
         println!(
             "cargo:warning=cuzk-kernels: nvcc not found (NVCC, $CUZK_NVCC_PREFIX or \
@@ -50,7 +57,10 @@ fn main() {
         return;
     };
     let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("cuzk.fatbin");
-    let archs = env::var("CUZK_CUDA_ARCHS").unwrap_or_else(|_| "80,86,89,90".to_string());
+    let archs = env::var("CUZK_CUDA_ARCHS")
+        .ok()
+        .filter(|a| !a.trim().is_empty())
+        .unwrap_or_else(|| "80,86,89,90".to_string());
     let mut cmd = Command::new(&nvcc);
     cmd.arg("-fatbin").arg("-O3").arg("--threads").arg("0").arg("-std=c++17");
     for a in archs.split(',').map(str::trim).filter(|a| !a.is_empty()) {

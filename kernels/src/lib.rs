@@ -1,1 +1,67 @@
-//! placeholder
+//! cuzk's own GPU kernels for BLS12-381 Groth16 (NTT over Fr, Pippenger MSM in G1 and G2) on
+//! cudarc, and [`CudaBackend`], the `cuzk_prover::Backend` that keeps the SRS on the GPU.
+//!
+//! The CUDA sources (kernels/cuda) are compiled by build.rs into a fatbin embedded in the crate;
+//! without nvcc the crate builds CPU-only and [`CudaBackend::new`] returns
+//! [`CudaError::NotBuilt`]. With dynamic loading the same binary starts on a machine without
+//! CUDA: [`cuda_available`] checks for the driver before anything touches it.
+
+pub mod consts;
+pub mod digits;
+pub mod error;
+
+#[cfg(cuzk_fatbin)]
+pub mod backend;
+#[cfg(cuzk_fatbin)]
+pub mod gpu;
+
+pub use error::CudaError;
+
+#[cfg(cuzk_fatbin)]
+pub use backend::{push_dense, CudaBackend, CudaSrs};
+#[cfg(cuzk_fatbin)]
+pub use gpu::{Curve, DevBuf, DeviceBases, Gpu, NttKind};
+
+/// True when kernels are embedded in this build.
+pub const KERNELS_BUILT: bool = cfg!(cuzk_fatbin);
+
+/// True when kernels are embedded, a CUDA driver loads and at least one device is present.
+pub fn cuda_available() -> bool {
+    device_count() > 0
+}
+
+/// Number of CUDA devices (0 without kernels, driver or devices).
+pub fn device_count() -> usize {
+    #[cfg(cuzk_fatbin)]
+    {
+        gpu::device_count()
+    }
+    #[cfg(not(cuzk_fatbin))]
+    {
+        0
+    }
+}
+
+/// Stand-in when the crate was built without nvcc: construction always fails.
+#[cfg(not(cuzk_fatbin))]
+pub struct CudaBackend;
+
+#[cfg(not(cuzk_fatbin))]
+impl CudaBackend {
+    pub fn new(_ordinal: usize, _memory_budget_bytes: Option<u64>) -> Result<Self, CudaError> {
+        Err(CudaError::NotBuilt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn device_probe_does_not_panic() {
+        // On a machine without CUDA this must answer 0, not panic in the loader.
+        let n = super::device_count();
+        if n == 0 {
+            eprintln!("no CUDA device: GPU checks skipped (run cuzk-gpu-check on a GPU machine)");
+        }
+        assert_eq!(super::cuda_available(), n > 0);
+    }
+}
