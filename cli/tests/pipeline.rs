@@ -50,3 +50,41 @@ async fn a_tampered_result_does_not_verify() {
     result.proof = Some(format!("{second}{first}"));
     assert!(verify_job_proof(&spec, &result, &cache).is_err());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_node_proves_with_a_parameter_file_from_a_path() {
+    use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
+    use cuzk_circuits::CircuitSpec;
+    use cuzk_common::config::{BackendKind, GpuArgs, SynthArgs};
+    use rand::SeedableRng;
+
+    let params_json = json!({"rounds": 77, "partitions": 2});
+    let family = cuzk_circuits::resolve(&CircuitSpec { name: "mimc".into(), params: params_json.clone() }).unwrap();
+    // Parameters unlike the cache's (another seed): proofs verify only if the file was used.
+    let params = family.generate_test_params(&mut rand_chacha::ChaCha20Rng::seed_from_u64(7)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ceremony.params");
+    cuzk_prover::params::write_params(&params, &path).unwrap();
+
+    let synth = SynthArgs { threads: Some(2), ..Default::default() }.resolve().unwrap();
+    let gpu = GpuArgs {
+        backend: Some(BackendKind::Cpu),
+        cpu_threads: Some(2),
+        params_files: Some(vec![format!("{}={}", family.shape_key(), path.display())]),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    let cluster = cuzk_cli::LocalCluster::start(synth, gpu).await.unwrap();
+    let spec = job("from-file", "mimc", params_json, "file");
+    let result = submit_and_wait(&cluster.client, &spec, TIMEOUT).await.unwrap();
+    cluster.stop().await.unwrap();
+    assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
+    let pvk = prepare_verifying_key(&params.vk);
+    let proof = hex::decode(result.proof.unwrap()).unwrap();
+    for (index, bytes) in proof.chunks(192).enumerate() {
+        let proof = Proof::read(bytes).unwrap();
+        let inputs = family.public_inputs(b"file", index).unwrap();
+        assert!(verify_proof(&pvk, &proof, &inputs).unwrap());
+    }
+}

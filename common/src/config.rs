@@ -273,6 +273,10 @@ pub struct GpuArgs {
     /// Verify every partition proof before reporting the job (cheap: a few pairings).
     #[arg(long = "gpu-verify", env = "CUZK_GPU_VERIFY")]
     pub verify: Option<bool>,
+    /// A bellperson parameter file for a circuit shape, as SHAPE=PATH (repeatable); shapes
+    /// without one use the parameter cache.
+    #[arg(long = "params-file", env = "CUZK_PARAMS_FILES", value_delimiter = ',')]
+    pub params_files: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -284,12 +288,13 @@ pub struct GpuConfig {
     pub param_cache: Option<PathBuf>,
     pub memory_budget: Option<u64>,
     pub verify: bool,
+    pub params_files: Vec<(String, PathBuf)>,
 }
 
 impl GpuArgs {
     pub fn merge(mut self, file: GpuArgs) -> GpuArgs {
         fill!(self, file, backend, workers, prefetch, cpu_threads, param_cache, memory_budget,
-            verify);
+            verify, params_files);
         self
     }
 
@@ -302,6 +307,7 @@ impl GpuArgs {
             param_cache: self.param_cache,
             memory_budget: self.memory_budget,
             verify: self.verify.unwrap_or(true),
+            params_files: parse_params_files(self.params_files.unwrap_or_default())?,
         };
         if config.workers == 0 || config.cpu_threads == 0 {
             return Err(invalid("gpu.workers", "workers and threads must be at least 1"));
@@ -311,6 +317,22 @@ impl GpuArgs {
         }
         Ok(config)
     }
+}
+
+fn parse_params_files(entries: Vec<String>) -> Result<Vec<(String, PathBuf)>, ConfigError> {
+    entries
+        .into_iter()
+        .map(|entry| {
+            let (shape, path) = entry
+                .split_once('=')
+                .ok_or_else(|| invalid("gpu.params_files", format!("{entry:?} is not SHAPE=PATH")))?;
+            let path = PathBuf::from(path);
+            if !path.is_file() {
+                return Err(invalid("gpu.params_files", format!("{} is not a readable file", path.display())));
+            }
+            Ok((shape.to_owned(), path))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -338,6 +360,8 @@ mod tests {
         assert!(zero.resolve().is_err());
         let half_auth = NatsArgs { user: Some("u".into()), ..Default::default() };
         assert!(half_auth.resolve("x").is_err());
+        let bad_params = GpuArgs { params_files: Some(vec!["sha256-b1".into()]), ..Default::default() };
+        assert!(bad_params.resolve().unwrap_err().to_string().contains("SHAPE=PATH"));
         let missing = NatsArgs { creds: Some("/nonexistent.creds".into()), ..Default::default() };
         let err = missing.resolve("x").unwrap_err().to_string();
         assert!(err.contains("nonexistent"), "{err}");

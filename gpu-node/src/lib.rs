@@ -363,8 +363,13 @@ impl GpuNode {
             )));
         }
         let cache = self.params.clone();
+        let file = self.config.params_files.iter().find(|(shape, _)| *shape == item.shape_key).map(|(_, p)| p.clone());
         let started = Instant::now();
-        let params: Arc<Parameters<Bls12>> = tokio::task::spawn_blocking(move || cache.get_or_generate(&*family))
+        let params: Arc<Parameters<Bls12>> = tokio::task::spawn_blocking(move || match file {
+            // An operator-supplied file: check every point, it did not come from us.
+            Some(path) => cuzk_circuits::load_from_file(&path, &*family, true),
+            None => cache.get_or_generate(&*family),
+        })
             .await
             .map_err(|e| PartitionError::Fatal(format!("parameter loading died: {e}")))?
             .map_err(|e| PartitionError::Fatal(format!("no parameters for {}: {e}", item.shape_key)))?;
