@@ -91,6 +91,9 @@ impl ParamCache {
             shape: key.clone(),
             reason,
         };
+        if let Some(path) = family.parameter_file() {
+            return self.load_parameter_file(&key, &path);
+        }
         if !key
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
@@ -151,6 +154,36 @@ impl ParamCache {
         Ok(params)
     }
 
+    /// Loads a family's own parameter file (unchecked: it comes from the operator's parameter
+    /// cache, like filecoin-proofs loads it) and keeps it in memory under `key`.
+    fn load_parameter_file(
+        &self,
+        key: &str,
+        path: &Path,
+    ) -> Result<Arc<Parameters<Bls12>>, CircuitError> {
+        let err = |reason: String| CircuitError::Params {
+            shape: key.to_string(),
+            reason,
+        };
+        if !path.exists() {
+            // Only PoRep declares a parameter file today, hence the pointer to its tool.
+            return Err(err(format!(
+                "no Groth16 parameters for {key} at {}; generate test ones with `cuzk-porep params` (INSECURE) or fetch the real ones",
+                path.display()
+            )));
+        }
+        let started = std::time::Instant::now();
+        let params = read_params(path, false).map_err(|e| err(e.to_string()))?;
+        check_file_fit(&params).map_err(|reason| err(format!("{}: {reason}", path.display())))?;
+        tracing::info!(shape = %key, path = %path.display(), load_ms = started.elapsed().as_millis() as u64, "parameter file loaded");
+        let params = Arc::new(params);
+        self.loaded
+            .lock()
+            .expect("cache map poisoned")
+            .insert(key.to_string(), params.clone());
+        Ok(params)
+    }
+
     fn lookup(&self, key: &str) -> Option<Arc<Parameters<Bls12>>> {
         self.loaded
             .lock()
@@ -196,6 +229,23 @@ pub fn check_params_fit(
             m - 1,
             params.h.len()
         )));
+    }
+    Ok(())
+}
+
+/// The checks a parameter file gets without an assignment to compare with: a family with its
+/// own file (PoRep) cannot synthesize a probe without a real input. Every query length is
+/// still checked against each partition's assignment before proving
+/// ([`check_query_sizes`] in the backends), so a file for another circuit fails the job there.
+fn check_file_fit(params: &Parameters<Bls12>) -> Result<(), String> {
+    if !(params.h.len() + 1).is_power_of_two() {
+        return Err(format!(
+            "{} H points is not a domain size minus one",
+            params.h.len()
+        ));
+    }
+    if params.vk.ic.is_empty() || params.l.is_empty() || params.a.is_empty() {
+        return Err("empty query vectors".into());
     }
     Ok(())
 }
@@ -307,6 +357,82 @@ mod tests {
             .err()
             .expect("accepted");
         assert!(e.to_string().contains("cannot open parameter file"), "{e}");
+    }
+
+    /// A family proved with its own parameter file, like PoRep.
+    struct WithFile {
+        inner: Counting,
+        file: PathBuf,
+    }
+
+    impl CircuitFamily for WithFile {
+        fn name(&self) -> &'static str {
+            self.inner.name()
+        }
+        fn shape_key(&self) -> String {
+            self.inner.shape_key()
+        }
+        fn partitions(&self) -> usize {
+            self.inner.partitions()
+        }
+        fn synthesize_partition(
+            &self,
+            input: &[u8],
+            index: usize,
+        ) -> Result<Assignment, CircuitError> {
+            self.inner.synthesize_partition(input, index)
+        }
+        fn public_inputs(&self, input: &[u8], index: usize) -> Result<Vec<Scalar>, CircuitError> {
+            self.inner.public_inputs(input, index)
+        }
+        fn generate_test_params(
+            &self,
+            rng: &mut dyn RngCore,
+        ) -> Result<Parameters<Bls12>, CircuitError> {
+            self.inner.generate_test_params(rng)
+        }
+        fn parameter_file(&self) -> Option<PathBuf> {
+            Some(self.file.clone())
+        }
+    }
+
+    #[test]
+    fn a_family_parameter_file_is_loaded_never_generated() {
+        let dir = tempfile::tempdir().unwrap();
+        let family = WithFile {
+            inner: Counting {
+                inner: MimcFamily::new(32, 1).unwrap(),
+                generated: AtomicUsize::new(0),
+            },
+            file: dir.path().join("ceremony.params"),
+        };
+        let cache = ParamCache::new(dir.path().join("cache"));
+        let e = cache
+            .get_or_generate(&family)
+            .err()
+            .expect("loaded")
+            .to_string();
+        assert!(e.contains("no Groth16 parameters for mimc-r32 at"), "{e}");
+        assert!(e.contains("ceremony.params"), "{e}");
+
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let params = family.inner.inner.generate_test_params(&mut rng).unwrap();
+        write_params(&params, &family.file).unwrap();
+        let loaded = cache.get_or_generate(&family).unwrap();
+        assert!(*loaded == params);
+        assert!(Arc::ptr_eq(
+            &loaded,
+            &cache.get_or_generate(&family).unwrap()
+        ));
+        assert_eq!(family.inner.generated.load(Ordering::SeqCst), 0);
+        assert!(!cache.path_for("mimc-r32").exists());
+
+        std::fs::write(&family.file, b"truncated").unwrap();
+        let e = ParamCache::new(dir.path())
+            .get_or_generate(&family)
+            .err()
+            .expect("loaded");
+        assert!(e.to_string().contains("corrupt or truncated"), "{e}");
     }
 
     #[test]

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 mod cache;
 mod mimc;
+#[cfg(feature = "porep")]
+pub mod porep;
 mod sha256;
 
 pub use cache::{check_params_fit, load_from_file, ParamCache, CACHE_ENV};
@@ -23,7 +25,10 @@ pub const MAX_INPUT_BYTES: usize = 1 << 20;
 /// Most partitions a job may ask for.
 pub const MAX_PARTITIONS: usize = 64;
 
+#[cfg(not(feature = "porep"))]
 const KNOWN: &[&str] = &["sha256", "mimc"];
+#[cfg(feature = "porep")]
+const KNOWN: &[&str] = &["sha256", "mimc", "porep-c2"];
 
 /// Which circuit a job proves, as given in the job JSON: `{"name": "sha256", "params": {...}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -74,6 +79,12 @@ pub trait CircuitFamily: Send + Sync {
         &self,
         rng: &mut dyn RngCore,
     ) -> Result<Parameters<Bls12>, CircuitError>;
+    /// A parameter file the family must be proved with (e.g. from a trusted setup), instead
+    /// of generated test parameters. [`ParamCache`] loads it and never generates when this is
+    /// `Some`; a missing file fails the job.
+    fn parameter_file(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// The circuit family a job asks for, with its parameters validated.
@@ -81,6 +92,8 @@ pub fn resolve(spec: &CircuitSpec) -> Result<Arc<dyn CircuitFamily>, CircuitErro
     match spec.name.as_str() {
         "sha256" => Ok(Arc::new(Sha256Family::from_params(&spec.params)?)),
         "mimc" => Ok(Arc::new(MimcFamily::from_params(&spec.params)?)),
+        #[cfg(feature = "porep")]
+        "porep-c2" => Ok(Arc::new(porep::PorepC2Family::from_params(&spec.params)?)),
         other => Err(CircuitError::UnknownCircuit(other.to_string())),
     }
 }
@@ -178,7 +191,7 @@ mod tests {
     fn registry_errors_are_clear() {
         assert_eq!(
             err(&spec("foo", json!({}))),
-            "unknown circuit 'foo'; known: sha256, mimc"
+            format!("unknown circuit 'foo'; known: {}", KNOWN.join(", "))
         );
         let e = err(&spec(
             "sha256",
@@ -200,7 +213,7 @@ mod tests {
         assert!(e.contains("'rounds' must be in 1..=4194304"), "{e}");
         let e = err(&spec("mimc", serde_json::Value::Null));
         assert!(e.starts_with("bad parameters for circuit 'mimc'"), "{e}");
-        assert_eq!(known_circuits(), ["sha256", "mimc"]);
+        assert_eq!(known_circuits()[..2], ["sha256", "mimc"]);
 
         let spec: CircuitSpec =
             serde_json::from_str(r#"{"name":"mimc","params":{"rounds":8,"partitions":3}}"#)

@@ -13,10 +13,14 @@ use cuzk_circuits::{CircuitSpec, ParamCache};
 use cuzk_common::config::{GpuConfig, NatsArgs, SynthConfig};
 use cuzk_common::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionTimings};
 use cuzk_common::local_nats::NatsServer;
+use cuzk_common::nats::{retry, RetryPolicy};
 use cuzk_common::topology::{self, results_subject, Topology, SUBJECT_SUBMIT};
 use futures::StreamExt;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+pub mod launcher;
+pub mod status;
 
 /// Connects with the default configuration to `url` and provisions the topology.
 pub async fn connect_url(url: &str, name: &str) -> anyhow::Result<(Client, Topology)> {
@@ -24,10 +28,13 @@ pub async fn connect_url(url: &str, name: &str) -> anyhow::Result<(Client, Topol
     connect(&config).await
 }
 
+/// Connects and provisions the topology, retrying while a fresh cluster elects its JetStream
+/// leaders.
 pub async fn connect(config: &cuzk_common::config::NatsConfig) -> anyhow::Result<(Client, Topology)> {
     let client = cuzk_common::nats::connect(config).await?;
     let js = topology::jetstream_context(client.clone(), config.timeout);
-    let topology = topology::provision(&js, config.replicas).await?;
+    let policy = RetryPolicy { attempts: 10, initial: Duration::from_millis(250), max: Duration::from_secs(3) };
+    let topology = retry("provision topology", policy, || topology::provision(&js, config.replicas, config.ack_wait)).await?;
     Ok((client, topology))
 }
 
@@ -74,7 +81,16 @@ impl LocalCluster {
 /// missed.
 pub async fn submit_and_wait(client: &Client, spec: &JobSpec, timeout: Duration) -> anyhow::Result<JobResult> {
     let mut results = client.subscribe(results_subject(&spec.job_id)).await?;
-    client.publish(SUBJECT_SUBMIT, serde_json::to_vec(spec)?.into()).await?;
+    // With tracing on, the job joins the caller's trace (`traceparent`); otherwise this is a
+    // plain publish, exactly like `nats pub`.
+    let mut headers = async_nats::HeaderMap::new();
+    cuzk_common::telemetry::inject(&tracing::Span::current(), &mut headers);
+    let body = serde_json::to_vec(spec)?.into();
+    if headers.is_empty() {
+        client.publish(SUBJECT_SUBMIT, body).await?;
+    } else {
+        client.publish_with_headers(SUBJECT_SUBMIT, headers, body).await?;
+    }
     client.flush().await?;
     let message = tokio::time::timeout(timeout, results.next())
         .await

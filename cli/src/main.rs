@@ -11,9 +11,9 @@ use cuzk_cli::{submit_and_wait, timings_table, verify_job_proof, LocalCluster};
 use cuzk_common::config::{ConfigFile, GpuArgs, NatsArgs, SynthArgs};
 use cuzk_common::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use cuzk_common::records;
-use cuzk_common::topology::{JOBS_STREAM, WORK_STREAM};
+use cuzk_common::telemetry::{self, TelemetryArgs, TelemetryOptions};
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, info_span, Instrument};
 
 mod bench;
 
@@ -34,14 +34,35 @@ enum Command {
     Local(LocalArgs),
     /// Submit a job to a running cluster (what `nats pub cuzk.jobs.submit '<json>'` does).
     Submit(SubmitArgs),
-    /// Show a job's state, or the cluster's queues.
+    /// Show a job's state, or the cluster: nodes, queues, jobs in flight, recent failures.
     Status(StatusArgs),
+    /// Follow a job's progress until it ends.
+    Watch(WatchArgs),
     /// Run a synth node.
     SynthNode(SynthNodeArgs),
     /// Run a GPU node (CUDA where available, else the CPU backend).
     GpuNode(GpuNodeArgs),
     /// The same jobs through a local cluster and through bellperson in this process, side by side.
     Bench(bench::BenchArgs),
+    /// Start a whole cluster as separate processes on loopback (1 or 3 nats-servers, synth and
+    /// GPU nodes) and keep it up until Ctrl-C.
+    Launch(LaunchArgs),
+}
+
+#[derive(Args)]
+struct LaunchArgs {
+    /// nats-servers: 1, or 3 for a JetStream cluster with R3 streams.
+    #[arg(long, default_value_t = 1)]
+    servers: usize,
+    #[arg(long, default_value_t = 1)]
+    synth: usize,
+    #[arg(long, default_value_t = 1)]
+    gpu: usize,
+    /// Threads per node.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    #[arg(long, default_value_t = 30)]
+    ack_wait_secs: u64,
 }
 
 #[derive(Args, Clone)]
@@ -98,6 +119,8 @@ struct LocalArgs {
     synth: SynthArgs,
     #[command(flatten)]
     gpu: GpuArgs,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
     /// Give up on the job after this long.
     #[arg(long, default_value_t = 1800)]
     timeout_secs: u64,
@@ -112,16 +135,27 @@ struct SubmitArgs {
     /// Wait for the result and print it.
     #[arg(long)]
     wait: bool,
-    #[arg(long, default_value_t = 1800)]
-    timeout_secs: u64,
+    /// With --wait: give up after this long. (Not `timeout_secs`: that id is --nats-timeout-secs.)
+    #[arg(long = "timeout-secs", default_value_t = 1800)]
+    wait_secs: u64,
 }
 
 #[derive(Args)]
 struct StatusArgs {
     #[command(flatten)]
     nats: NatsArgs,
-    /// A job id; without one, the queues.
+    /// A job id; without one, the cluster.
     job_id: Option<String>,
+}
+
+#[derive(Args)]
+struct WatchArgs {
+    #[command(flatten)]
+    nats: NatsArgs,
+    job_id: String,
+    /// Give up after this long.
+    #[arg(long = "timeout-secs", default_value_t = 1800)]
+    wait_secs: u64,
 }
 
 #[derive(Args)]
@@ -130,6 +164,8 @@ struct SynthNodeArgs {
     nats: NatsArgs,
     #[command(flatten)]
     synth: SynthArgs,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
     /// Validate the configuration, print it and exit.
     #[arg(long)]
     check_config: bool,
@@ -141,6 +177,8 @@ struct GpuNodeArgs {
     nats: NatsArgs,
     #[command(flatten)]
     gpu: GpuArgs,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
     /// Validate the configuration, print it and exit.
     #[arg(long)]
     check_config: bool,
@@ -149,7 +187,10 @@ struct GpuNodeArgs {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(run(cli));
+    // Export the spans and metrics still buffered.
+    telemetry::shutdown();
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // The reason must reach stderr whatever the log configuration.
@@ -165,6 +206,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Local(args) => local(args, file).await,
         Command::Submit(args) => submit(args, file).await,
         Command::Status(args) => status(args, file).await,
+        Command::Watch(args) => watch(args, file).await,
         Command::SynthNode(args) => {
             let nats = args.nats.merge(file.nats).resolve("cuzk-synth")?;
             let synth = args.synth.merge(file.synth).resolve()?;
@@ -172,10 +214,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nats": nats, "synth": synth }))?);
                 return Ok(());
             }
-            cuzk_common::telemetry::init_logging();
+            init_telemetry("cuzk-synth", &args.telemetry).await?;
             let (_client, topology) = cuzk_cli::connect(&nats).await?;
+            let drain = synth.drain_timeout;
             let node = Arc::new(cuzk_synth_node::SynthNode::new(topology, synth, nats.name.clone())?);
-            node.run(shutdown_on_signal()).await
+            run_until_drained(|token| node.run(token), drain).await
         }
         Command::GpuNode(args) => {
             let nats = args.nats.merge(file.nats).resolve("cuzk-gpu")?;
@@ -184,12 +227,51 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nats": nats, "gpu": gpu }))?);
                 return Ok(());
             }
-            cuzk_common::telemetry::init_logging();
+            init_telemetry("cuzk-gpu", &args.telemetry).await?;
             let (_client, topology) = cuzk_cli::connect(&nats).await?;
+            let drain = gpu.drain_timeout;
             let node = Arc::new(cuzk_gpu_node::GpuNode::new(topology, gpu, nats.name.clone())?);
-            node.run(shutdown_on_signal()).await
+            run_until_drained(|token| node.run(token), drain).await
         }
         Command::Bench(args) => bench::run(args, file).await,
+        Command::Launch(args) => {
+            let spec = cuzk_cli::launcher::LaunchSpec {
+                servers: args.servers,
+                synth_nodes: args.synth,
+                gpu_nodes: args.gpu,
+                threads: args.threads,
+                ack_wait_secs: args.ack_wait_secs,
+                ..Default::default()
+            };
+            let cluster = cuzk_cli::launcher::ProcessCluster::start(spec, &std::env::current_exe()?)?;
+            println!("NATS: {}", cluster.urls());
+            println!("logs: {}", cluster.dir.path().display());
+            println!("submit with: cuzk submit --nats-url {} --wait", cluster.urls());
+            tokio::signal::ctrl_c().await?;
+            drop(cluster);
+            Ok(())
+        }
+    }
+}
+
+/// Runs a node until SIGINT/SIGTERM, then gives it `drain` to finish in-flight work; what is
+/// still unfinished after that is redelivered to another node once its ack wait passes.
+async fn run_until_drained<F, Fut>(node: F, drain: Duration) -> anyhow::Result<()>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let token = shutdown_on_signal();
+    let deadline = async {
+        token.cancelled().await;
+        tokio::time::sleep(drain).await;
+    };
+    tokio::select! {
+        result = node(token.clone()) => result,
+        _ = deadline => {
+            tracing::warn!(?drain, "drain timeout passed; exiting with work in flight");
+            Ok(())
+        }
     }
 }
 
@@ -209,8 +291,18 @@ fn shutdown_on_signal() -> CancellationToken {
     token
 }
 
+/// Logging, tracing and metrics for a command (flushed by `main` on exit), and the metrics and
+/// health endpoints if asked for.
+async fn init_telemetry(service: &str, args: &TelemetryArgs) -> anyhow::Result<()> {
+    telemetry::init(TelemetryOptions::new(service, args));
+    if let Some(addr) = args.metrics_addr {
+        cuzk_common::metrics::serve(addr).await.with_context(|| format!("--metrics-addr {addr}"))?;
+    }
+    Ok(())
+}
+
 async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
-    cuzk_common::telemetry::init_logging();
+    init_telemetry("cuzk-local", &args.telemetry).await?;
     let synth = args.synth.merge(file.synth).resolve()?;
     let gpu = args.gpu.merge(file.gpu).resolve()?;
     let spec = args.job.spec()?;
@@ -220,7 +312,9 @@ async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
     };
     let cluster = LocalCluster::start(synth, gpu).await?;
     info!(url = %cluster.url(), job_id = %spec.job_id, circuit = %spec.circuit, params = %spec.params, "local cluster up; submitting");
-    let outcome = submit_and_wait(&cluster.client, &spec, Duration::from_secs(args.timeout_secs)).await;
+    let outcome = submit_and_wait(&cluster.client, &spec, Duration::from_secs(args.timeout_secs))
+        .instrument(info_span!("submit", job_id = %spec.job_id, otel.kind = "producer"))
+        .await;
     cluster.stop().await?;
     let result = outcome?;
     println!("job {}: {:?}", result.job_id, result.status);
@@ -238,6 +332,8 @@ async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
 async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     let nats = args.nats.merge(file.nats).resolve("cuzk-submit")?;
     let spec = args.job.spec()?;
+    // Only what OTEL_* asks for: with an endpoint the job's trace starts here.
+    telemetry::init(TelemetryOptions { service_name: "cuzk-submit".into(), ..Default::default() });
     let client = cuzk_common::nats::connect(&nats).await?;
     if !args.wait {
         client.publish(cuzk_common::topology::SUBJECT_SUBMIT, serde_json::to_vec(&spec)?.into()).await?;
@@ -245,7 +341,26 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
         println!("{}", spec.job_id);
         return Ok(());
     }
-    let result = submit_and_wait(&client, &spec, Duration::from_secs(args.timeout_secs)).await?;
+    // Progress from the job's record, where this user may read the jobs bucket.
+    let js = cuzk_common::topology::jetstream_context(client.clone(), nats.timeout);
+    let progress = match js.get_key_value(cuzk_common::topology::JOBS_BUCKET).await {
+        Ok(kv) => {
+            let job_id = spec.job_id.clone();
+            Some(tokio::spawn(async move { cuzk_cli::status::follow(&kv, &job_id).await }))
+        }
+        Err(e) => {
+            eprintln!("(no progress: cannot read the jobs bucket: {e})");
+            None
+        }
+    };
+    let result = submit_and_wait(&client, &spec, Duration::from_secs(args.wait_secs))
+        .instrument(info_span!("submit", job_id = %spec.job_id, otel.kind = "producer"))
+        .await;
+    if let Some(progress) = progress {
+        // It ends on the final record, which lands right after the result; don't wait long.
+        let _ = tokio::time::timeout(Duration::from_secs(2), progress).await;
+    }
+    let result = result?;
     println!("{}", serde_json::to_string_pretty(&result)?);
     if result.status == JobStatus::Done {
         eprintln!("{}", timings_table(&result));
@@ -274,13 +389,26 @@ async fn status(args: StatusArgs, file: ConfigFile) -> anyhow::Result<()> {
                 );
             }
         }
-        None => {
-            for name in [JOBS_STREAM, WORK_STREAM] {
-                let mut stream = topology.js.get_stream(name).await?;
-                let info = stream.info().await?;
-                println!("{name}: {} messages waiting", info.state.messages);
-            }
-        }
+        None => println!("{}", cuzk_cli::status::cluster_status(&topology).await?),
     }
     Ok(())
+}
+
+async fn watch(args: WatchArgs, file: ConfigFile) -> anyhow::Result<()> {
+    let nats = args.nats.merge(file.nats).resolve("cuzk-watch")?;
+    let client = cuzk_common::nats::connect(&nats).await?;
+    let js = cuzk_common::topology::jetstream_context(client, nats.timeout);
+    let kv = js.get_key_value(cuzk_common::topology::JOBS_BUCKET).await?;
+    let timeout = Duration::from_secs(args.wait_secs);
+    let record = tokio::time::timeout(timeout, cuzk_cli::status::follow(&kv, &args.job_id))
+        .await
+        .with_context(|| format!("job {} did not end within {timeout:?}", args.job_id))??;
+    match record.result {
+        Some(result) if result.status == JobStatus::Done => {
+            println!("job {}: done, {} partitions, verified: {}", result.job_id, result.partitions, result.verified);
+            println!("{}", timings_table(&result));
+            Ok(())
+        }
+        _ => anyhow::bail!("job {} failed: {}", record.job_id, record.error.unwrap_or_default()),
+    }
 }

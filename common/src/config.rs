@@ -93,9 +93,15 @@ pub struct NatsArgs {
     /// Timeout of a single NATS request or publish acknowledgement, in seconds.
     #[arg(long = "nats-timeout-secs", env = "CUZK_NATS_TIMEOUT_SECS")]
     pub timeout_secs: Option<u64>,
+    /// Seconds without an ack or progress before a job or partition is redelivered (set when
+    /// the consumers are first created).
+    #[arg(long = "nats-ack-wait-secs", env = "CUZK_NATS_ACK_WAIT_SECS")]
+    pub ack_wait_secs: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Resolved connection settings. `Debug` and `Serialize` leave the password out: configs are
+/// logged and printed by `--check-config`.
+#[derive(Clone, PartialEq, Serialize)]
 pub struct NatsConfig {
     pub urls: Vec<String>,
     pub name: String,
@@ -110,14 +116,35 @@ pub struct NatsConfig {
     pub inbox_prefix: Option<String>,
     pub replicas: usize,
     pub timeout: Duration,
+    pub ack_wait: Duration,
 }
 
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
 
+impl std::fmt::Debug for NatsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsConfig")
+            .field("urls", &self.urls)
+            .field("name", &self.name)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("creds", &self.creds)
+            .field("nkey_seed_file", &self.nkey_seed_file)
+            .field("tls_ca", &self.tls_ca)
+            .field("tls_cert", &self.tls_cert)
+            .field("tls_key", &self.tls_key)
+            .field("inbox_prefix", &self.inbox_prefix)
+            .field("replicas", &self.replicas)
+            .field("timeout", &self.timeout)
+            .field("ack_wait", &self.ack_wait)
+            .finish()
+    }
+}
+
 impl NatsArgs {
     pub fn merge(mut self, file: NatsArgs) -> NatsArgs {
         fill!(self, file, urls, name, user, password, creds, nkey_seed_file, tls_ca, tls_cert,
-            tls_key, inbox_prefix, replicas, timeout_secs);
+            tls_key, inbox_prefix, replicas, timeout_secs, ack_wait_secs);
         self
     }
 
@@ -154,6 +181,10 @@ impl NatsArgs {
         if timeout_secs == 0 {
             return Err(invalid("nats.timeout_secs", "must be positive"));
         }
+        let ack_wait = self.ack_wait_secs.map_or(crate::topology::DEFAULT_ACK_WAIT, Duration::from_secs);
+        if ack_wait < Duration::from_secs(3) {
+            return Err(invalid("nats.ack_wait_secs", "must be at least 3 (progress acks go every third)"));
+        }
         Ok(NatsConfig {
             urls,
             name: self.name.unwrap_or_else(|| default_name.to_owned()),
@@ -167,6 +198,7 @@ impl NatsArgs {
             inbox_prefix: self.inbox_prefix,
             replicas,
             timeout: Duration::from_secs(timeout_secs),
+            ack_wait,
         })
     }
 }
@@ -196,6 +228,10 @@ pub struct SynthArgs {
     /// zstd level for witness blobs.
     #[arg(long = "synth-zstd-level", env = "CUZK_SYNTH_ZSTD_LEVEL")]
     pub zstd_level: Option<i32>,
+    /// On SIGTERM, seconds to finish in-flight partitions before exiting anyway (unfinished
+    /// work is redelivered to another node).
+    #[arg(long = "synth-drain-timeout-secs", env = "CUZK_SYNTH_DRAIN_TIMEOUT_SECS")]
+    pub drain_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -206,12 +242,13 @@ pub struct SynthConfig {
     pub max_queued_partitions: u64,
     pub max_inline_input: usize,
     pub zstd_level: i32,
+    pub drain_timeout: Duration,
 }
 
 impl SynthArgs {
     pub fn merge(mut self, file: SynthArgs) -> SynthArgs {
         fill!(self, file, threads, partitions_in_flight, jobs_in_flight, max_queued_partitions,
-            max_inline_input, zstd_level);
+            max_inline_input, zstd_level, drain_timeout_secs);
         self
     }
 
@@ -224,6 +261,7 @@ impl SynthArgs {
             max_queued_partitions: self.max_queued_partitions.unwrap_or(32),
             max_inline_input: self.max_inline_input.unwrap_or(768 * 1024),
             zstd_level: self.zstd_level.unwrap_or(EncodeOptions::default().level),
+            drain_timeout: Duration::from_secs(self.drain_timeout_secs.unwrap_or(60)),
         };
         if config.threads == 0 {
             return Err(invalid("synth.threads", "must be at least 1"));
@@ -273,6 +311,10 @@ pub struct GpuArgs {
     /// Verify every partition proof before reporting the job (cheap: a few pairings).
     #[arg(long = "gpu-verify", env = "CUZK_GPU_VERIFY")]
     pub verify: Option<bool>,
+    /// On SIGTERM, seconds to finish the partitions being proved before exiting anyway
+    /// (unfinished work is redelivered to another node).
+    #[arg(long = "gpu-drain-timeout-secs", env = "CUZK_GPU_DRAIN_TIMEOUT_SECS")]
+    pub drain_timeout_secs: Option<u64>,
     /// A bellperson parameter file for a circuit shape, as SHAPE=PATH (repeatable); shapes
     /// without one use the parameter cache.
     #[arg(long = "params-file", env = "CUZK_PARAMS_FILES", value_delimiter = ',')]
@@ -289,12 +331,13 @@ pub struct GpuConfig {
     pub memory_budget: Option<u64>,
     pub verify: bool,
     pub params_files: Vec<(String, PathBuf)>,
+    pub drain_timeout: Duration,
 }
 
 impl GpuArgs {
     pub fn merge(mut self, file: GpuArgs) -> GpuArgs {
         fill!(self, file, backend, workers, prefetch, cpu_threads, param_cache, memory_budget,
-            verify, params_files);
+            verify, params_files, drain_timeout_secs);
         self
     }
 
@@ -308,6 +351,7 @@ impl GpuArgs {
             memory_budget: self.memory_budget,
             verify: self.verify.unwrap_or(true),
             params_files: parse_params_files(self.params_files.unwrap_or_default())?,
+            drain_timeout: Duration::from_secs(self.drain_timeout_secs.unwrap_or(120)),
         };
         if config.workers == 0 || config.cpu_threads == 0 {
             return Err(invalid("gpu.workers", "workers and threads must be at least 1"));
@@ -351,6 +395,10 @@ mod tests {
         let nats = NatsArgs::default().merge(file.nats).resolve("x").unwrap();
         assert_eq!(nats.urls, vec!["nats://a:1".to_owned()]);
         assert_eq!(nats.name, "x");
+        let secret = NatsArgs { user: Some("u".into()), password: Some("hunter2".into()), ..Default::default() };
+        let secret = secret.resolve("x").unwrap();
+        assert!(!format!("{secret:?}").contains("hunter2"));
+        assert!(!serde_json::to_string(&secret).unwrap().contains("hunter2"));
     }
 
     #[test]

@@ -1,15 +1,23 @@
-//! A private nats-server on an ephemeral loopback port with a temporary store, stopped on drop:
-//! the embedded default of `cuzk local`, the benchmarks and the integration tests.
+//! Private nats-servers on ephemeral loopback ports with temporary stores, stopped on drop: the
+//! embedded default of `cuzk local`, the process launcher, the benchmarks and the tests. A
+//! server can be killed and restarted on the same port and store (fault tests).
 
+use std::ffi::OsString;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub struct NatsServer {
-    child: Child,
-    pub port: u16,
-    _store: tempfile::TempDir,
+#[derive(Debug, thiserror::Error)]
+pub enum LocalNatsError {
+    #[error("nats-server not found on PATH or in /usr/sbin (install it: apt-get install -y nats-server, or set NATS_SERVER)")]
+    NotInstalled,
+    #[error("starting nats-server: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("nats-server exited at start: {0}")]
+    Exited(String),
+    #[error("nats-server did not listen on port {0} within 10 s")]
+    NotListening(u16),
 }
 
 /// The nats-server binary: `$NATS_SERVER`, else the first on PATH or in /usr/sbin.
@@ -24,38 +32,73 @@ pub fn nats_server_binary() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-fn free_port() -> std::io::Result<u16> {
+pub fn free_port() -> std::io::Result<u16> {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port())
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum LocalNatsError {
-    #[error("nats-server not found on PATH or in /usr/sbin (install it: apt-get install -y nats-server, or set NATS_SERVER)")]
-    NotInstalled,
-    #[error("starting nats-server: {0}")]
-    Io(std::io::Error),
-    #[error("nats-server exited at start: {0}")]
-    Exited(String),
-    #[error("nats-server did not listen on port {0} within 10 s")]
-    NotListening(u16),
+/// One nats-server process; killed on drop.
+pub struct NatsServer {
+    child: Option<Child>,
+    binary: PathBuf,
+    args: Vec<OsString>,
+    log: Option<PathBuf>,
+    pub port: u16,
+    _store: Option<tempfile::TempDir>,
 }
 
 impl NatsServer {
-    /// Starts nats-server with JetStream.
+    /// A standalone JetStream server with its own temporary store.
     pub fn start() -> Result<NatsServer, LocalNatsError> {
+        let store = tempfile::tempdir()?;
+        let port = free_port()?;
+        let args: Vec<OsString> = vec![
+            "-js".into(),
+            "-a".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string().into(),
+            "-sd".into(),
+            store.path().into(),
+        ];
+        Self::spawn(args, port, None, Some(store))
+    }
+
+    /// A server from a config file that listens on `port`, logging to `log`.
+    pub fn start_config(config: &Path, port: u16, log: &Path) -> Result<NatsServer, LocalNatsError> {
+        Self::spawn(vec!["-c".into(), config.into()], port, Some(log.to_owned()), None)
+    }
+
+    fn spawn(
+        args: Vec<OsString>,
+        port: u16,
+        log: Option<PathBuf>,
+        store: Option<tempfile::TempDir>,
+    ) -> Result<NatsServer, LocalNatsError> {
         let binary = nats_server_binary().ok_or(LocalNatsError::NotInstalled)?;
-        let store = tempfile::tempdir().map_err(LocalNatsError::Io)?;
-        let port = free_port().map_err(LocalNatsError::Io)?;
-        let child = Command::new(&binary)
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(store.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(LocalNatsError::Io)?;
-        let mut server = NatsServer { child, port, _store: store };
-        server.wait_ready()?;
+        let mut server = NatsServer { child: None, binary, args, log, port, _store: store };
+        server.restart()?;
         Ok(server)
+    }
+
+    /// (Re)starts the process with the same arguments, port and store.
+    pub fn restart(&mut self) -> Result<(), LocalNatsError> {
+        self.kill();
+        let mut command = Command::new(&self.binary);
+        command.args(&self.args).stdout(Stdio::null());
+        match &self.log {
+            Some(log) => command.stderr(std::fs::OpenOptions::new().create(true).append(true).open(log)?),
+            None => command.stderr(Stdio::null()),
+        };
+        self.child = Some(command.spawn()?);
+        self.wait_ready()
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     fn wait_ready(&mut self) -> Result<(), LocalNatsError> {
@@ -64,7 +107,7 @@ impl NatsServer {
             if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
                 return Ok(());
             }
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 return Err(LocalNatsError::Exited(status.to_string()));
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -79,7 +122,37 @@ impl NatsServer {
 
 impl Drop for NatsServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
+}
+
+/// `n` JetStream servers routed into one cluster on loopback, each with its own store under
+/// `dir` (kept across restarts).
+pub fn start_cluster(n: usize, dir: &Path) -> Result<Vec<NatsServer>, LocalNatsError> {
+    let client_ports = (0..n).map(|_| free_port()).collect::<Result<Vec<_>, _>>()?;
+    let route_ports = (0..n).map(|_| free_port()).collect::<Result<Vec<_>, _>>()?;
+    let mut configs = Vec::new();
+    for i in 0..n {
+        let routes: Vec<String> = (0..n)
+            .filter(|j| *j != i)
+            .map(|j| format!("nats://127.0.0.1:{}", route_ports[j]))
+            .collect();
+        let store = dir.join(format!("n{i}-store"));
+        std::fs::create_dir_all(&store)?;
+        let config = format!(
+            "server_name: n{i}\nlisten: 127.0.0.1:{}\njetstream {{ store_dir: {:?} }}\ncluster {{\n  name: cuzk-local\n  listen: 127.0.0.1:{}\n  routes: [{}]\n}}\n",
+            client_ports[i],
+            store.display().to_string(),
+            route_ports[i],
+            routes.join(", ")
+        );
+        let path = dir.join(format!("n{i}.conf"));
+        std::fs::write(&path, config)?;
+        configs.push(path);
+    }
+    configs
+        .iter()
+        .enumerate()
+        .map(|(i, config)| NatsServer::start_config(config, client_ports[i], &dir.join(format!("n{i}.log"))))
+        .collect()
 }

@@ -122,25 +122,33 @@ pub async fn connect(config: &NatsConfig) -> Result<Client, ConnectError> {
     .await
 }
 
-/// Pulls one message, waiting up to `wait` (zero: only what is already there).
+/// Pulls one message, waiting up to `wait` (zero: only what is already there). The whole pull
+/// is also bounded on our side: a pull request sent to a server that then died gets no answer,
+/// and the next pull must go out on the reconnected connection.
 pub async fn pull_one(
     consumer: &PullConsumer,
     wait: Duration,
 ) -> Result<Option<jetstream::Message>, async_nats::Error> {
-    let mut batch = if wait.is_zero() {
-        consumer.fetch().max_messages(1).messages().await?
-    } else {
-        consumer.batch().max_messages(1).expires(wait).messages().await?
+    let pull = async {
+        let mut batch = if wait.is_zero() {
+            consumer.fetch().max_messages(1).messages().await?
+        } else {
+            consumer.batch().max_messages(1).expires(wait).messages().await?
+        };
+        match batch.next().await {
+            Some(message) => Ok(Some(message?)),
+            None => Ok(None),
+        }
     };
-    match batch.next().await {
-        Some(message) => Ok(Some(message?)),
-        None => Ok(None),
+    match tokio::time::timeout(wait + Duration::from_secs(5), pull).await {
+        Ok(result) => result,
+        Err(_) => Err("pull request got no answer in time".into()),
     }
 }
 
 /// Sends progress acks so a message being worked on is not redelivered; abort it when done.
-pub async fn progress_ticker(message: Arc<jetstream::Message>) {
-    let mut interval = tokio::time::interval(crate::topology::PROGRESS_INTERVAL);
+pub async fn progress_ticker(message: Arc<jetstream::Message>, every: Duration) {
+    let mut interval = tokio::time::interval(every);
     interval.tick().await;
     loop {
         interval.tick().await;

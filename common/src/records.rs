@@ -134,6 +134,8 @@ pub async fn publish_result(
     retry("publish result", RetryPolicy::NETWORK, || async {
         let mut headers = HeaderMap::new();
         headers.insert(async_nats::header::NATS_MESSAGE_ID, msg_id);
+        // Subscribers to results can join the job's trace.
+        crate::telemetry::inject(&tracing::Span::current(), &mut headers);
         topology
             .js
             .publish_with_headers(subject.to_owned(), headers, body.clone())

@@ -33,6 +33,9 @@ pub const GPU_NORMAL_CONSUMER: &str = "gpu-normal";
 pub const JOBS_BUCKET: &str = "cuzk-jobs";
 pub const BLOBS_BUCKET: &str = "cuzk-blobs";
 pub const INPUTS_BUCKET: &str = "cuzk-inputs";
+/// Node heartbeats (see `nodes.rs`): an entry lives `NODES_MAX_AGE` unless its node re-puts it.
+pub const NODES_BUCKET: &str = "cuzk-nodes";
+pub const NODES_MAX_AGE: Duration = Duration::from_secs(30);
 
 /// Largest job message the jobs stream stores (bigger inputs go through the inputs bucket).
 pub const MAX_JOB_MESSAGE: i32 = 1024 * 1024;
@@ -43,10 +46,10 @@ pub const BLOB_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 /// Results are published with the job id as message id: within this window a second
 /// publication of the same job's result is dropped by the server.
 pub const RESULTS_DEDUP_WINDOW: Duration = Duration::from_secs(15 * 60);
-/// Redelivery after this long without an ack or progress; workers send progress acks at a third
-/// of it, so a crashed worker's partition returns quickly.
-pub const ACK_WAIT: Duration = Duration::from_secs(30);
-pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
+/// Default redelivery delay after a worker stops acknowledging (crashed, partitioned). Workers
+/// send progress acks at a third of it, so long proofs never hit it and a crashed worker's
+/// partition returns quickly.
+pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
 /// Deliveries of one message before it is given up (the job then fails with the reason).
 pub const MAX_DELIVER: i64 = 5;
 /// Object-store chunk size: under the default 1 MiB `max_payload`, large to cut per-chunk acks.
@@ -68,7 +71,10 @@ fn failed(what: impl Into<String>) -> impl FnOnce(String) -> TopologyError {
 #[derive(Clone)]
 pub struct Topology {
     pub js: Context,
+    /// The consumers' ack wait (fixed when a consumer is first created).
+    pub ack_wait: Duration,
     pub jobs_kv: kv::Store,
+    pub nodes_kv: kv::Store,
     pub blobs: ObjectStore,
     pub inputs: ObjectStore,
 }
@@ -105,7 +111,7 @@ async fn ensure_object_store(
 }
 
 /// Creates (or finds) every stream and bucket. Safe to call from every node at start-up.
-pub async fn provision(js: &Context, replicas: usize) -> Result<Topology, TopologyError> {
+pub async fn provision(js: &Context, replicas: usize, ack_wait: Duration) -> Result<Topology, TopologyError> {
     ensure_stream(
         js,
         stream::Config {
@@ -170,9 +176,31 @@ pub async fn provision(js: &Context, replicas: usize) -> Result<Topology, Topolo
         .get_key_value(JOBS_BUCKET)
         .await
         .map_err(|e| failed(format!("kv bucket {JOBS_BUCKET}"))(e.to_string()))?;
+    // Heartbeats: only the latest per node, in memory, gone after NODES_MAX_AGE.
+    ensure_stream(
+        js,
+        stream::Config {
+            name: format!("KV_{NODES_BUCKET}"),
+            subjects: vec![format!("$KV.{NODES_BUCKET}.>")],
+            max_messages_per_subject: 1,
+            max_age: NODES_MAX_AGE,
+            storage: StorageType::Memory,
+            num_replicas: replicas,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: DiscardPolicy::New,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let nodes_kv = js
+        .get_key_value(NODES_BUCKET)
+        .await
+        .map_err(|e| failed(format!("kv bucket {NODES_BUCKET}"))(e.to_string()))?;
     let blobs = ensure_object_store(js, BLOBS_BUCKET, BLOB_MAX_AGE, replicas).await?;
     let inputs = ensure_object_store(js, INPUTS_BUCKET, RETENTION, replicas).await?;
-    Ok(Topology { js: js.clone(), jobs_kv, blobs, inputs })
+    Ok(Topology { js: js.clone(), ack_wait, jobs_kv, nodes_kv, blobs, inputs })
 }
 
 async fn ensure_consumer(
@@ -186,12 +214,12 @@ async fn ensure_consumer(
     stream.get_or_create_consumer(&name, config).await.map_err(|e| failed(what)(e.to_string()))
 }
 
-fn work_consumer_config(durable: &str, filter: &str) -> pull::Config {
+fn work_consumer_config(durable: &str, filter: &str, ack_wait: Duration) -> pull::Config {
     pull::Config {
         durable_name: Some(durable.into()),
         filter_subject: filter.into(),
         ack_policy: AckPolicy::Explicit,
-        ack_wait: ACK_WAIT,
+        ack_wait,
         max_deliver: MAX_DELIVER,
         // Cluster-wide cap on partitions held by GPU workers; each worker holds at most
         // 1 + prefetch of them.
@@ -209,7 +237,7 @@ impl Topology {
             pull::Config {
                 durable_name: Some(SYNTH_CONSUMER.into()),
                 ack_policy: AckPolicy::Explicit,
-                ack_wait: ACK_WAIT,
+                ack_wait: self.ack_wait,
                 max_deliver: MAX_DELIVER,
                 max_ack_pending: 1024,
                 ..Default::default()
@@ -223,16 +251,28 @@ impl Topology {
         let high = ensure_consumer(
             &self.js,
             WORK_STREAM,
-            work_consumer_config(GPU_HIGH_CONSUMER, SUBJECT_WORK_HIGH),
+            work_consumer_config(GPU_HIGH_CONSUMER, SUBJECT_WORK_HIGH, self.ack_wait),
         )
         .await?;
         let normal = ensure_consumer(
             &self.js,
             WORK_STREAM,
-            work_consumer_config(GPU_NORMAL_CONSUMER, SUBJECT_WORK_NORMAL),
+            work_consumer_config(GPU_NORMAL_CONSUMER, SUBJECT_WORK_NORMAL, self.ack_wait),
         )
         .await?;
         Ok([high, normal])
+    }
+
+    /// How often a worker confirms it is still working on a message.
+    pub fn progress_interval(&self) -> Duration {
+        self.ack_wait / 3
+    }
+
+    /// Messages waiting in a stream (published, not yet acknowledged, for work queues).
+    pub async fn stream_depth(&self, name: &str) -> Result<u64, TopologyError> {
+        let mut stream = self.js.get_stream(name).await.map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
+        let info = stream.info().await.map_err(|e| failed(format!("stream {name} info"))(e.to_string()))?;
+        Ok(info.state.messages)
     }
 
     /// Partitions waiting in the work queue (published, not yet acknowledged).

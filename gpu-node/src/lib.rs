@@ -18,7 +18,10 @@ use cuzk_common::job::{
     RESULT_VERSION,
 };
 use cuzk_common::nats::{ms, progress_ticker, pull_one};
+use cuzk_common::metrics::{metrics, KeyValue};
+use cuzk_common::nodes::{self, Held, NodeInfo, NodeLoad};
 use cuzk_common::objects::{self, ObjectError};
+use cuzk_common::telemetry;
 use cuzk_common::records::{self, RecordError};
 use cuzk_common::topology::{Topology, MAX_DELIVER};
 use cuzk_common::witness::Assignment;
@@ -27,7 +30,7 @@ use ff::Field;
 use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, info_span, warn, Instrument};
+use tracing::{field, info, info_span, warn, Instrument};
 
 /// How handling one work item ended, when it did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -66,8 +69,11 @@ struct Prepared {
     item: WorkItem,
     assignment: Assignment,
     timings: PartitionTimings,
+    /// The partition's span on this node, from taking the item to settling it.
+    span: tracing::Span,
     /// Frees the worker's prefetch slot once this item is settled.
     _slot: OwnedSemaphorePermit,
+    _held: Held,
 }
 
 /// A circuit shape's parameters in the backend's form, loaded once and shared by a worker.
@@ -83,6 +89,7 @@ pub struct GpuNode {
     name: String,
     params: Arc<ParamCache>,
     limits: DecodeLimits,
+    load: Arc<NodeLoad>,
 }
 
 impl GpuNode {
@@ -91,7 +98,14 @@ impl GpuNode {
             Some(dir) => ParamCache::new(dir.clone()),
             None => ParamCache::from_env()?,
         };
-        Ok(GpuNode { topology, config, name, params: Arc::new(params), limits: DecodeLimits::default() })
+        Ok(GpuNode {
+            topology,
+            config,
+            name,
+            params: Arc::new(params),
+            limits: DecodeLimits::default(),
+            load: Arc::default(),
+        })
     }
 
     /// Starts the workers and runs until `shutdown`; each worker then finishes the partition it
@@ -130,11 +144,29 @@ impl GpuNode {
                 workers.spawn(self.clone().worker(backend.clone(), pool.clone(), label, consumers.clone(), shutdown.clone()));
             }
         }
+        let now = unix_ms();
+        let heartbeat = NodeInfo {
+            node: nodes::instance_key(&self.name),
+            role: "gpu".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            backend: if use_cuda { "cuda" } else { "cpu" }.into(),
+            devices: if use_cuda { cuzk_kernels::device_count() as u32 } else { 0 },
+            workers: workers.len() as u32,
+            partitions_in_flight: 0,
+            busy_fraction: 0.0,
+            started_at_ms: now,
+            updated_at_ms: now,
+        };
+        let heartbeat =
+            tokio::spawn(nodes::heartbeat(self.topology.clone(), heartbeat, self.load.clone(), workers.len() as u32, shutdown.clone()));
+        cuzk_common::metrics::set_ready(true);
         info!(node = %self.name, backend = if use_cuda { "cuda" } else { "cpu" }, workers = workers.len(),
             config = ?self.config, "gpu node started");
         while let Some(done) = workers.join_next().await {
             done?;
         }
+        cuzk_common::metrics::set_ready(false);
+        let _ = heartbeat.await;
         Ok(())
     }
 
@@ -156,7 +188,8 @@ impl GpuNode {
                 self.settle(&prepared, AckKind::Nak(None)).await;
                 continue;
             }
-            let span = info_span!("partition", job_id = %prepared.item.job_id, partition = prepared.item.partition, worker = %label);
+            let span = prepared.span.clone();
+            span.record("worker", label.as_str());
             self.prove_and_settle(&backend, &pool, &loaded, &label, prepared).instrument(span).await;
         }
         let _ = fetcher.await;
@@ -210,13 +243,31 @@ impl GpuNode {
             }
         };
         let message = Arc::new(message);
-        let ticker = tokio::spawn(progress_ticker(message.clone()));
-        let span = info_span!("fetch", job_id = %item.job_id, partition = item.partition);
+        let ticker = tokio::spawn(progress_ticker(message.clone(), self.topology.progress_interval()));
+        // A child of the synth node's partition span through the work item's `traceparent`.
+        let span = info_span!("gpu.partition", job_id = %item.job_id, partition = item.partition, delivered,
+            worker = field::Empty, otel.kind = "consumer");
+        telemetry::set_parent(&span, message.headers.as_ref());
+        if let Some(published) = telemetry::published_at(&message) {
+            telemetry::record_wait(&span, "work.queue_wait", published, std::time::SystemTime::now());
+        }
+        let held = self.load.hold("gpu");
         let mut timings = item.timings;
         timings.queue_wait_ms = unix_ms().saturating_sub(item.published_at_ms) as f64;
-        let fetched = self.fetch_assignment(&item, &mut timings).instrument(span).await;
-        let mut prepared = Prepared { message, ticker, delivered, item, assignment: Assignment::default(), timings, _slot: slot };
-        match fetched {
+        metrics().stage_ms("work_queue", timings.queue_wait_ms);
+        let fetched = self.fetch_assignment(&item, &mut timings).instrument(span.clone()).await;
+        let mut prepared = Prepared {
+            message,
+            ticker,
+            delivered,
+            item,
+            assignment: Assignment::default(),
+            timings,
+            span: span.clone(),
+            _slot: slot,
+            _held: held,
+        };
+        async move { match fetched {
             Ok(Some(assignment)) => {
                 prepared.assignment = assignment;
                 Some(prepared)
@@ -230,7 +281,9 @@ impl GpuNode {
                 self.handle_failure(&prepared, e).await;
                 None
             }
-        }
+        } }
+        .instrument(span)
+        .await
     }
 
     async fn fetch_assignment(
@@ -243,15 +296,21 @@ impl GpuNode {
             _ => return Ok(None),
         }
         let started = Instant::now();
-        let bytes = objects::read_bounded(&self.topology.blobs, &item.blob_object, self.limits.max_blob_bytes).await?;
+        let bytes = objects::read_bounded(&self.topology.blobs, &item.blob_object, self.limits.max_blob_bytes)
+            .instrument(info_span!("fetch"))
+            .await?;
+        metrics().stage("fetch", started.elapsed());
+        metrics().blob_bytes.add(bytes.len() as u64, &[KeyValue::new("direction", "down"), KeyValue::new("form", "wire")]);
         timings.fetch_ms = ms(started.elapsed());
         let started = Instant::now();
         let limits = self.limits;
         let decoded = tokio::task::spawn_blocking(move || blob::decode_blob(&bytes, &limits))
+            .instrument(info_span!("decode"))
             .await
             .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
         let (header, assignment) =
             decoded.map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
+        metrics().stage("decode", started.elapsed());
         timings.decode_ms = ms(started.elapsed());
         if header.job_id != item.job_id || header.partition != item.partition || header.shape_key != item.shape_key {
             return Err(PartitionError::Fatal(format!(
@@ -292,19 +351,30 @@ impl GpuNode {
         assignment: Assignment,
     ) -> Result<(), PartitionError> {
         let item = &prepared.item;
-        let shape = self.load_shape(backend, loaded, item).await?;
+        let shape = self.load_shape(backend, loaded, item).instrument(info_span!("load_params")).await?;
         let public_inputs = assignment.input.get(1..).unwrap_or_default().to_vec();
         let mut rng = rand::rngs::OsRng;
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let started = Instant::now();
         let (backend_ref, shape_ref, pool) = (backend.clone(), shape.clone(), pool.clone());
+        // Spans do not follow work onto other threads: enter `prove` on the pool thread so the
+        // prover's H and MSM spans are its children.
+        let span = info_span!("prove");
         let (proof, prove_timings) = tokio::task::spawn_blocking(move || {
-            pool.install(|| cuzk_prover::prove_timed(&*backend_ref, &shape_ref.srs, &shape_ref.vk, assignment, r, s))
+            pool.install(|| {
+                span.in_scope(|| cuzk_prover::prove_timed(&*backend_ref, &shape_ref.srs, &shape_ref.vk, assignment, r, s))
+            })
         })
         .await
         .map_err(|e| PartitionError::Fatal(format!("prover died: {e}")))??;
         let mut timings = prepared.timings;
-        timings.prove_ms = ms(started.elapsed());
+        let elapsed = started.elapsed();
+        self.load.busy(label, elapsed);
+        let m = metrics();
+        m.stage("prove", elapsed);
+        m.stage("h", prove_timings.h);
+        m.stage("msm", prove_timings.msm);
+        timings.prove_ms = ms(elapsed);
         timings.h_ms = ms(prove_timings.h);
         timings.msm_ms = ms(prove_timings.msm);
         let verified = self.config.verify;
@@ -335,7 +405,7 @@ impl GpuNode {
         })
         .await?;
         if let Some(record) = record.filter(|r| r.all_proved() && !r.status.is_final()) {
-            self.assemble(&record).await?;
+            self.assemble(&record).instrument(info_span!("assemble")).await?;
         }
         Ok(())
     }
@@ -415,6 +485,9 @@ impl GpuNode {
             partition_timings,
         };
         records::report_result(&self.topology, &result).await?;
+        metrics().stage("assemble", started.elapsed());
+        metrics().stage_ms("job_total", result.timings.total_ms);
+        metrics().jobs.add(1, &[KeyValue::new("status", "done")]);
         info!(job_id = %record.job_id, partitions = result.partitions, total_ms = result.timings.total_ms, "job done");
         Ok(())
     }
@@ -423,6 +496,7 @@ impl GpuNode {
         let item = &prepared.item;
         let ack = match error {
             PartitionError::Retry(reason) if prepared.delivered < MAX_DELIVER => {
+                metrics().error("gpu", "retry");
                 warn!(job_id = %item.job_id, partition = item.partition, %reason, "partition attempt failed; will retry");
                 AckKind::Nak(Some(cuzk_common::nats::RetryPolicy::NETWORK.delay(prepared.delivered as u32 + 2)))
             }
@@ -436,6 +510,8 @@ impl GpuNode {
 
     async fn fail_job(&self, item: &WorkItem, reason: String) -> AckKind {
         warn!(job_id = %item.job_id, partition = item.partition, %reason, "job failed");
+        metrics().error("gpu", "fatal");
+        metrics().jobs.add(1, &[KeyValue::new("status", "failed")]);
         match records::report_result(&self.topology, &JobResult::failed(&item.job_id, reason)).await {
             Ok(()) => {
                 objects::delete(&self.topology.blobs, &item.blob_object).await.ok();

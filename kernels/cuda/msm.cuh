@@ -93,10 +93,19 @@ extern "C" __global__ void msm_scatter(const uint32_t* digits, uint32_t n, uint3
     }
 }
 
+// ntasks[b] = ceil(counts[b] / T); *max_tasks = max over b (zeroed by the caller).
 extern "C" __global__ void msm_task_count(const uint32_t* counts, uint32_t nbt, uint32_t T,
-                                          uint32_t* ntasks) {
+                                          uint32_t* ntasks, uint32_t* max_tasks) {
     const uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b < nbt) ntasks[b] = (counts[b] + T - 1) / T;
+    uint32_t t = 0;
+    if (b < nbt) {
+        t = (counts[b] + T - 1) / T;
+        ntasks[b] = t;
+    }
+    // one atomic per warp
+#pragma unroll
+    for (int o = 16; o; o >>= 1) t = max(t, __shfl_xor_sync(0xffffffffu, t, o));
+    if ((threadIdx.x & 31) == 0 && t) atomicMax(max_tasks, t);
 }
 
 extern "C" __global__ void msm_task_fill(const uint32_t* offsets, const uint32_t* counts,
@@ -116,26 +125,41 @@ __device__ void accumulate(const Affine<F>* bases, const uint32_t* sorted, const
     if (t >= ntask) return;
     const uint2 tk = tasks[t];
     Xyzz<F> acc = Xyzz<F>::inf();
-    for (uint32_t k = tk.x; k < tk.x + tk.y; k++) {
-        const uint32_t e = sorted[k];
-        const Affine<F> P = ld(bases + (e & 0x7fffffffu));
+    const uint32_t end = tk.x + tk.y;
+    // software pipelining: the next point's load is in flight during this point's addition
+    uint32_t e = sorted[tk.x];
+    Affine<F> next = ld(bases + (e & 0x7fffffffu));
+    for (uint32_t k = tk.x; k < end; k++) {
+        const Affine<F> P = next;
+        const uint32_t sign = e >> 31;
+        if (k + 1 < end) {
+            e = sorted[k + 1];
+            next = ld(bases + (e & 0x7fffffffu));
+        }
         if (P.is_inf()) continue;
-        acc.add_affine(P.x, (e >> 31) ? P.y.neg() : P.y);
+        acc.add_affine(P.x, sign ? P.y.neg() : P.y);
     }
     st(out + t, acc);
 }
 
+// out[t] = sum of in[tasks[t].x .. +tasks[t].y] (one level of the per-bucket partial-sum tree)
 template <class F>
-__device__ void bucket_sum(const Xyzz<F>* task_out, const uint32_t* task_off,
-                           const uint32_t* counts, uint32_t T, uint32_t nbt, Xyzz<F>* buckets) {
+__device__ void sum_ranges(const Xyzz<F>* in, const uint2* tasks, uint32_t ntask, Xyzz<F>* out) {
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= ntask) return;
+    const uint2 tk = tasks[t];
+    Xyzz<F> acc = ld(in + tk.x);
+    for (uint32_t k = tk.x + 1; k < tk.x + tk.y; k++) acc.add(ld(in + k));
+    st(out + t, acc);
+}
+
+// buckets[b] = the bucket's single remaining partial, or the identity when it has none.
+template <class F>
+__device__ void gather(const Xyzz<F>* in, const uint32_t* off, const uint32_t* cnt, uint32_t nbt,
+                       Xyzz<F>* buckets) {
     const uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nbt) return;
-    const uint32_t nt = (counts[b] + T - 1) / T;
-    const uint32_t t0 = task_off[b];
-    Xyzz<F> acc = Xyzz<F>::inf();
-    if (nt >= 1) acc = ld(task_out + t0);
-    for (uint32_t k = 1; k < nt; k++) acc.add(ld(task_out + t0 + k));
-    st(buckets + b, acc);
+    st(buckets + b, cnt[b] ? ld(in + off[b]) : Xyzz<F>::inf());
 }
 
 // Per (window, segment of L buckets): sum_j (j+1)·bucket_j over the segment's buckets.
@@ -188,11 +212,14 @@ __device__ void to_jacobian(const Xyzz<F>* in, uint32_t count, F* out) {
                                                     Xyzz<F>* out) {                              \
         accumulate<F>(bases, sorted, tasks, ntask, out);                                         \
     }                                                                                            \
-    extern "C" __global__ void msm_bucket_sum_##SUF(const Xyzz<F>* task_out,                     \
-                                                    const uint32_t* task_off,                    \
-                                                    const uint32_t* counts, uint32_t T,          \
-                                                    uint32_t nbt, Xyzz<F>* buckets) {            \
-        bucket_sum<F>(task_out, task_off, counts, T, nbt, buckets);                              \
+    extern "C" __global__ void msm_sum_ranges_##SUF(const Xyzz<F>* in, const uint2* tasks,      \
+                                                    uint32_t ntask, Xyzz<F>* out) {              \
+        sum_ranges<F>(in, tasks, ntask, out);                                                    \
+    }                                                                                            \
+    extern "C" __global__ void msm_gather_##SUF(const Xyzz<F>* in, const uint32_t* off,         \
+                                                const uint32_t* cnt, uint32_t nbt,               \
+                                                Xyzz<F>* buckets) {                              \
+        gather<F>(in, off, cnt, nbt, buckets);                                                   \
     }                                                                                            \
     extern "C" __global__ void msm_reduce_segments_##SUF(const Xyzz<F>* buckets, uint32_t B,     \
                                                          uint32_t nwin, uint32_t L,             \

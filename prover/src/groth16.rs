@@ -66,10 +66,11 @@ pub fn prove_timed<B: Backend>(
     let a = std::mem::take(&mut assignment.a);
     let b = std::mem::take(&mut assignment.b);
     let c = std::mem::take(&mut assignment.c);
-    let h = backend.compute_h(a, b, c)?;
+    // Spans for the trace (children of the caller's span on this thread); cheap when off.
+    let h = tracing::info_span!("compute_h").in_scope(|| backend.compute_h(a, b, c))?;
     let h_done = Instant::now();
 
-    let msms = backend.msms(srs, &h, &assignment)?;
+    let msms = tracing::info_span!("msms").in_scope(|| backend.msms(srs, &h, &assignment))?;
     drop(h);
     let msm_done = Instant::now();
 

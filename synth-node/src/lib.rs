@@ -15,7 +15,10 @@ use cuzk_common::job::{
     PartitionTimings, Priority, WorkItem, JOB_ID_HEADER, WORK_ITEM_VERSION,
 };
 use cuzk_common::nats::{ms, progress_ticker, pull_one, retry, RetryPolicy};
+use cuzk_common::metrics::{metrics, KeyValue};
+use cuzk_common::nodes::{self, NodeInfo, NodeLoad};
 use cuzk_common::objects::{self, ObjectError};
+use cuzk_common::telemetry;
 use cuzk_common::records::{self, RecordError};
 use cuzk_common::topology::{
     self, Topology, MAX_DELIVER, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_HIGH,
@@ -24,7 +27,7 @@ use cuzk_common::topology::{
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, info_span, warn, Instrument};
+use tracing::{field, info, info_span, warn, Instrument};
 
 /// Largest job input accepted through the inputs object store.
 pub const MAX_OBJECT_INPUT: u64 = 4 << 30;
@@ -72,6 +75,7 @@ pub struct SynthNode {
     pool: Arc<rayon::ThreadPool>,
     partitions: Arc<Semaphore>,
     name: String,
+    load: Arc<NodeLoad>,
 }
 
 /// What every partition task of one job shares.
@@ -95,6 +99,7 @@ impl SynthNode {
             config,
             pool: Arc::new(pool),
             name,
+            load: Arc::default(),
         })
     }
 
@@ -103,6 +108,27 @@ impl SynthNode {
         let consumer = self.topology.synth_consumer().await?;
         let jobs = Arc::new(Semaphore::new(self.config.jobs_in_flight));
         let mut tasks = JoinSet::new();
+        let now = unix_ms();
+        let heartbeat = NodeInfo {
+            node: nodes::instance_key(&self.name),
+            role: "synth".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            backend: "cpu".into(),
+            devices: 0,
+            workers: self.config.threads as u32,
+            partitions_in_flight: 0,
+            busy_fraction: 0.0,
+            started_at_ms: now,
+            updated_at_ms: now,
+        };
+        let heartbeat = tokio::spawn(nodes::heartbeat(
+            self.topology.clone(),
+            heartbeat,
+            self.load.clone(),
+            self.config.threads as u32,
+            shutdown.clone(),
+        ));
+        cuzk_common::metrics::set_ready(true);
         info!(node = %self.name, config = ?self.config, "synth node started");
         loop {
             let permit = tokio::select! {
@@ -130,8 +156,10 @@ impl SynthNode {
             }
             while tasks.try_join_next().is_some() {}
         }
+        cuzk_common::metrics::set_ready(false);
         info!(in_flight = tasks.len(), "synth node stopping; handing back in-flight jobs");
         while tasks.join_next().await.is_some() {}
+        let _ = heartbeat.await;
         Ok(())
     }
 
@@ -148,7 +176,7 @@ impl SynthNode {
             }
         };
         let message = Arc::new(message);
-        let ticker = tokio::spawn(progress_ticker(message.clone()));
+        let ticker = tokio::spawn(progress_ticker(message.clone(), self.topology.progress_interval()));
         let header_id = message
             .headers
             .as_ref()
@@ -156,13 +184,28 @@ impl SynthNode {
             .map(|v| v.as_str().to_owned())
             .filter(|id| cuzk_common::job::valid_job_id(id));
         let mut job_id = header_id.clone();
+        // The job's span on this node; a submitter's `traceparent` header makes it part of the
+        // caller's trace, otherwise it is the root of the job's trace.
+        let span = info_span!("job", seq, delivered, job_id = field::Empty, otel.kind = "consumer");
+        telemetry::set_parent(&span, message.headers.as_ref());
+        if let Some(id) = &job_id {
+            span.record("job_id", id.as_str());
+        }
+        if let Some(published) = telemetry::published_at(&message) {
+            let now = std::time::SystemTime::now();
+            telemetry::record_wait(&span, "job.queue_wait", published, now);
+            if delivered == 1 {
+                metrics().stage("job_queue", now.duration_since(published).unwrap_or_default());
+            }
+        }
         let outcome = self
             .process(&message.payload, seq, published_ms, &mut job_id, cancel)
-            .instrument(info_span!("job", seq))
+            .instrument(span.clone())
             .await;
         ticker.abort();
 
-        let ack = match outcome {
+        // Failure reports belong to the job's trace too.
+        let ack = async { match outcome {
             Ok(()) => AckKind::Ack,
             Err(JobError::Duplicate) => {
                 info!(job_id = job_id.as_deref().unwrap_or("?"), seq, "duplicate submission ignored; the original stands");
@@ -170,6 +213,7 @@ impl SynthNode {
             }
             Err(JobError::Shutdown) => AckKind::Nak(None),
             Err(JobError::Retry(reason)) if delivered < MAX_DELIVER => {
+                metrics().error("synth", "retry");
                 warn!(job_id = job_id.as_deref().unwrap_or("?"), %reason, delivered, "job attempt failed; will retry");
                 AckKind::Nak(Some(RetryPolicy::NETWORK.delay(delivered as u32 + 2)))
             }
@@ -177,7 +221,9 @@ impl SynthNode {
                 self.fail(job_id.as_deref(), seq, format!("gave up after {delivered} attempts: {reason}")).await
             }
             Err(JobError::Fatal(reason)) => self.fail(job_id.as_deref(), seq, reason).await,
-        };
+        } }
+        .instrument(span)
+        .await;
         if let Err(e) = message.ack_with(ack).await {
             warn!(err = %e, seq, "acknowledging job message failed; it will be redelivered");
         }
@@ -187,6 +233,8 @@ impl SynthNode {
     /// published, retried later if even that was impossible.
     async fn fail(&self, job_id: Option<&str>, seq: u64, reason: String) -> AckKind {
         warn!(job_id = job_id.unwrap_or("?"), seq, %reason, "job failed");
+        metrics().error("synth", "fatal");
+        metrics().jobs.add(1, &[KeyValue::new("status", "failed")]);
         let reported = match job_id {
             Some(id) => records::report_result(&self.topology, &JobResult::failed(id, reason)).await,
             None => {
@@ -224,6 +272,7 @@ impl SynthNode {
             }
         };
         *job_id = Some(spec.job_id.clone());
+        tracing::Span::current().record("job_id", spec.job_id.as_str());
         let existing = self.check_duplicate(&spec.job_id, seq).await?;
         if existing.as_ref().is_some_and(|r| r.status.is_final()) {
             return Ok(());
@@ -370,7 +419,8 @@ impl SynthNode {
             _ = job.cancel.cancelled() => return Err(JobError::Shutdown),
             permit = self.partitions.clone().acquire_owned() => permit.expect("semaphore open"),
         };
-        self.wait_for_queue_room(&job.cancel).await?;
+        let _held = self.load.hold("synth");
+        self.wait_for_queue_room(&job.cancel).instrument(info_span!("queue_room_wait")).await?;
         let job_id = job.spec.job_id.clone();
         if let Some((record, _)) = records::load(&self.topology.jobs_kv, &job_id).await? {
             if record.status == JobStatus::Failed {
@@ -384,8 +434,10 @@ impl SynthNode {
         let input = job.input.clone();
         let assignment = self
             .on_pool(move || circuit.synthesize_partition(&input, index))
+            .instrument(info_span!("synthesize"))
             .await?
             .map_err(|e| JobError::Fatal(format!("partition {index}: {e}")))?;
+        metrics().stage("synth", started.elapsed());
         timings.synth_ms = ms(started.elapsed());
 
         let started = Instant::now();
@@ -393,15 +445,26 @@ impl SynthNode {
             .map_err(|e| JobError::Fatal(e.to_string()))?;
         let options = EncodeOptions { level: self.config.zstd_level, ..Default::default() };
         let (bytes, stats) =
-            self.on_pool(move || blob::encode_blob_with_stats(&header, &assignment, &options)).await?;
+            self.on_pool(move || blob::encode_blob_with_stats(&header, &assignment, &options))
+                .instrument(info_span!("encode"))
+                .await?;
+        metrics().stage("encode", started.elapsed());
         timings.encode_ms = ms(started.elapsed());
         timings.blob_bytes = bytes.len() as u64;
         timings.raw_bytes = stats.raw_bytes;
+        let m = metrics();
+        let up = |form| [KeyValue::new("direction", "up"), KeyValue::new("form", form)];
+        m.blob_bytes.add(timings.blob_bytes, &up("wire"));
+        m.blob_bytes.add(timings.raw_bytes, &up("raw"));
+        m.codec_ratio.record(timings.raw_bytes as f64 / timings.blob_bytes.max(1) as f64, &[]);
 
         let started = Instant::now();
         let object = blob_object_name(&job_id, index, job.submission_seq);
-        objects::put(&self.topology.blobs, &object, &bytes).await?;
+        objects::put(&self.topology.blobs, &object, &bytes)
+            .instrument(info_span!("upload", bytes = bytes.len()))
+            .await?;
         drop(bytes);
+        metrics().stage("upload", started.elapsed());
         timings.upload_ms = ms(started.elapsed());
 
         let item = WorkItem {
@@ -416,7 +479,9 @@ impl SynthNode {
             published_at_ms: unix_ms(),
             timings,
         };
-        self.publish_work(&item, job.spec.priority, job.submission_seq).await?;
+        self.publish_work(&item, job.spec.priority, job.submission_seq)
+            .instrument(info_span!("publish_work", otel.kind = "producer"))
+            .await?;
         records::update(&self.topology.jobs_kv, &job_id, |record| {
             let Some(partition) = record.partitions.get_mut(index) else { return false };
             let first = partition.status == PartitionStatus::Pending;
@@ -440,8 +505,12 @@ impl SynthNode {
         let payload = bytes::Bytes::from(item.encode());
         // The message id makes a republish after a timeout or a resumed job a no-op.
         let msg_id = format!("{}.{}.{seq}", item.job_id, item.partition);
+        // The GPU node's spans for this partition become children of this one.
+        let mut headers = async_nats::HeaderMap::new();
+        telemetry::inject(&tracing::Span::current(), &mut headers);
         retry("publish work item", RetryPolicy::NETWORK, || async {
-            let publish = PublishMessage::build().payload(payload.clone()).message_id(msg_id.as_str());
+            let publish =
+                PublishMessage::build().headers(headers.clone()).payload(payload.clone()).message_id(msg_id.as_str());
             self.topology.js.send_publish(subject, publish).await?.await.map(|_| ()).map_err(async_nats::Error::from)
         })
         .await

@@ -53,23 +53,26 @@ pub async fn submit_raw(
 /// Objects left in the blobs bucket once deletions settle: blobs are deleted right after a
 /// job's result is published, so give that a moment.
 pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let left = count_blobs(topology).await;
-        if left == 0 || std::time::Instant::now() > deadline {
-            return left;
+        // A failed listing (the client reconnecting after a fault) is retried.
+        let left = count_blobs(topology).await.ok();
+        match left {
+            Some(0) => return 0,
+            Some(left) if std::time::Instant::now() > deadline => return left,
+            None if std::time::Instant::now() > deadline => panic!("the blobs bucket stayed unreachable"),
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-async fn count_blobs(topology: &cuzk_common::topology::Topology) -> usize {
-    let mut list = topology.blobs.list().await.unwrap();
+async fn count_blobs(topology: &cuzk_common::topology::Topology) -> Result<usize, async_nats::Error> {
+    let mut list = topology.blobs.list().await?;
     let mut count = 0;
     while let Some(info) = list.next().await {
-        if !info.unwrap().deleted {
+        if !info?.deleted {
             count += 1;
         }
     }
-    count
+    Ok(count)
 }

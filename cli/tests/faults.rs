@@ -1,0 +1,209 @@
+//! Kill anything mid-job and lose nothing. Each test runs the cluster as separate processes
+//! (`cuzk synth-node`, `cuzk gpu-node`, nats-server), injects a fault, and asserts that every
+//! submitted job is reported exactly once (counted in the durable results stream), that every
+//! proof verifies, and that the blob bucket ends empty.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cuzk_circuits::ParamCache;
+use cuzk_cli::launcher::{LaunchSpec, ProcessCluster, Role};
+use cuzk_common::config::NatsArgs;
+use cuzk_common::job::{JobInput, JobResult, JobSpec, JobStatus};
+use cuzk_common::topology::{Topology, RESULTS_STREAM, SUBJECT_SUBMIT};
+use futures::StreamExt;
+use serde_json::json;
+use support::{blobs_left, job};
+
+const CUZK: &str = env!("CARGO_BIN_EXE_cuzk");
+const DEADLINE: Duration = Duration::from_secs(240);
+
+fn spec(servers: usize, synth: usize, gpu: usize) -> LaunchSpec {
+    LaunchSpec { servers, synth_nodes: synth, gpu_nodes: gpu, threads: 1, ack_wait_secs: 3, ..Default::default() }
+}
+
+async fn client_for(cluster: &ProcessCluster) -> (async_nats::Client, Topology) {
+    let urls = cluster.servers.iter().map(|s| s.url()).collect();
+    let config = NatsArgs {
+        urls: Some(urls),
+        replicas: Some(cluster.replicas()),
+        ack_wait_secs: Some(3),
+        ..Default::default()
+    }
+    .resolve("fault-test")
+    .unwrap();
+    cuzk_cli::connect(&config).await.unwrap()
+}
+
+/// Jobs long enough (several partitions of ~40 k constraints) that a fault lands mid-job.
+fn good_jobs(prefix: &str, count: usize) -> Vec<JobSpec> {
+    (0..count)
+        .map(|i| job(&format!("{prefix}-{i}"), "mimc", json!({"rounds": 20000, "partitions": 3}), &format!("in-{i}")))
+        .collect()
+}
+
+async fn submit(client: &async_nats::Client, jobs: &[JobSpec]) {
+    for spec in jobs {
+        client.publish(SUBJECT_SUBMIT, serde_json::to_vec(spec).unwrap().into()).await.unwrap();
+    }
+    client.flush().await.unwrap();
+}
+
+/// Waits until `lines` occurrences of `needle` appear in a node's log.
+async fn wait_for_log(cluster: &ProcessCluster, node: &str, needle: &str) {
+    let deadline = Instant::now() + DEADLINE;
+    while !cluster.log(node).contains(needle) {
+        assert!(Instant::now() < deadline, "{node} never logged {needle:?}:\n{}", cluster.log(node));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Results stored per job id in the durable results stream. The test's own client rides out
+/// the faults too, so a failed query is retried.
+async fn stored_results(topology: &Topology) -> HashMap<String, usize> {
+    for _ in 0..20 {
+        match try_stored_results(topology).await {
+            Ok(counts) => return counts,
+            Err(e) => eprintln!("results query failed ({e}); retrying"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("the results stream stayed unreachable");
+}
+
+async fn try_stored_results(topology: &Topology) -> Result<HashMap<String, usize>, async_nats::Error> {
+    let stream = topology.js.get_stream(RESULTS_STREAM).await?;
+    let mut info = stream.info_with_subjects("cuzk.results.>").await?;
+    let mut counts = HashMap::new();
+    while let Some(entry) = info.next().await {
+        let (subject, count) = entry?;
+        counts.insert(subject.trim_start_matches("cuzk.results.").to_owned(), count);
+    }
+    Ok(counts)
+}
+
+async fn last_result(topology: &Topology, job_id: &str) -> JobResult {
+    let stream = topology.js.get_stream(RESULTS_STREAM).await.unwrap();
+    let message = stream.get_last_raw_message_by_subject(&format!("cuzk.results.{job_id}")).await.unwrap();
+    serde_json::from_slice(&message.payload).unwrap()
+}
+
+/// Every job reported exactly once with the expected outcome; good jobs' proofs verify; no blob
+/// is left behind; no node died.
+async fn assert_all_reported_once(cluster: &mut ProcessCluster, topology: &Topology, good: &[JobSpec], poison: &[&str]) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let counts = stored_results(topology).await;
+        let done = good.iter().map(|j| j.job_id.as_str()).chain(poison.iter().copied()).all(|id| counts.contains_key(id));
+        if done {
+            break;
+        }
+        assert!(Instant::now() < deadline, "jobs missing results after {DEADLINE:?}: have {counts:?}\n{}", cluster.log_tails(6000));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Give a late duplicate (a redelivered partition assembling again) the chance to show.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let counts = stored_results(topology).await;
+    let cache = ParamCache::from_env().unwrap();
+    for spec in good {
+        assert_eq!(counts.get(&spec.job_id), Some(&1), "job {} reported {:?} times", spec.job_id, counts.get(&spec.job_id));
+        let result = last_result(topology, &spec.job_id).await;
+        assert_eq!(result.status, JobStatus::Done, "{}: {:?}", spec.job_id, result.error);
+        cuzk_cli::verify_job_proof(spec, &result, &cache).unwrap();
+    }
+    for id in poison {
+        assert_eq!(counts.get(*id), Some(&1), "poison job {id} reported {:?} times", counts.get(*id));
+        assert_eq!(last_result(topology, id).await.status, JobStatus::Failed);
+    }
+    assert_eq!(blobs_left(topology).await, 0, "blobs left behind");
+    if let Err(e) = cluster.all_nodes_running() {
+        panic!("a node died: {e}");
+    }
+}
+
+fn cuzk() -> &'static Path {
+    Path::new(CUZK)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_node_killed_mid_partition() {
+    let mut cluster = ProcessCluster::start(spec(1, 1, 2), cuzk()).unwrap();
+    let (client, topology) = client_for(&cluster).await;
+    let jobs = good_jobs("gpu-kill", 3);
+    submit(&client, &jobs).await;
+    // "parameters loaded" is logged right before a worker proves its first partition.
+    let victim = cluster.nodes(Role::Gpu)[0].clone();
+    wait_for_log(&cluster, &victim, "parameters loaded").await;
+    cluster.kill_node(&victim).unwrap();
+    assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synth_node_killed_mid_job() {
+    let mut cluster = ProcessCluster::start(
+        LaunchSpec { synth_args: vec!["--synth-partitions-in-flight".into(), "1".into()], ..spec(1, 1, 1) },
+        cuzk(),
+    )
+    .unwrap();
+    let (client, topology) = client_for(&cluster).await;
+    let jobs = good_jobs("synth-kill", 2);
+    submit(&client, &jobs).await;
+    let victim = cluster.nodes(Role::Synth)[0].clone();
+    wait_for_log(&cluster, &victim, "partition queued").await;
+    cluster.kill_node(&victim).unwrap();
+    cluster.add_node(Role::Synth).unwrap();
+    assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_of_three_killed_mid_run() {
+    let mut cluster = ProcessCluster::start(spec(3, 1, 1), cuzk()).unwrap();
+    let (client, topology) = client_for(&cluster).await;
+    let jobs = good_jobs("server-kill", 3);
+    submit(&client, &jobs).await;
+    let gpu = cluster.nodes(Role::Gpu)[0].clone();
+    wait_for_log(&cluster, &gpu, "partition proved").await;
+    cluster.servers[0].kill();
+    assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_server_restarted_mid_run() {
+    let mut cluster = ProcessCluster::start(spec(1, 1, 1), cuzk()).unwrap();
+    let (client, topology) = client_for(&cluster).await;
+    let jobs = good_jobs("restart", 3);
+    submit(&client, &jobs).await;
+    let gpu = cluster.nodes(Role::Gpu)[0].clone();
+    wait_for_log(&cluster, &gpu, "partition proved").await;
+    cluster.servers[0].kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster.servers[0].restart().unwrap();
+    assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_job_among_good_ones() {
+    let mut cluster = ProcessCluster::start(spec(1, 1, 1), cuzk()).unwrap();
+    let (client, topology) = client_for(&cluster).await;
+    let good = good_jobs("healthy", 2);
+    let mut poison = job("poison", "mimc", json!({"rounds": 100, "partitions": 2}), "");
+    poison.input = JobInput::Object("never-uploaded".into());
+    submit(&client, &[good[0].clone(), poison, good[1].clone()]).await;
+    assert_all_reported_once(&mut cluster, &topology, &good, &["poison"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_a_gpu_node_without_losing_work() {
+    let mut cluster = ProcessCluster::start(spec(1, 1, 2), cuzk()).unwrap();
+    let (client, topology) = client_for(&cluster).await;
+    let jobs = good_jobs("drain", 2);
+    submit(&client, &jobs).await;
+    let victim = cluster.nodes(Role::Gpu)[0].clone();
+    wait_for_log(&cluster, &victim, "parameters loaded").await;
+    let status = cluster.stop_node(&victim, Duration::from_secs(60)).unwrap();
+    assert!(status.success(), "graceful stop exited with {status}");
+    assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
+}

@@ -1,0 +1,185 @@
+//! The cluster's metrics (OpenTelemetry instruments) and the HTTP listener that serves them in
+//! Prometheus text format next to `/healthz` and `/readyz`.
+//!
+//! Naming: OpenTelemetry names are dotted with a UCUM unit (`cuzk.stage.duration`, unit `s`);
+//! the Prometheus exporter turns them into `cuzk_stage_duration_seconds`, adding the unit and,
+//! for counters, `_total`. The full list is in `docs/observability.md`.
+//!
+//! Instruments are created from the global meter the first time [`metrics`] is called, so
+//! [`crate::telemetry::init`] must run before; without a metrics reader they are no-ops.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use opentelemetry::metrics::{Counter, Gauge, Histogram, UpDownCounter};
+use opentelemetry::global;
+/// Re-exported so the nodes can label measurements without depending on `opentelemetry`.
+pub use opentelemetry::KeyValue;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::telemetry::SCOPE;
+
+/// Stage latency buckets, seconds: a millisecond (small blobs, queue hops) to a quarter hour
+/// (a 32 GiB partition's synthesis).
+const STAGE_BUCKETS: &[f64] =
+    &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0];
+const RATIO_BUCKETS: &[f64] = &[1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0];
+
+pub struct Metrics {
+    /// `cuzk_stage_duration_seconds{stage}`: one observation per partition (job-level stages
+    /// per job).
+    pub stage_duration: Histogram<f64>,
+    /// `cuzk_partitions_in_flight{role}`: partitions held by this node right now.
+    pub partitions_in_flight: UpDownCounter<i64>,
+    /// `cuzk_queue_depth{stream}`: messages waiting in a stream, sampled with the heartbeat.
+    pub queue_depth: Gauge<u64>,
+    /// `cuzk_blob_bytes_total{direction,form}`: witness blob bytes, `wire` (compressed) uploaded
+    /// and downloaded, and `raw` (32 bytes per field element) encoded.
+    pub blob_bytes: Counter<u64>,
+    /// `cuzk_codec_compression_ratio`: raw over wire bytes, one observation per blob.
+    pub codec_ratio: Histogram<f64>,
+    /// `cuzk_prover_busy_seconds_total{worker}`: time inside the prover; its rate is the
+    /// worker's busy fraction.
+    pub prover_busy: Counter<f64>,
+    /// `cuzk_errors_total{role,kind}`: failed attempts (`retry`) and failed jobs (`fatal`).
+    pub errors: Counter<u64>,
+    /// `cuzk_jobs_total{status}`: jobs finished, by the node that reported them.
+    pub jobs: Counter<u64>,
+}
+
+static METRICS: OnceLock<Metrics> = OnceLock::new();
+
+/// The process's instruments.
+pub fn metrics() -> &'static Metrics {
+    METRICS.get_or_init(|| {
+        let meter = global::meter(SCOPE);
+        Metrics {
+            stage_duration: meter
+                .f64_histogram("cuzk.stage.duration")
+                .with_unit("s")
+                .with_description("Duration of one pipeline stage")
+                .with_boundaries(STAGE_BUCKETS.to_vec())
+                .build(),
+            partitions_in_flight: meter
+                .i64_up_down_counter("cuzk.partitions.in_flight")
+                .with_description("Partitions held by this node")
+                .build(),
+            queue_depth: meter.u64_gauge("cuzk.queue.depth").with_description("Messages waiting in a stream").build(),
+            blob_bytes: meter.u64_counter("cuzk.blob").with_unit("By").with_description("Witness blob bytes").build(),
+            codec_ratio: meter
+                .f64_histogram("cuzk.codec.compression")
+                .with_unit("1")
+                .with_description("Raw witness bytes over blob bytes")
+                .with_boundaries(RATIO_BUCKETS.to_vec())
+                .build(),
+            prover_busy: meter
+                .f64_counter("cuzk.prover.busy")
+                .with_unit("s")
+                .with_description("Time a proving worker spent proving")
+                .build(),
+            errors: meter.u64_counter("cuzk.errors").with_description("Failed attempts and failed jobs").build(),
+            jobs: meter.u64_counter("cuzk.jobs").with_description("Jobs finished").build(),
+        }
+    })
+}
+
+impl Metrics {
+    pub fn stage(&self, stage: &'static str, duration: Duration) {
+        self.stage_duration.record(duration.as_secs_f64(), &[KeyValue::new("stage", stage)]);
+    }
+
+    /// Stage timings measured in milliseconds (the unit of `PartitionTimings`).
+    pub fn stage_ms(&self, stage: &'static str, ms: f64) {
+        self.stage_duration.record(ms / 1e3, &[KeyValue::new("stage", stage)]);
+    }
+
+    pub fn error(&self, role: &'static str, kind: &'static str) {
+        self.errors.add(1, &[KeyValue::new("role", role), KeyValue::new("kind", kind)]);
+    }
+}
+
+/// Counts a partition as held by this node until dropped.
+pub struct InFlight {
+    role: &'static str,
+}
+
+impl InFlight {
+    pub fn new(role: &'static str) -> InFlight {
+        metrics().partitions_in_flight.add(1, &[KeyValue::new("role", role)]);
+        InFlight { role }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        metrics().partitions_in_flight.add(-1, &[KeyValue::new("role", self.role)]);
+    }
+}
+
+static READY: AtomicBool = AtomicBool::new(false);
+
+/// `/readyz` answers 200 while set: a node sets it once it is consuming and clears it when it
+/// starts shutting down.
+pub fn set_ready(ready: bool) {
+    READY.store(ready, Ordering::Relaxed);
+}
+
+/// Serves `/metrics` (Prometheus text, when a registry was set up), `/healthz` (200 while the
+/// process answers) and `/readyz` on `addr`; returns the bound address (port 0 picks one).
+pub async fn serve(addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tracing::info!(addr = %bound, "metrics and health endpoints listening");
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else { continue };
+            tokio::spawn(async move {
+                // One small request per connection: read the head, answer, close.
+                let mut head = Vec::with_capacity(512);
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+                    match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
+                        Ok(Ok(n)) if n > 0 => head.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let line = String::from_utf8_lossy(&head);
+                let path = line.split_whitespace().nth(1).unwrap_or("/");
+                let (status, content_type, body) = respond(path.split('?').next().unwrap_or(path));
+                let reply = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+                let _ = stream.write_all(&body).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    Ok(bound)
+}
+
+fn respond(path: &str) -> (&'static str, &'static str, Vec<u8>) {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    match path {
+        "/healthz" => ("200 OK", TEXT, b"ok\n".to_vec()),
+        "/readyz" if READY.load(Ordering::Relaxed) => ("200 OK", TEXT, b"ready\n".to_vec()),
+        "/readyz" => ("503 Service Unavailable", TEXT, b"not ready\n".to_vec()),
+        "/metrics" => match crate::telemetry::get().and_then(|t| t.registry()) {
+            Some(registry) => {
+                use prometheus::Encoder;
+                let encoder = prometheus::TextEncoder::new();
+                let mut body = Vec::new();
+                match encoder.encode(&registry.gather(), &mut body) {
+                    Ok(()) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body),
+                    Err(e) => ("500 Internal Server Error", TEXT, format!("{e}\n").into_bytes()),
+                }
+            }
+            None => ("404 Not Found", TEXT, b"metrics are not enabled\n".to_vec()),
+        },
+        _ => ("404 Not Found", TEXT, b"not found\n".to_vec()),
+    }
+}

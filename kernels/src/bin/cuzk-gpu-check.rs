@@ -1,0 +1,428 @@
+//! GPU vs CPU checks on fresh random inputs, then a benchmark table (printed last).
+//!
+//!   cuzk-gpu-check [--max-log N] [--bench-max-log N] [--no-bench] [--no-check] [--reps N]
+//!
+//! Exit status: 0 all checks passed, 1 a check failed, 2 no CUDA device / no kernels.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bellperson::groth16::{generate_random_parameters, prepare_verifying_key};
+use bellperson::{Circuit, ConstraintSystem, SynthesisError};
+use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use ff::Field;
+use group::{prime::PrimeCurveAffine, Curve, Group};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use rayon::prelude::*;
+
+use cuzk_prover::backend::Backend;
+use cuzk_prover::cpu;
+
+#[cfg(cuzk_fatbin)]
+use cuzk_kernels::{CudaBackend, DeviceBases, Gpu, NttKind};
+
+struct Args {
+    max_log: u32,
+    bench_max_log: u32,
+    g2_max_log: u32,
+    bench: bool,
+    check: bool,
+    reps: usize,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args { max_log: 24, bench_max_log: 26, g2_max_log: 22, bench: true, check: true, reps: 5 };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < v.len() {
+        let num = |i: usize| v.get(i + 1).and_then(|s| s.parse::<u32>().ok()).expect("numeric argument");
+        match v[i].as_str() {
+            "--max-log" => { a.max_log = num(i); i += 1; }
+            "--bench-max-log" => { a.bench_max_log = num(i); i += 1; }
+            "--g2-max-log" => { a.g2_max_log = num(i); i += 1; }
+            "--reps" => { a.reps = num(i) as usize; i += 1; }
+            "--no-bench" => a.bench = false,
+            "--no-check" => a.check = false,
+            other => panic!("unknown argument {other}"),
+        }
+        i += 1;
+    }
+    a
+}
+
+fn rng_from(seed: u64, stream: u64) -> ChaCha20Rng {
+    let mut r = ChaCha20Rng::seed_from_u64(seed);
+    r.set_stream(stream);
+    r
+}
+
+fn random_scalars(seed: u64, n: usize) -> Vec<Scalar> {
+    let mut v = vec![Scalar::ZERO; n];
+    v.par_chunks_mut(1 << 14).enumerate().for_each(|(i, c)| {
+        let mut r = rng_from(seed, i as u64);
+        c.iter_mut().for_each(|x| *x = Scalar::random(&mut r));
+    });
+    v
+}
+
+/// Random G1 points fast: per chunk of 4096, start·G + k·D (one scalar multiplication per
+/// chunk, then additions), normalised in one batch per chunk.
+fn random_g1(seed: u64, n: usize) -> Vec<G1Affine> {
+    let mut r = rng_from(seed, 1 << 40);
+    let d = G1Projective::generator() * Scalar::random(&mut r);
+    let mut out = vec![G1Affine::identity(); n];
+    out.par_chunks_mut(4096).enumerate().for_each(|(i, c)| {
+        let mut r = rng_from(seed, (1 << 41) + i as u64);
+        let mut p = G1Projective::generator() * Scalar::random(&mut r);
+        let mut proj = Vec::with_capacity(c.len());
+        for _ in 0..c.len() {
+            proj.push(p);
+            p += d;
+        }
+        G1Projective::batch_normalize(&proj, c);
+    });
+    out
+}
+
+fn random_g2(seed: u64, n: usize) -> Vec<G2Affine> {
+    let mut r = rng_from(seed, 1 << 42);
+    let d = G2Projective::generator() * Scalar::random(&mut r);
+    let mut out = vec![G2Affine::identity(); n];
+    out.par_chunks_mut(4096).enumerate().for_each(|(i, c)| {
+        let mut r = rng_from(seed, (1 << 43) + i as u64);
+        let mut p = G2Projective::generator() * Scalar::random(&mut r);
+        let mut proj = Vec::with_capacity(c.len());
+        for _ in 0..c.len() {
+            proj.push(p);
+            p += d;
+        }
+        G2Projective::batch_normalize(&proj, c);
+    });
+    out
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn time_ms(reps: usize, mut f: impl FnMut()) -> f64 {
+    f(); // warm-up
+    median((0..reps).map(|_| { let t = Instant::now(); f(); t.elapsed().as_secs_f64() * 1e3 }).collect())
+}
+
+struct Report {
+    fails: usize,
+    checks: usize,
+}
+
+impl Report {
+    fn check(&mut self, name: &str, ok: bool) {
+        self.checks += 1;
+        if !ok {
+            self.fails += 1;
+        }
+        println!("{} {name}", if ok { "PASS" } else { "FAIL" });
+    }
+}
+
+/// A toy circuit with `rounds` squarings: several inputs, an aux variable in C only, inputs in B.
+#[derive(Clone)]
+struct Chain {
+    x: Option<Scalar>,
+    y: Option<Scalar>,
+    rounds: usize,
+}
+
+impl Chain {
+    fn public_inputs(&self) -> Vec<Scalar> {
+        let (mut x, y) = (self.x.unwrap(), self.y.unwrap());
+        for _ in 0..self.rounds {
+            x = x * x + y;
+        }
+        vec![y, x]
+    }
+}
+
+impl Circuit<Scalar> for Chain {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let y_val = self.y;
+        let y_in = cs.alloc_input(|| "y", || y_val.ok_or(SynthesisError::AssignmentMissing))?;
+        let mut x_val = self.x;
+        let mut x = cs.alloc(|| "x", || x_val.ok_or(SynthesisError::AssignmentMissing))?;
+        let sq = cs.alloc(|| "x2", || x_val.map(|v| v * v).ok_or(SynthesisError::AssignmentMissing))?;
+        cs.enforce(|| "sq", |lc| lc + x, |lc| lc + x, |lc| lc + sq);
+        for i in 0..self.rounds {
+            let nv = x_val.zip(y_val).map(|(x, y)| x * x + y);
+            let next = cs.alloc(|| format!("x{i}"), || nv.ok_or(SynthesisError::AssignmentMissing))?;
+            cs.enforce(|| format!("r{i}"), |lc| lc + x, |lc| lc + x, |lc| lc + next - y_in);
+            x = next;
+            x_val = nv;
+        }
+        let out = cs.alloc_input(|| "out", || x_val.ok_or(SynthesisError::AssignmentMissing))?;
+        cs.enforce(|| "out", |lc| lc + x, |lc| lc + CS::one() + y_in - y_in, |lc| lc + out);
+        Ok(())
+    }
+}
+
+#[cfg(cuzk_fatbin)]
+fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
+    let gpu = be.gpu();
+    let kinds = [
+        (NttKind::Forward, "ntt", cpu::ntt as fn(&mut [Scalar], Scalar)),
+        (NttKind::Inverse, "intt", cpu::intt),
+        (NttKind::Coset, "coset_ntt", cpu::coset_ntt),
+        (NttKind::InverseCoset, "icoset_ntt", cpu::icoset_ntt),
+    ];
+    for log in [1u32, 2, 5, 10, 11, 13, 16, 17, 20, 22, 24].into_iter().filter(|&l| l <= args.max_log) {
+        let v = random_scalars(seed ^ log as u64, 1 << log);
+        for (k, name, f) in kinds {
+            let mut c = v.clone();
+            f(&mut c, cpu::omega(log));
+            let mut g = v.clone();
+            let ok = gpu.transform(&mut g, k).map(|_| g == c);
+            rep.check(&format!("{name} 2^{log}"), matches!(ok, Ok(true)));
+        }
+    }
+    for n in [1usize, 3, 1000, 4097, (1 << 16) + 5, (1 << 20) - 3, (1 << 22) + 1, 1 << 24] {
+        if n > 1 << args.max_log {
+            continue;
+        }
+        let a = random_scalars(seed + 11, n);
+        let b = random_scalars(seed + 12, n);
+        let c = random_scalars(seed + 13, n);
+        let want = cpu::compute_h(a.clone(), b.clone(), c.clone()).unwrap();
+        let got = gpu.compute_h(&a, &b, &c);
+        rep.check(&format!("compute_h n={n}"), matches!(got, Ok(ref h) if *h == want));
+    }
+
+    // ---- MSM G1
+    let max_g1 = 1usize << args.max_log;
+    let bases1 = random_g1(seed + 21, max_g1);
+    let d1 = gpu.upload_g1(&bases1).expect("upload G1 bases");
+    let g1_case = |rep: &mut Report, name: &str, bases: &[G1Affine], d: &DeviceBases, s: &[Scalar]| {
+        let want = cpu::msm_g1(&bases[..s.len()], s);
+        let got = gpu.msm_g1(d, s);
+        rep.check(&format!("msm_g1 {name}"), matches!(got, Ok(g) if g == want));
+    };
+    for log in [0u32, 1, 4, 10, 12, 16, 18, 20, 22, 24].into_iter().filter(|&l| l <= args.max_log) {
+        let s = random_scalars(seed + 100 + log as u64, 1 << log);
+        g1_case(rep, &format!("2^{log}"), &bases1, &d1, &s);
+    }
+    for n in [1000usize, 12345, 100_003] {
+        let s = random_scalars(seed + 200 + n as u64, n);
+        g1_case(rep, &format!("n={n}"), &bases1, &d1, &s);
+    }
+    // edge cases on 2^14 points
+    let n = 1 << 14;
+    let mut r = rng_from(seed, 77);
+    let rnd = random_scalars(seed + 300, n);
+    let zero = vec![Scalar::ZERO; n];
+    g1_case(rep, "all-zero scalars", &bases1, &d1, &zero);
+    let mut sparse = zero.clone();
+    for _ in 0..50 {
+        sparse[(r.next_u32() as usize) % n] = Scalar::random(&mut r);
+    }
+    g1_case(rep, "mostly-zero scalars", &bases1, &d1, &sparse);
+    g1_case(rep, "all r-1", &bases1, &d1, &vec![-Scalar::ONE; n]);
+    g1_case(rep, "all one (one bucket)", &bases1, &d1, &vec![Scalar::ONE; n]);
+    let small: Vec<Scalar> = (0..n).map(|_| Scalar::from(r.next_u32() as u64 % 3)).collect();
+    g1_case(rep, "bits and twos", &bases1, &d1, &small);
+    // identity points, repeated points (same bucket: doubling path), P and -P (cancellation)
+    let mut eb: Vec<G1Affine> = bases1[..n].to_vec();
+    for i in (0..n).step_by(7) {
+        eb[i] = G1Affine::identity();
+    }
+    for i in (1..n).step_by(5) {
+        eb[i] = eb[1];
+    }
+    for i in (2..n).step_by(11) {
+        eb[i] = (-G1Projective::from(eb[3])).to_affine();
+    }
+    let de = gpu.upload_g1(&eb).unwrap();
+    g1_case(rep, "identity/repeated/negated points, random scalars", &eb, &de, &rnd);
+    g1_case(rep, "identity/repeated/negated points, scalar one", &eb, &de, &vec![Scalar::ONE; n]);
+    let mut mix = rnd.clone();
+    for i in 0..n {
+        if i % 3 == 0 { mix[i] = -Scalar::ONE; }
+        if i % 4 == 0 { mix[i] = Scalar::ZERO; }
+    }
+    g1_case(rep, "identity/repeated/negated points, mixed scalars", &eb, &de, &mix);
+    let empty = gpu.msm_g1(&d1, &[]);
+    rep.check("msm_g1 empty = identity", matches!(empty, Ok(g) if bool::from(g.is_identity())));
+    drop(d1);
+    drop(bases1);
+
+    // ---- MSM G2
+    let max_g2 = 1usize << args.g2_max_log.min(args.max_log);
+    let bases2 = random_g2(seed + 31, max_g2.max(1 << 14));
+    let d2 = gpu.upload_g2(&bases2).expect("upload G2 bases");
+    let g2_case = |rep: &mut Report, name: &str, bases: &[G2Affine], d: &DeviceBases, s: &[Scalar]| {
+        let want = cpu::msm_g2(&bases[..s.len()], s);
+        let got = gpu.msm_g2(d, s);
+        rep.check(&format!("msm_g2 {name}"), matches!(got, Ok(g) if g == want));
+    };
+    for log in [0u32, 4, 10, 12, 16, 20, 22].into_iter().filter(|&l| l <= args.g2_max_log.min(args.max_log)) {
+        let s = random_scalars(seed + 400 + log as u64, 1 << log);
+        g2_case(rep, &format!("2^{log}"), &bases2, &d2, &s);
+    }
+    g2_case(rep, "n=12345", &bases2, &d2, &random_scalars(seed + 500, 12345));
+    g2_case(rep, "all r-1", &bases2, &d2, &vec![-Scalar::ONE; n]);
+    g2_case(rep, "all one", &bases2, &d2, &vec![Scalar::ONE; n]);
+    g2_case(rep, "mostly-zero", &bases2, &d2, &sparse);
+    let mut eb2: Vec<G2Affine> = bases2[..n].to_vec();
+    for i in (0..n).step_by(7) {
+        eb2[i] = G2Affine::identity();
+    }
+    for i in (1..n).step_by(5) {
+        eb2[i] = eb2[1];
+    }
+    for i in (2..n).step_by(11) {
+        eb2[i] = (-G2Projective::from(eb2[3])).to_affine();
+    }
+    let de2 = gpu.upload_g2(&eb2).unwrap();
+    g2_case(rep, "identity/repeated/negated points, mixed scalars", &eb2, &de2, &mix);
+    drop((d2, de2, bases2));
+
+    // ---- whole proof, CPU vs GPU backend, same r and s
+    for rounds in [1000usize, 70_000] {
+        let mut r = rng_from(seed, 900 + rounds as u64);
+        let params = generate_random_parameters::<Bls12, _, _>(Chain { x: None, y: None, rounds }, &mut r).unwrap();
+        let params = Arc::new(params);
+        let circ = Chain { x: Some(Scalar::random(&mut r)), y: Some(Scalar::random(&mut r)), rounds };
+        let inputs = circ.public_inputs();
+        let asg = cuzk_prover::synthesize(circ).unwrap();
+        let (rr, ss) = (Scalar::random(&mut r), Scalar::random(&mut r));
+        let cpu_be = cuzk_prover::CpuBackend;
+        let cpu_srs = cpu_be.load_srs(params.clone()).unwrap();
+        let p_cpu = cuzk_prover::prove(&cpu_be, &cpu_srs, &params.vk, asg.clone(), rr, ss).unwrap();
+        let gpu_srs = be.load_srs(params.clone()).unwrap();
+        let p_gpu = cuzk_prover::prove(be, &gpu_srs, &params.vk, asg, rr, ss);
+        let ok = match p_gpu {
+            Ok(p) => {
+                let pvk = prepare_verifying_key(&params.vk);
+                cuzk_prover::proof_bytes(&p) == cuzk_prover::proof_bytes(&p_cpu)
+                    && cuzk_prover::verify(&pvk, &p, &inputs).unwrap_or(false)
+            }
+            Err(e) => {
+                println!("  gpu prove error: {e}");
+                false
+            }
+        };
+        rep.check(&format!("groth16 proof byte-identical + verifies ({rounds} rounds)"), ok);
+    }
+}
+
+#[cfg(cuzk_fatbin)]
+fn run_bench(args: &Args, be: &CudaBackend, seed: u64, rows: &mut Vec<String>) {
+    let gpu: &Gpu = be.gpu();
+    let reps = args.reps;
+    let row = |rows: &mut Vec<String>, what: String, gpu_ms: f64, cpu_ms: Option<f64>| {
+        let (c, ratio) = match cpu_ms {
+            Some(c) => (format!("{c:.1}"), format!("{:.1}x", c / gpu_ms)),
+            None => ("-".into(), "-".into()),
+        };
+        let line = format!("| {what:<38} | {gpu_ms:>10.2} | {c:>10} | {ratio:>7} |");
+        println!("{line}");
+        rows.push(line);
+    };
+    let cpu_reps = |log: u32| if log <= 20 { 3 } else { 1 };
+    // NTT on device-resident data
+    for log in [20u32, 22, 24, 26].into_iter().filter(|&l| l <= args.bench_max_log) {
+        let v = random_scalars(seed + 1000 + log as u64, 1 << log);
+        let d = gpu.upload(cuzk_kernels_bytes(&v)).unwrap();
+        let g = time_ms(reps, || gpu.transform_device(&d, log, NttKind::Forward).unwrap());
+        let c = (log <= 24).then(|| time_ms(cpu_reps(log), || { let mut w = v.clone(); cpu::ntt(&mut w, cpu::omega(log)); }));
+        row(rows, format!("NTT 2^{log} (device-resident)"), g, c);
+    }
+    // H pipeline host -> host
+    for log in [22u32, 24].into_iter().filter(|&l| l <= args.bench_max_log) {
+        let n = 1usize << log;
+        let (a, b, c) = (random_scalars(seed + 1, n), random_scalars(seed + 2, n), random_scalars(seed + 3, n));
+        let g = time_ms(reps, || { gpu.compute_h(&a, &b, &c).unwrap(); });
+        let cm = time_ms(1, || { cpu::compute_h(a.clone(), b.clone(), c.clone()).unwrap(); });
+        row(rows, format!("H pipeline 2^{log} (host->host)"), g, Some(cm));
+    }
+    // G1 MSM
+    let maxn = 1usize << args.bench_max_log;
+    let t = Instant::now();
+    let bases = random_g1(seed + 2000, maxn);
+    println!("generated 2^{} G1 bases in {:.1} s", args.bench_max_log, t.elapsed().as_secs_f64());
+    let db = gpu.upload_g1(&bases).unwrap();
+    for log in [20u32, 22, 24, 26].into_iter().filter(|&l| l <= args.bench_max_log) {
+        let n = 1usize << log;
+        let s = random_scalars(seed + 3000 + log as u64, n);
+        let ds = gpu.upload_scalars(&s).unwrap();
+        let g = time_ms(reps, || { gpu.msm_g1_device(&db, &ds, n).unwrap(); });
+        let gh = time_ms(reps, || { gpu.msm_g1(&db, &s).unwrap(); });
+        let c = (log <= 24).then(|| time_ms(cpu_reps(log), || { cpu::msm_g1(&bases[..n], &s); }));
+        row(rows, format!("G1 MSM 2^{log} (scalars on device)"), g, c);
+        row(rows, format!("G1 MSM 2^{log} (scalars from host)"), gh, c);
+    }
+    drop(db);
+    drop(bases);
+    let g2max = args.bench_max_log.min(24);
+    let bases = random_g2(seed + 4000, 1 << g2max);
+    let db = gpu.upload_g2(&bases).unwrap();
+    for log in [20u32, 22, 24].into_iter().filter(|&l| l <= g2max) {
+        let n = 1usize << log;
+        let s = random_scalars(seed + 5000 + log as u64, n);
+        let ds = gpu.upload_scalars(&s).unwrap();
+        let g = time_ms(reps, || { gpu.msm_g2_device(&db, &ds, n).unwrap(); });
+        let c = (log <= 22).then(|| time_ms(1, || { cpu::msm_g2(&bases[..n], &s); }));
+        row(rows, format!("G2 MSM 2^{log} (scalars on device)"), g, c);
+    }
+}
+
+#[cfg(cuzk_fatbin)]
+fn cuzk_kernels_bytes(v: &[Scalar]) -> &[u8] {
+    // SAFETY: Scalar is a transparent wrapper of four u64 limbs.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+fn main() {
+    let args = parse_args();
+    if !cuzk_kernels::cuda_available() {
+        eprintln!(
+            "no CUDA device available (kernels built: {}); GPU checks skipped",
+            cuzk_kernels::KERNELS_BUILT
+        );
+        std::process::exit(2);
+    }
+    #[cfg(cuzk_fatbin)]
+    {
+        let seed = rand::rngs::OsRng.next_u64();
+        let be = CudaBackend::new(0, None).expect("open CUDA device 0");
+        let (free, total) = be.gpu().mem_info().unwrap();
+        println!(
+            "device: {} ({:.1} GiB, {:.1} GiB free), {} CPU threads, seed {seed:#x}",
+            be.device_name(),
+            total as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64,
+            rayon::current_num_threads()
+        );
+        let mut rep = Report { fails: 0, checks: 0 };
+        if args.check {
+            let t = Instant::now();
+            run_checks(&args, &be, seed, &mut rep);
+            println!("checks: {} run, {} failed ({:.1} s)", rep.checks, rep.fails, t.elapsed().as_secs_f64());
+        }
+        let mut rows = Vec::new();
+        if args.bench {
+            run_bench(&args, &be, seed, &mut rows);
+        }
+        if !rows.is_empty() {
+            println!("\nbenchmark on {} (median of {} after a warm-up; CPU: rayon, {} threads)", be.device_name(), args.reps, rayon::current_num_threads());
+            println!("| {:<38} | {:>10} | {:>10} | {:>7} |", "what", "GPU ms", "CPU ms", "CPU/GPU");
+            println!("|{:-<40}|{:->12}|{:->12}|{:->9}|", "", "", "", "");
+            for r in &rows {
+                println!("{r}");
+            }
+        }
+        if args.check {
+            println!("checks: {} run, {} failed", rep.checks, rep.fails);
+        }
+        std::process::exit(if rep.fails > 0 { 1 } else { 0 });
+    }
+}

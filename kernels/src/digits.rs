@@ -1,0 +1,135 @@
+//! Host-side mirror of the MSM's scalar decomposition (kernels/cuda/msm.cuh `msm_digits`):
+//! window sizes, signed c-bit digits, and canonical-scalar validation of raw bytes.
+
+use blstrs::Scalar;
+use ff::PrimeField;
+
+use crate::error::CudaError;
+
+/// Scalars are < r < 2^255.
+pub const SCALAR_BITS: u32 = 255;
+
+/// Window width for an MSM of `n` points: about log2(n) - 5, within [6, 19] (G1 and G2).
+pub fn window_bits(n: usize) -> u32 {
+    let log = usize::BITS - n.max(1).leading_zeros();
+    log.saturating_sub(5).clamp(6, 19)
+}
+
+/// Windows needed for signed c-bit digits of a 255-bit scalar: the top window's value plus the
+/// incoming carry never exceeds 2^(c-1), so no digit is left over.
+pub fn num_windows(c: u32) -> u32 {
+    SCALAR_BITS / c + 1
+}
+
+/// Signed digits d_w in [-(2^(c-1) - 1), 2^(c-1)] with sum d_w 2^(c w) = s; `limbs` is the
+/// canonical little-endian value. Exactly the kernel's algorithm.
+pub fn signed_digits(limbs: &[u32; 8], c: u32) -> Vec<i64> {
+    let nwin = num_windows(c);
+    let mut ext = [0u32; 10];
+    ext[..8].copy_from_slice(limbs);
+    let b = 1u32 << (c - 1);
+    let mask = (1u32 << c) - 1;
+    let mut carry = 0u32;
+    let mut out = Vec::with_capacity(nwin as usize);
+    for w in 0..nwin {
+        let bit = w * c;
+        let (l, sh) = ((bit >> 5) as usize, bit & 31);
+        let word = ext[l] as u64 | (ext[l + 1] as u64) << 32;
+        let mut d = ((word >> sh) as u32 & mask) + carry;
+        let mut neg = false;
+        if d > b {
+            d = (1u32 << c) - d;
+            carry = 1;
+            neg = true;
+        } else {
+            carry = 0;
+        }
+        out.push(if neg { -(d as i64) } else { d as i64 });
+    }
+    assert_eq!(carry, 0, "scalar wider than 255 bits");
+    out
+}
+
+/// Canonical little-endian limbs of a scalar.
+pub fn canonical_limbs(s: &Scalar) -> [u32; 8] {
+    let r = s.to_repr();
+    std::array::from_fn(|i| u32::from_le_bytes(r.as_ref()[4 * i..4 * i + 4].try_into().unwrap()))
+}
+
+/// Parses canonical little-endian 32-byte scalars, rejecting any value >= r.
+pub fn scalars_from_le_bytes(bytes: &[u8]) -> Result<Vec<Scalar>, CudaError> {
+    if bytes.len() % 32 != 0 {
+        return Err(CudaError::Shape(format!("{} bytes is not a whole number of scalars", bytes.len())));
+    }
+    bytes
+        .chunks_exact(32)
+        .enumerate()
+        .map(|(i, c)| {
+            Option::from(Scalar::from_bytes_le(c.try_into().unwrap()))
+                .ok_or(CudaError::NonCanonicalScalar(i))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ff::Field;
+    use rand::SeedableRng;
+
+    fn reconstruct(digits: &[i64], c: u32) -> Scalar {
+        let two_c = Scalar::from(1u64 << c);
+        let mut acc = Scalar::ZERO;
+        for &d in digits.iter().rev() {
+            acc *= two_c;
+            let m = Scalar::from(d.unsigned_abs());
+            acc += if d < 0 { -m } else { m };
+        }
+        acc
+    }
+
+    #[test]
+    fn digits_reconstruct_and_stay_in_range() {
+        let mut rng = rand_chacha::ChaCha20Rng::from_entropy();
+        let minus_one = -Scalar::ONE;
+        let mut cases = vec![Scalar::ZERO, Scalar::ONE, minus_one, Scalar::from(u64::MAX)];
+        for _ in 0..200 {
+            cases.push(Scalar::random(&mut rng));
+        }
+        for c in 6..=19 {
+            for s in &cases {
+                let d = signed_digits(&canonical_limbs(s), c);
+                assert_eq!(d.len() as u32, num_windows(c));
+                let half = 1i64 << (c - 1);
+                assert!(d.iter().all(|&x| x > -half && x <= half), "c={c} digits {d:?}");
+                assert_eq!(reconstruct(&d, c), *s, "c={c}");
+            }
+        }
+    }
+
+    #[test]
+    fn window_choice() {
+        assert_eq!(window_bits(1), 6);
+        assert_eq!(window_bits(1 << 20), 16);
+        assert_eq!(window_bits(1 << 24), 19);
+        assert_eq!(num_windows(16), 16);
+        assert_eq!(num_windows(19), 14);
+        assert_eq!(num_windows(15), 18);
+    }
+
+    #[test]
+    fn rejects_non_canonical_bytes() {
+        let mut r = [0u8; 32];
+        for (i, l) in crate::consts::FR_P.iter().enumerate() {
+            r[4 * i..4 * i + 4].copy_from_slice(&l.to_le_bytes());
+        }
+        let mut r_minus_1 = r;
+        r_minus_1[0] -= 1; // r ends in ...01
+        assert_eq!(scalars_from_le_bytes(&r_minus_1).unwrap(), vec![-Scalar::ONE]);
+        let mut two = r_minus_1.to_vec();
+        two.extend_from_slice(&r);
+        assert!(matches!(scalars_from_le_bytes(&two), Err(CudaError::NonCanonicalScalar(1))));
+        assert!(scalars_from_le_bytes(&[0xff; 32]).is_err());
+        assert!(scalars_from_le_bytes(&[0; 31]).is_err());
+    }
+}
