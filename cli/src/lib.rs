@@ -38,6 +38,15 @@ pub async fn connect(config: &cuzk_common::config::NatsConfig) -> anyhow::Result
     Ok((client, topology))
 }
 
+/// Creates the whole topology including the durable consumers, which least-privilege worker
+/// roles may use but not create.
+pub async fn provision_all(config: &cuzk_common::config::NatsConfig) -> anyhow::Result<Topology> {
+    let (_client, topology) = connect(config).await?;
+    topology.synth_consumer().await?;
+    topology.gpu_consumers().await?;
+    Ok(topology)
+}
+
 /// A private nats-server plus in-process synth and GPU nodes, torn down by [`LocalCluster::stop`].
 pub struct LocalCluster {
     pub server: NatsServer,

@@ -44,9 +44,18 @@ enum Command {
     GpuNode(GpuNodeArgs),
     /// The same jobs through a local cluster and through bellperson in this process, side by side.
     Bench(bench::BenchArgs),
+    /// Create every stream, bucket and consumer (as a user allowed to; worker roles only find
+    /// them) and exit.
+    Provision(ProvisionArgs),
     /// Start a whole cluster as separate processes on loopback (1 or 3 nats-servers, synth and
     /// GPU nodes) and keep it up until Ctrl-C.
     Launch(LaunchArgs),
+}
+
+#[derive(Args)]
+struct ProvisionArgs {
+    #[command(flatten)]
+    nats: NatsArgs,
 }
 
 #[derive(Args)]
@@ -206,6 +215,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Local(args) => local(args, file).await,
         Command::Submit(args) => submit(args, file).await,
         Command::Status(args) => status(args, file).await,
+        Command::Provision(args) => {
+            let nats = args.nats.merge(file.nats).resolve("cuzk-admin")?;
+            cuzk_cli::provision_all(&nats).await?;
+            println!("streams, buckets and consumers are in place");
+            Ok(())
+        }
         Command::Watch(args) => watch(args, file).await,
         Command::SynthNode(args) => {
             let nats = args.nats.merge(file.nats).resolve("cuzk-synth")?;
