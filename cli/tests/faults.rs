@@ -207,3 +207,50 @@ async fn sigterm_drains_a_gpu_node_without_losing_work() {
     assert!(status.success(), "graceful stop exited with {status}");
     assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
 }
+
+/// A partition whose every delivery dies with its worker (simulated here by a "worker" that
+/// takes it and never answers) must not hang the job: after the last delivery the job fails
+/// with the reason, exactly once, and the message and blob are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_that_kills_every_worker_fails_the_job() {
+    use std::sync::Arc;
+
+    use cuzk_common::config::SynthArgs;
+    use cuzk_common::local_nats::NatsServer;
+    use cuzk_common::nats::pull_one;
+    use tokio_util::sync::CancellationToken;
+
+    cuzk_common::telemetry::init_logging();
+    let server = NatsServer::start().unwrap();
+    let config = NatsArgs { urls: Some(vec![server.url()]), ack_wait_secs: Some(3), ..Default::default() }
+        .resolve("abandon-test")
+        .unwrap();
+    let topology = cuzk_cli::provision_all(&config).await.unwrap();
+    let (_client, synth_topology) = cuzk_cli::connect(&config).await.unwrap();
+    let synth = SynthArgs { threads: Some(1), ..Default::default() }.resolve().unwrap();
+    let synth = Arc::new(cuzk_synth_node::SynthNode::new(synth_topology, synth, "synth".into()).unwrap());
+    let shutdown = CancellationToken::new();
+    let synth_task = tokio::spawn(synth.run(shutdown.clone()));
+
+    let client = topology.js.client();
+    let mut results = client.subscribe("cuzk.results.doomed").await.unwrap();
+    submit(&client, &[job("doomed", "mimc", json!({"rounds": 50, "partitions": 1}), "x")]).await;
+    let [_, normal] = topology.gpu_consumers().await.unwrap();
+    for delivery in 1..=cuzk_common::topology::MAX_DELIVER {
+        let message = pull_one(&normal, Duration::from_secs(20)).await.unwrap();
+        assert!(message.is_some(), "delivery {delivery} never came");
+    }
+    // The server notices the exhaustion when it next tries to deliver, i.e. while a worker
+    // is waiting for work, as GPU workers always are.
+    assert!(pull_one(&normal, Duration::from_secs(8)).await.unwrap().is_none(), "a sixth delivery");
+    let result = tokio::time::timeout(Duration::from_secs(30), results.next()).await.expect("failure reported").unwrap();
+    let result: JobResult = serde_json::from_slice(&result.payload).unwrap();
+    assert_eq!(result.status, JobStatus::Failed);
+    assert!(result.error.as_deref().unwrap_or_default().contains("abandoned after 5 deliveries"), "{:?}", result.error);
+    assert_eq!(stored_results(&topology).await.get("doomed"), Some(&1));
+    assert_eq!(blobs_left(&topology).await, 0);
+    let mut work = topology.js.get_stream(cuzk_common::topology::WORK_STREAM).await.unwrap();
+    assert_eq!(work.info().await.unwrap().state.messages, 0, "the abandoned work item was removed");
+    shutdown.cancel();
+    synth_task.await.unwrap().unwrap();
+}

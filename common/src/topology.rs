@@ -17,6 +17,9 @@ use async_nats::jetstream::{
 pub const SUBJECT_SUBMIT: &str = "cuzk.jobs.submit";
 pub const SUBJECT_WORK_HIGH: &str = "cuzk.work.high";
 pub const SUBJECT_WORK_NORMAL: &str = "cuzk.work.normal";
+/// The server announces here (suffixed `.<stream>.<consumer>`) a message that reached
+/// `MAX_DELIVER` without an ack.
+pub const ADVISORY_MAX_DELIVERIES: &str = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES";
 /// Results of jobs whose submission carried no usable job id.
 pub const SUBJECT_RESULTS_MALFORMED: &str = "cuzk.results._malformed";
 

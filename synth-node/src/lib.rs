@@ -2,6 +2,8 @@
 //! bounded rayon pool, and publishes every partition's witness blob and work item as soon as
 //! that partition is done.
 
+mod abandoned;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -128,6 +130,7 @@ impl SynthNode {
             self.config.threads as u32,
             shutdown.clone(),
         ));
+        let abandoned = tokio::spawn(abandoned::watch(self.topology.clone(), shutdown.clone()));
         cuzk_common::metrics::set_ready(true);
         info!(node = %self.name, config = ?self.config, "synth node started");
         loop {
@@ -160,6 +163,7 @@ impl SynthNode {
         info!(in_flight = tasks.len(), "synth node stopping; handing back in-flight jobs");
         while tasks.join_next().await.is_some() {}
         let _ = heartbeat.await;
+        let _ = abandoned.await;
         Ok(())
     }
 
