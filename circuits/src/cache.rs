@@ -210,11 +210,19 @@ pub fn load_from_file(
 
 /// Checks every query length of `params` against the family's shape (from synthesizing
 /// partition 0 of an empty input), so wrong parameters fail here rather than in a prover.
+/// Families with their own parameter file get the structural [`check_file_fit`] only.
 pub fn check_params_fit(
     params: &Parameters<Bls12>,
     family: &dyn CircuitFamily,
 ) -> Result<(), CircuitError> {
     let shape = family.shape_key();
+    if family.parameter_file().is_some() {
+        // Such a family (PoRep) has no input-free probe to synthesize.
+        return check_file_fit(params).map_err(|reason| CircuitError::Params {
+            shape,
+            reason: format!("parameters do not fit the circuit: {reason}"),
+        });
+    }
     let asg = family.synthesize_partition(&[], 0)?;
     let mismatch = |reason: String| CircuitError::Params {
         shape: shape.clone(),

@@ -156,54 +156,41 @@ pub async fn provision(js: &Context, replicas: usize, ack_wait: Duration) -> Res
         },
     )
     .await?;
-    // The KV bucket's backing stream, exactly as async-nats would create it; done by hand because
-    // `create_key_value` fails against nats-server 2.9 (design §3.1).
-    ensure_stream(
-        js,
-        stream::Config {
-            name: format!("KV_{JOBS_BUCKET}"),
-            subjects: vec![format!("$KV.{JOBS_BUCKET}.>")],
-            max_messages_per_subject: 1,
-            max_age: RETENTION,
-            storage: StorageType::File,
-            num_replicas: replicas,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            discard: DiscardPolicy::New,
-            ..Default::default()
-        },
-    )
-    .await?;
-    let jobs_kv = js
-        .get_key_value(JOBS_BUCKET)
-        .await
-        .map_err(|e| failed(format!("kv bucket {JOBS_BUCKET}"))(e.to_string()))?;
+    let jobs_kv = ensure_kv(js, JOBS_BUCKET, RETENTION, StorageType::File, replicas).await?;
     // Heartbeats: only the latest per node, in memory, gone after NODES_MAX_AGE.
-    ensure_stream(
-        js,
-        stream::Config {
-            name: format!("KV_{NODES_BUCKET}"),
-            subjects: vec![format!("$KV.{NODES_BUCKET}.>")],
-            max_messages_per_subject: 1,
-            max_age: NODES_MAX_AGE,
-            storage: StorageType::Memory,
-            num_replicas: replicas,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            discard: DiscardPolicy::New,
-            ..Default::default()
-        },
-    )
-    .await?;
-    let nodes_kv = js
-        .get_key_value(NODES_BUCKET)
-        .await
-        .map_err(|e| failed(format!("kv bucket {NODES_BUCKET}"))(e.to_string()))?;
+    let nodes_kv = ensure_kv(js, NODES_BUCKET, NODES_MAX_AGE, StorageType::Memory, replicas).await?;
     let blobs = ensure_object_store(js, BLOBS_BUCKET, BLOB_MAX_AGE, replicas).await?;
     let inputs = ensure_object_store(js, INPUTS_BUCKET, RETENTION, replicas).await?;
     Ok(Topology { js: js.clone(), ack_wait, jobs_kv, nodes_kv, blobs, inputs })
+}
+
+/// A KV bucket whose backing stream is made exactly as async-nats would make it; done by hand
+/// because `create_key_value` fails against nats-server 2.9 (design §3.1).
+async fn ensure_kv(
+    js: &Context,
+    bucket: &str,
+    max_age: Duration,
+    storage: StorageType,
+    replicas: usize,
+) -> Result<kv::Store, TopologyError> {
+    ensure_stream(
+        js,
+        stream::Config {
+            name: format!("KV_{bucket}"),
+            subjects: vec![format!("$KV.{bucket}.>")],
+            max_messages_per_subject: 1,
+            max_age,
+            storage,
+            num_replicas: replicas,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: DiscardPolicy::New,
+            ..Default::default()
+        },
+    )
+    .await?;
+    js.get_key_value(bucket).await.map_err(|e| failed(format!("kv bucket {bucket}"))(e.to_string()))
 }
 
 async fn ensure_consumer(

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use bellperson::groth16::Parameters;
 use blstrs::{Bls12, Scalar};
-use cuzk_common::witness::{Assignment, Density};
+use cuzk_common::witness::Assignment;
 use cuzk_prover::backend::{Backend, BackendError, MsmResults};
 
 use crate::error::CudaError;
@@ -103,18 +103,7 @@ impl CudaBackend {
     }
 }
 
-/// Appends the values whose density bit is set, in order (filtered scalars meet consecutive
-/// bases, because the SRS stores A and B without their identity points).
-pub fn push_dense(out: &mut Vec<Scalar>, values: &[Scalar], density: &Density) {
-    out.reserve(density.count_ones());
-    for (w, &word) in density.words().iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
-            out.push(values[w * 64 + bits.trailing_zeros() as usize]);
-            bits &= bits - 1;
-        }
-    }
-}
+pub use cuzk_prover::cpu::push_dense;
 
 impl Backend for CudaBackend {
     type Srs = CudaSrs;

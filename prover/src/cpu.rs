@@ -135,8 +135,10 @@ pub fn check_query_sizes(
     Ok(())
 }
 
-/// Appends the values whose density bit is set, in order.
-fn push_dense(out: &mut Vec<Scalar>, values: &[Scalar], density: &Density) {
+/// Appends the values whose density bit is set, in order (filtered scalars meet consecutive
+/// bases, because the SRS stores A and B without their identity points). Shared with the GPU
+/// backend, which packs the same vectors for upload.
+pub fn push_dense(out: &mut Vec<Scalar>, values: &[Scalar], density: &Density) {
     out.reserve(density.count_ones());
     for (w, &word) in density.words().iter().enumerate() {
         let mut bits = word;

@@ -1,6 +1,13 @@
 //! GPU vs CPU checks on fresh random inputs, then a benchmark table (printed last).
 //!
 //!   cuzk-gpu-check [--max-log N] [--bench-max-log N] [--no-bench] [--no-check] [--reps N]
+//!                  [--partition-logs 20,22] [--partition-rounds R1,R2] [--g1-logs 24]
+//!
+//! `--partition-logs`: whole-partition Groth16 proves of a MiMC circuit (cuzk-circuits, 2
+//! constraints per round; rounds 2^(L-1) - 16 unless `--partition-rounds` says) with test
+//! parameters generated in-process: CPU backend vs CUDA backend on the same r, s (proofs must
+//! be byte-identical and verify), H / MSM / total per backend, plus the GPU time split.
+//! `--g1-logs`: G1 MSM only (scalars on device), median of `--reps`.
 //!
 //! Exit status: 0 all checks passed, 1 a check failed, 2 no CUDA device / no kernels.
 
@@ -29,19 +36,47 @@ struct Args {
     bench: bool,
     check: bool,
     reps: usize,
+    partition_logs: Vec<u32>,
+    partition_rounds: Vec<usize>,
+    /// Seconds the whole partition bench may take; a size whose parameter generation is
+    /// predicted (from the previous size) to overrun it gets random bases instead.
+    partition_budget_s: f64,
+    g1_logs: Vec<u32>,
 }
 
 fn parse_args() -> Args {
-    let mut a = Args { max_log: 24, bench_max_log: 26, g2_max_log: 22, bench: true, check: true, reps: 5 };
+    let mut a = Args {
+        max_log: 24,
+        bench_max_log: 26,
+        g2_max_log: 22,
+        bench: true,
+        check: true,
+        reps: 5,
+        partition_logs: Vec::new(),
+        partition_rounds: Vec::new(),
+        partition_budget_s: f64::INFINITY,
+        g1_logs: Vec::new(),
+    };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
         let num = |i: usize| v.get(i + 1).and_then(|s| s.parse::<u32>().ok()).expect("numeric argument");
+        let list = |i: usize| -> Vec<u64> {
+            v.get(i + 1)
+                .expect("list argument")
+                .split(',')
+                .map(|x| x.trim().parse::<u64>().expect("comma-separated numbers"))
+                .collect()
+        };
         match v[i].as_str() {
             "--max-log" => { a.max_log = num(i); i += 1; }
             "--bench-max-log" => { a.bench_max_log = num(i); i += 1; }
             "--g2-max-log" => { a.g2_max_log = num(i); i += 1; }
             "--reps" => { a.reps = num(i) as usize; i += 1; }
+            "--partition-logs" => { a.partition_logs = list(i).into_iter().map(|x| x as u32).collect(); i += 1; }
+            "--partition-rounds" => { a.partition_rounds = list(i).into_iter().map(|x| x as usize).collect(); i += 1; }
+            "--partition-budget-s" => { a.partition_budget_s = num(i) as f64; i += 1; }
+            "--g1-logs" => { a.g1_logs = list(i).into_iter().map(|x| x as u32).collect(); i += 1; }
             "--no-bench" => a.bench = false,
             "--no-check" => a.check = false,
             other => panic!("unknown argument {other}"),
@@ -375,6 +410,211 @@ fn run_bench(args: &Args, be: &CudaBackend, seed: u64, rows: &mut Vec<String>) {
     }
 }
 
+/// Whole-partition proves of a MiMC circuit (2^L-domain), CPU backend vs CUDA backend.
+#[cfg(cuzk_fatbin)]
+fn run_partition_bench(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mut Vec<String>) {
+    use cuzk_circuits::{CircuitFamily, MimcFamily};
+    let gpu: &Gpu = be.gpu();
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let bench_start = Instant::now();
+    let mut last_gen: Option<(u32, f64)> = None;
+    for (idx, &log) in args.partition_logs.iter().enumerate() {
+        let rounds = args.partition_rounds.get(idx).copied().unwrap_or((1usize << (log - 1)) - 16);
+        let fam = MimcFamily::new(rounds, 1).expect("mimc rounds in range");
+        let mut r = rng_from(seed, 7000 + log as u64);
+        let input = b"cuzk-gpu-check partition";
+        let t = Instant::now();
+        let asg = fam.synthesize_partition(input, 0).expect("synthesize");
+        let synth_s = t.elapsed().as_secs_f64();
+        let inputs = fam.public_inputs(input, 0).unwrap();
+        let left = args.partition_budget_s - bench_start.elapsed().as_secs_f64();
+        let predicted = last_gen.map(|(l, s): (u32, f64)| s * 2f64.powi((log - l) as i32) * 1.15);
+        let real = predicted.is_none_or(|p| p < 0.6 * left);
+        let t = Instant::now();
+        let params = Arc::new(if real {
+            fam.generate_test_params(&mut r).expect("generate params")
+        } else {
+            let h_len = gpu.compute_h(&asg.a, &asg.b, &asg.c).unwrap().len();
+            random_params(&asg, h_len, seed + 7100 + log as u64)
+        });
+        let gen_s = t.elapsed().as_secs_f64();
+        if real {
+            last_gen = Some((log, gen_s));
+        }
+        let domain = (params.h.len() + 1).next_power_of_two();
+        println!(
+            "partition 2^{log}: mimc rounds {rounds}, {} constraints, domain {domain} (2^{}), {} aux; synthesized in {synth_s:.2} s; {}",
+            asg.num_constraints(),
+            domain.trailing_zeros(),
+            asg.aux.len(),
+            if real {
+                format!("test params (bellperson generate_random_parameters) generated in {gen_s:.1} s")
+            } else {
+                format!(
+                    "RANDOM BASES, not an SRS (generation predicted {:.0} s, {left:.0} s of budget left): proofs compared byte for byte, not verified; built in {gen_s:.1} s",
+                    predicted.unwrap_or(0.0)
+                )
+            }
+        );
+        let (rr, ss) = (Scalar::random(&mut r), Scalar::random(&mut r));
+
+        // CPU backend: one prove (seconds long).
+        let cpu_be = cuzk_prover::CpuBackend;
+        let cpu_srs = cpu_be.load_srs(params.clone()).unwrap();
+        let (p_cpu, tc) = cuzk_prover::prove_timed(&cpu_be, &cpu_srs, &params.vk, asg.clone(), rr, ss).expect("cpu prove");
+        println!("  cpu: H {:.1} ms, MSM {:.1} ms, total {:.1} ms", ms(tc.h), ms(tc.msm), ms(tc.total));
+
+        // CUDA backend: SRS upload once, a warm-up prove, then the median of `reps`.
+        let t = Instant::now();
+        let gpu_srs = be.load_srs(params.clone()).expect("gpu load_srs");
+        let load_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut runs = Vec::new();
+        let mut p_gpu = None;
+        for i in 0..=args.reps.max(1) {
+            match cuzk_prover::prove_timed(be, &gpu_srs, &params.vk, asg.clone(), rr, ss) {
+                Ok((p, tg)) => {
+                    if i > 0 {
+                        runs.push(tg);
+                    }
+                    p_gpu = Some(p);
+                }
+                Err(e) => {
+                    println!("  gpu prove error: {e}");
+                    break;
+                }
+            }
+        }
+        let ok = match &p_gpu {
+            Some(p) => {
+                let pvk = prepare_verifying_key(&params.vk);
+                cuzk_prover::proof_bytes(p) == cuzk_prover::proof_bytes(&p_cpu)
+                    && (!real || cuzk_prover::verify(&pvk, p, &inputs).unwrap_or(false))
+            }
+            None => false,
+        };
+        let what = if real { "byte-identical + verify" } else { "byte-identical (random bases)" };
+        rep.check(&format!("partition 2^{log} (mimc {rounds} rounds): CPU and CUDA proofs {what}"), ok);
+        if runs.is_empty() {
+            continue;
+        }
+        let med = |f: &dyn Fn(&cuzk_prover::ProveTimings) -> f64| median(runs.iter().map(f).collect());
+        let (gh, gm, gt) = (med(&|t| ms(t.h)), med(&|t| ms(t.msm)), med(&|t| ms(t.total)));
+        println!("  gpu: SRS upload {load_ms:.1} ms; H {gh:.1} ms, MSM {gm:.1} ms, total {gt:.1} ms (median of {})", runs.len());
+        for (what, c, g) in [("H", ms(tc.h), gh), ("MSM", ms(tc.msm), gm), ("total", ms(tc.total), gt)] {
+            let line = format!(
+                "| 2^{log} mimc r={rounds:<8}{} | {what:<5} | {c:>10.1} | {g:>9.1} | {:>7.1}x |",
+                if real { " SRS " } else { " rand" },
+                c / g
+            );
+            rows.push(line);
+        }
+
+        // Where the GPU time goes: the backend's steps run one by one (each returns to the host).
+        let mut a_s = asg.input.clone();
+        cuzk_kernels::push_dense(&mut a_s, &asg.aux, &asg.a_aux_density);
+        let mut b_s = Vec::new();
+        cuzk_kernels::push_dense(&mut b_s, &asg.input, &asg.b_input_density);
+        cuzk_kernels::push_dense(&mut b_s, &asg.aux, &asg.b_aux_density);
+        let h = gpu.compute_h(&asg.a, &asg.b, &asg.c).unwrap();
+        let reps = args.reps.max(1);
+        let t_h = time_ms(reps, || { gpu.compute_h(&asg.a, &asg.b, &asg.c).unwrap(); });
+        let dv = gpu.upload_scalars(&asg.a).unwrap();
+        let t_ntt = time_ms(reps, || {
+            gpu.transform_device(&dv, domain.trailing_zeros(), NttKind::Forward).unwrap();
+            gpu.synchronize().unwrap();
+        });
+        drop(dv);
+        let t_up = time_ms(reps, || { drop(gpu.upload_many(&[&h, &asg.aux, &a_s, &b_s]).unwrap()); });
+        let d = gpu.upload_many(&[&h, &asg.aux, &a_s, &b_s]).unwrap();
+        let t_mh = time_ms(reps, || { gpu.msm_g1_device(&gpu_srs.h, &d[0], h.len()).unwrap(); });
+        let t_ml = time_ms(reps, || { gpu.msm_g1_device(&gpu_srs.l, &d[1], asg.aux.len()).unwrap(); });
+        let t_ma = time_ms(reps, || { gpu.msm_g1_device(&gpu_srs.a, &d[2], a_s.len()).unwrap(); });
+        let t_mb1 = time_ms(reps, || { gpu.msm_g1_device(&gpu_srs.b_g1, &d[3], b_s.len()).unwrap(); });
+        let t_mb2 = time_ms(reps, || { gpu.msm_g2_device(&gpu_srs.b_g2, &d[3], b_s.len()).unwrap(); });
+        drop(d);
+        let line = format!(
+            "  gpu split 2^{log}: H host->host {t_h:.1} ms (7 NTTs on device ~ {:.1} ms, rest transfers/host); \
+             MSM: upload 4 vectors ({:.0} MiB) {t_up:.1} ms, G1 H({}) {t_mh:.1}, G1 L({}) {t_ml:.1}, G1 A({}) {t_ma:.1}, G1 B({}) {t_mb1:.1}, G2 B {t_mb2:.1} ms",
+            7.0 * t_ntt,
+            ((h.len() + asg.aux.len() + a_s.len() + b_s.len()) * 32) as f64 / (1 << 20) as f64,
+            h.len(),
+            asg.aux.len(),
+            a_s.len(),
+            b_s.len()
+        );
+        println!("{line}");
+        rows.push(format!("#{line}"));
+        drop(gpu_srs);
+    }
+}
+
+/// Parameters of the right shape for `asg` with random bases: the MSMs cost what a real SRS
+/// costs, proofs from two backends can be compared byte for byte, but they do not verify.
+#[cfg(cuzk_fatbin)]
+fn random_params(asg: &cuzk_common::witness::Assignment, h_len: usize, seed: u64) -> bellperson::groth16::Parameters<Bls12> {
+    let inputs = asg.input.len();
+    let a_len = inputs + asg.a_aux_density.count_ones();
+    let b_len = asg.b_input_density.count_ones() + asg.b_aux_density.count_ones();
+    let g1 = random_g1(seed, 3 + inputs + h_len + asg.aux.len() + a_len + b_len);
+    let g2 = random_g2(seed + 1, 3 + b_len);
+    let mut it = g1.into_iter();
+    let mut take = |n: usize| -> Vec<G1Affine> { it.by_ref().take(n).collect() };
+    let k = take(3);
+    let ic = take(inputs);
+    let h = take(h_len);
+    let l = take(asg.aux.len());
+    let a = take(a_len);
+    let b_g1 = take(b_len);
+    bellperson::groth16::Parameters {
+        vk: bellperson::groth16::VerifyingKey {
+            alpha_g1: k[0],
+            beta_g1: k[1],
+            beta_g2: g2[0],
+            gamma_g2: g2[1],
+            delta_g1: k[2],
+            delta_g2: g2[2],
+            ic,
+        },
+        h: Arc::new(h),
+        l: Arc::new(l),
+        a: Arc::new(a),
+        b_g1: Arc::new(b_g1),
+        b_g2: Arc::new(g2[3..].to_vec()),
+    }
+}
+
+/// G1 MSM only, scalars resident on the device.
+#[cfg(cuzk_fatbin)]
+fn run_g1_bench(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mut Vec<String>) {
+    let gpu: &Gpu = be.gpu();
+    let Some(&maxlog) = args.g1_logs.iter().max() else { return };
+    let t = Instant::now();
+    let bases = random_g1(seed + 8000, 1 << maxlog);
+    println!("generated 2^{maxlog} G1 bases in {:.1} s", t.elapsed().as_secs_f64());
+    let db = gpu.upload_g1(&bases).unwrap();
+    for &log in &args.g1_logs {
+        let n = 1usize << log;
+        let s = random_scalars(seed + 8100 + log as u64, n);
+        let ds = gpu.upload_scalars(&s).unwrap();
+        // one exact check against the CPU at this size before timing
+        let got = gpu.msm_g1_device(&db, &ds, n).unwrap();
+        rep.check(&format!("msm_g1 2^{log} (bench inputs) = CPU"), got == cpu::msm_g1(&bases[..n], &s));
+        let all: Vec<f64> = {
+            let mut v = Vec::new();
+            for _ in 0..args.reps.max(1) {
+                let t = Instant::now();
+                gpu.msm_g1_device(&db, &ds, n).unwrap();
+                v.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            v
+        };
+        let (mn, mx) = all.iter().fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
+        let line = format!("| G1 MSM 2^{log} (scalars on device)      | median {:>8.2} ms | min {mn:.2} max {mx:.2} (n={}) |", median(all.clone()), all.len());
+        println!("{line}");
+        rows.push(line);
+    }
+}
+
 #[cfg(cuzk_fatbin)]
 fn cuzk_kernels_bytes(v: &[Scalar]) -> &[u8] {
     // SAFETY: Scalar is a transparent wrapper of four u64 limbs.
@@ -412,6 +652,14 @@ fn main() {
         if args.bench {
             run_bench(&args, &be, seed, &mut rows);
         }
+        let mut prows = Vec::new();
+        if !args.partition_logs.is_empty() {
+            run_partition_bench(&args, &be, seed, &mut rep, &mut prows);
+        }
+        let mut grows = Vec::new();
+        if !args.g1_logs.is_empty() {
+            run_g1_bench(&args, &be, seed, &mut rep, &mut grows);
+        }
         if !rows.is_empty() {
             println!("\nbenchmark on {} (median of {} after a warm-up; CPU: rayon, {} threads)", be.device_name(), args.reps, rayon::current_num_threads());
             println!("| {:<38} | {:>10} | {:>10} | {:>7} |", "what", "GPU ms", "CPU ms", "CPU/GPU");
@@ -420,7 +668,21 @@ fn main() {
                 println!("{r}");
             }
         }
-        if args.check {
+        if !prows.is_empty() {
+            println!("\nwhole-partition prove on {} (CUDA: median of {} after a warm-up; CPU backend: one run, {} threads)", be.device_name(), args.reps.max(1), rayon::current_num_threads());
+            println!("| {:<32} | {:<5} | {:>10} | {:>9} | {:>8} |", "partition", "stage", "CPU ms", "GPU ms", "CPU/GPU");
+            println!("|{:-<34}|{:-<7}|{:->12}|{:->11}|{:->10}|", "", "", "", "", "");
+            for r in prows.iter().filter(|r| !r.starts_with('#')) {
+                println!("{r}");
+            }
+            for r in prows.iter().filter(|r| r.starts_with('#')) {
+                println!("{}", &r[1..]);
+            }
+        }
+        for r in &grows {
+            println!("{r}");
+        }
+        if rep.checks > 0 {
             println!("checks: {} run, {} failed", rep.checks, rep.fails);
         }
         std::process::exit(if rep.fails > 0 { 1 } else { 0 });

@@ -1,0 +1,28 @@
+#!/bin/bash
+# Device-side, one call: (1) the whole cluster on the CUDA backend, (2) whole-partition proves
+# CPU vs CUDA at 2^20 / 2^22, (3) G1 MSM 2^24. Nothing is built here. TOTAL bounds the command.
+cd "$(dirname "$0")/.."
+for f in cuzk cuzk-gpu-check nats-server; do gunzip -c .device/$f.gz > /tmp/$f && chmod +x /tmp/$f; done
+mkdir -p .device/bin && mv /tmp/cuzk /tmp/cuzk-gpu-check /tmp/nats-server .device/bin/
+TOTAL=${TOTAL:-470}
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+echo "cpus: $(nproc)"
+export CUZK_PARAM_CACHE=/tmp/cuzk-params; mkdir -p $CUZK_PARAM_CACHE
+echo "== 1. cuzk local --gpu-backend cuda (sha256 8 blocks x 4 partitions)"
+NATS_SERVER=.device/bin/nats-server timeout 170 .device/bin/cuzk local --gpu-backend cuda --circuit sha256 \
+  --params '{"blocks":8,"partitions":4}' >$OUT/e2e.log 2>&1
+echo "e2e exit $? after ${SECONDS} s"
+grep -v -E "DEBUG|TRACE" $OUT/e2e.log | tail -45
+left=$((TOTAL - SECONDS - 45))
+echo "== 2. partitions (budget ${left} s)"
+timeout $left .device/bin/cuzk-gpu-check --no-check --no-bench --reps 3 --partition-logs 20,22 \
+  --partition-budget-s $((left - 15)) >$OUT/partition.log 2>&1
+echo "partition exit $? after ${SECONDS} s"
+left=$((TOTAL - SECONDS))
+if [ $left -gt 25 ]; then
+  echo "== 3. G1 MSM 2^24 (budget ${left} s)"
+  timeout $left .device/bin/cuzk-gpu-check --no-check --no-bench --reps 7 --g1-logs 24 >$OUT/g1.log 2>&1
+  echo "g1 exit $? after ${SECONDS} s"
+fi
+echo "== partition log"; cat $OUT/partition.log
+echo "== g1 log"; cat $OUT/g1.log 2>/dev/null | tail -5
