@@ -16,11 +16,14 @@ fn find_nvcc() -> Option<PathBuf> {
         if p.is_file() {
             return Some(p);
         }
-        println!("cargo:warning=NVCC={} does not exist; looking elsewhere", p.display());
+        println!(
+            "cargo:warning=NVCC={} does not exist; looking elsewhere",
+            p.display()
+        );
     }
-    let prefix = env::var_os("CUZK_NVCC_PREFIX").map(PathBuf::from).or_else(|| {
-        env::var_os("HOME").map(|h| Path::new(&h).join(".cache/cuzk/nvcc"))
-    });
+    let prefix = env::var_os("CUZK_NVCC_PREFIX")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".cache/cuzk/nvcc")));
     if let Some(prefix) = prefix {
         let p = prefix.join("nvidia/cu13/bin/nvcc");
         if p.is_file() {
@@ -28,7 +31,9 @@ fn find_nvcc() -> Option<PathBuf> {
         }
     }
     let path = env::var_os("PATH")?;
-    env::split_paths(&path).map(|d| d.join("nvcc")).find(|p| p.is_file())
+    env::split_paths(&path)
+        .map(|d| d.join("nvcc"))
+        .find(|p| p.is_file())
 }
 
 fn main() {
@@ -46,7 +51,10 @@ fn main() {
     if let Some(pre) = env::var_os("CUZK_PREBUILT_FATBIN") {
         // A fatbin built elsewhere from these sources (CI caches, quick Rust-only iterations).
         println!("cargo:rustc-cfg=cuzk_fatbin");
-        println!("cargo:rustc-env=CUZK_FATBIN={}", PathBuf::from(pre).display());
+        println!(
+            "cargo:rustc-env=CUZK_FATBIN={}",
+            PathBuf::from(pre).display()
+        );
         return;
     }
     let Some(nvcc) = find_nvcc() else {
@@ -62,9 +70,14 @@ fn main() {
         .filter(|a| !a.trim().is_empty())
         .unwrap_or_else(|| "80,86,89,90".to_string());
     let mut cmd = Command::new(&nvcc);
-    cmd.arg("-fatbin").arg("-O3").arg("--threads").arg("0").arg("-std=c++17");
+    cmd.arg("-fatbin")
+        .arg("-O3")
+        .arg("--threads")
+        .arg("0")
+        .arg("-std=c++17");
     for a in archs.split(',').map(str::trim).filter(|a| !a.is_empty()) {
-        cmd.arg("-gencode").arg(format!("arch=compute_{a},code=sm_{a}"));
+        cmd.arg("-gencode")
+            .arg(format!("arch=compute_{a},code=sm_{a}"));
     }
     cmd.arg("-gencode").arg("arch=compute_90,code=compute_90");
     cmd.arg("-o").arg(&out).arg(cuda_dir.join("cuzk.cu"));

@@ -35,10 +35,17 @@ fn median(mut values: Vec<f64>) -> f64 {
     if n == 0 {
         return f64::NAN;
     }
-    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
 }
 
-fn bellperson_batch<C: Circuit<Scalar> + Send>(circuits: Vec<C>, params: &Parameters<Bls12>) -> anyhow::Result<Duration> {
+fn bellperson_batch<C: Circuit<Scalar> + Send>(
+    circuits: Vec<C>,
+    params: &Parameters<Bls12>,
+) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let proofs = create_random_proof_batch(circuits, params, &mut rand::rngs::OsRng)?;
     let elapsed = started.elapsed();
@@ -47,17 +54,24 @@ fn bellperson_batch<C: Circuit<Scalar> + Send>(circuits: Vec<C>, params: &Parame
 }
 
 /// bellperson proves the job's partitions as one batch, synthesis included, like a single box.
-fn bellperson_job(spec: &cuzk_common::job::JobSpec, params: &Parameters<Bls12>) -> anyhow::Result<Duration> {
+fn bellperson_job(
+    spec: &cuzk_common::job::JobSpec,
+    params: &Parameters<Bls12>,
+) -> anyhow::Result<Duration> {
     let input = inline_input(&spec.input)?;
     match spec.circuit.as_str() {
         "sha256" => {
             let family = Sha256Family::from_params(&spec.params)?;
-            let circuits = (0..family.partitions()).map(|k| family.circuit(&input, k)).collect::<Result<Vec<_>, _>>()?;
+            let circuits = (0..family.partitions())
+                .map(|k| family.circuit(&input, k))
+                .collect::<Result<Vec<_>, _>>()?;
             bellperson_batch(circuits, params)
         }
         "mimc" => {
             let family = MimcFamily::from_params(&spec.params)?;
-            let circuits = (0..family.partitions()).map(|k| family.circuit(&input, k)).collect::<Result<Vec<_>, _>>()?;
+            let circuits = (0..family.partitions())
+                .map(|k| family.circuit(&input, k))
+                .collect::<Result<Vec<_>, _>>()?;
             bellperson_batch(circuits, params)
         }
         other => anyhow::bail!("no bellperson reference for circuit {other}"),
@@ -69,7 +83,10 @@ pub async fn run(args: BenchArgs, file: ConfigFile) -> anyhow::Result<()> {
     let synth = args.synth.merge(file.synth).resolve()?;
     let gpu = args.gpu.merge(file.gpu).resolve()?;
     let template = args.job.spec()?;
-    let family = cuzk_circuits::resolve(&CircuitSpec { name: template.circuit.clone(), params: template.params.clone() })?;
+    let family = cuzk_circuits::resolve(&CircuitSpec {
+        name: template.circuit.clone(),
+        params: template.params.clone(),
+    })?;
     let partitions = family.partitions();
     let cache = match &gpu.param_cache {
         Some(dir) => ParamCache::new(dir.clone()),
@@ -84,7 +101,11 @@ pub async fn run(args: BenchArgs, file: ConfigFile) -> anyhow::Result<()> {
     let mut warm = template.clone();
     warm.job_id = fresh_job_id();
     let warm_result = submit_and_wait(&cluster.client, &warm, timeout).await?;
-    anyhow::ensure!(warm_result.status == JobStatus::Done, "warm-up job failed: {:?}", warm_result.error);
+    anyhow::ensure!(
+        warm_result.status == JobStatus::Done,
+        "warm-up job failed: {:?}",
+        warm_result.error
+    );
     let mut cluster_secs = Vec::new();
     let mut results: Vec<JobResult> = Vec::new();
     for _ in 0..args.jobs {
@@ -105,17 +126,37 @@ pub async fn run(args: BenchArgs, file: ConfigFile) -> anyhow::Result<()> {
 
     let cluster_median = median(cluster_secs);
     let bellperson_median = median(bellperson_secs);
-    let parts: Vec<PartitionTimings> = results.iter().flat_map(|r| r.partition_timings.iter().copied()).collect();
-    let avg = |f: fn(&PartitionTimings) -> f64| parts.iter().map(f).sum::<f64>() / parts.len().max(1) as f64;
+    let parts: Vec<PartitionTimings> = results
+        .iter()
+        .flat_map(|r| r.partition_timings.iter().copied())
+        .collect();
+    let avg = |f: fn(&PartitionTimings) -> f64| {
+        parts.iter().map(f).sum::<f64>() / parts.len().max(1) as f64
+    };
     let blob = avg(|t| t.blob_bytes as f64);
     let raw = avg(|t| t.raw_bytes as f64);
     let handoff = avg(|t| t.encode_ms + t.upload_ms + t.fetch_ms + t.decode_ms);
     let prove = avg(|t| t.prove_ms);
 
     println!("\ncircuit {} params {} — {partitions} partitions, {threads} cores, {} timed jobs per side (medians)", template.circuit, template.params, args.jobs);
-    println!("{:<44} {:>10} {:>14} {:>8}", "prover", "job s", "s/partition", "ratio");
-    println!("{:<44} {:>10.2} {:>14.2} {:>8.2}", "bellperson create_random_proof_batch", bellperson_median, bellperson_median / partitions as f64, 1.0);
-    println!("{:<44} {:>10.2} {:>14.2} {:>8.2}", "cuzk cluster (synth + cpu gpu-node, NATS)", cluster_median, cluster_median / partitions as f64, bellperson_median / cluster_median);
+    println!(
+        "{:<44} {:>10} {:>14} {:>8}",
+        "prover", "job s", "s/partition", "ratio"
+    );
+    println!(
+        "{:<44} {:>10.2} {:>14.2} {:>8.2}",
+        "bellperson create_random_proof_batch",
+        bellperson_median,
+        bellperson_median / partitions as f64,
+        1.0
+    );
+    println!(
+        "{:<44} {:>10.2} {:>14.2} {:>8.2}",
+        "cuzk cluster (synth + cpu gpu-node, NATS)",
+        cluster_median,
+        cluster_median / partitions as f64,
+        bellperson_median / cluster_median
+    );
     println!("\nper partition: raw {:.2} MiB → blob {:.3} MiB on the wire (codec ratio {:.1}×); handoff (encode+upload+fetch+decode) {:.1} ms = {:.1}% of prove {:.1} ms",
         raw / 1048576.0, blob / 1048576.0, raw / blob.max(1.0), handoff, 100.0 * handoff / prove.max(1e-9), prove);
     Ok(())

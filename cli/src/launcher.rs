@@ -72,15 +72,24 @@ pub struct ProcessCluster {
 impl ProcessCluster {
     /// Starts the servers, then the nodes, using the `cuzk` binary at `cuzk`.
     pub fn start(spec: LaunchSpec, cuzk: &Path) -> anyhow::Result<ProcessCluster> {
-        anyhow::ensure!(spec.servers == 1 || spec.servers == 3, "servers must be 1 or 3");
+        anyhow::ensure!(
+            spec.servers == 1 || spec.servers == 3,
+            "servers must be 1 or 3"
+        );
         let dir = tempfile::Builder::new().prefix("cuzk-cluster-").tempdir()?;
         let servers = if spec.servers == 1 {
             vec![NatsServer::start()?]
         } else {
             start_cluster(spec.servers, dir.path())?
         };
-        let mut cluster =
-            ProcessCluster { spec: spec.clone(), servers, nodes: Vec::new(), cuzk: cuzk.to_owned(), dir, started: 0 };
+        let mut cluster = ProcessCluster {
+            spec: spec.clone(),
+            servers,
+            nodes: Vec::new(),
+            cuzk: cuzk.to_owned(),
+            dir,
+            started: 0,
+        };
         for _ in 0..spec.synth_nodes {
             cluster.add_node(Role::Synth)?;
         }
@@ -92,7 +101,11 @@ impl ProcessCluster {
 
     /// Every server's URL, comma separated, as nodes are given them.
     pub fn urls(&self) -> String {
-        self.servers.iter().map(NatsServer::url).collect::<Vec<_>>().join(",")
+        self.servers
+            .iter()
+            .map(NatsServer::url)
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     pub fn replicas(&self) -> usize {
@@ -115,22 +128,40 @@ impl ProcessCluster {
             .stdout(log.try_clone()?)
             .stderr(log);
         match role {
-            Role::Synth => command.args(["--synth-threads", &threads]).args(&self.spec.synth_args),
-            Role::Gpu => command.args(["--gpu-cpu-threads", &threads]).args(&self.spec.gpu_args),
+            Role::Synth => command
+                .args(["--synth-threads", &threads])
+                .args(&self.spec.synth_args),
+            Role::Gpu => command
+                .args(["--gpu-cpu-threads", &threads])
+                .args(&self.spec.gpu_args),
         };
-        let child = command.spawn().with_context(|| format!("starting {}", self.cuzk.display()))?;
-        self.nodes.push(NodeProcess { role, name: name.clone(), child });
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting {}", self.cuzk.display()))?;
+        self.nodes.push(NodeProcess {
+            role,
+            name: name.clone(),
+            child,
+        });
         Ok(name)
     }
 
     /// Names of the running nodes of `role`.
     pub fn nodes(&self, role: Role) -> Vec<String> {
-        self.nodes.iter().filter(|n| n.role == role).map(|n| n.name.clone()).collect()
+        self.nodes
+            .iter()
+            .filter(|n| n.role == role)
+            .map(|n| n.name.clone())
+            .collect()
     }
 
     /// SIGKILLs a node, as a crash would.
     pub fn kill_node(&mut self, name: &str) -> anyhow::Result<()> {
-        let index = self.nodes.iter().position(|n| n.name == name).with_context(|| format!("no node {name}"))?;
+        let index = self
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .with_context(|| format!("no node {name}"))?;
         let mut node = self.nodes.remove(index);
         node.child.kill()?;
         node.child.wait()?;
@@ -138,8 +169,16 @@ impl ProcessCluster {
     }
 
     /// Sends SIGTERM and waits up to `timeout` for the node to drain and exit.
-    pub fn stop_node(&mut self, name: &str, timeout: Duration) -> anyhow::Result<std::process::ExitStatus> {
-        let index = self.nodes.iter().position(|n| n.name == name).with_context(|| format!("no node {name}"))?;
+    pub fn stop_node(
+        &mut self,
+        name: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        let index = self
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .with_context(|| format!("no node {name}"))?;
         let mut node = self.nodes.remove(index);
         terminate(&mut node.child);
         let deadline = std::time::Instant::now() + timeout;
@@ -166,7 +205,9 @@ impl ProcessCluster {
         for node in &self.nodes {
             let log = self.log(&node.name);
             let start = log.len().saturating_sub(tail);
-            let start = (start..log.len()).find(|i| log.is_char_boundary(*i)).unwrap_or(log.len());
+            let start = (start..log.len())
+                .find(|i| log.is_char_boundary(*i))
+                .unwrap_or(log.len());
             out.push_str(&format!("==== {} ====\n{}\n", node.name, &log[start..]));
         }
         out

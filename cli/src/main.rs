@@ -18,7 +18,11 @@ use tracing::{info, info_span, Instrument};
 mod bench;
 
 #[derive(Parser)]
-#[command(name = "cuzk", version, about = "Distributed Groth16 proving cluster on NATS JetStream")]
+#[command(
+    name = "cuzk",
+    version,
+    about = "Distributed Groth16 proving cluster on NATS JetStream"
+)]
 struct Cli {
     /// TOML config file with [nats], [synth] and [gpu] tables (flags and env override it).
     #[arg(long, env = "CUZK_CONFIG", global = true)]
@@ -226,26 +230,42 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let nats = args.nats.merge(file.nats).resolve("cuzk-synth")?;
             let synth = args.synth.merge(file.synth).resolve()?;
             if args.check_config {
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nats": nats, "synth": synth }))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({ "nats": nats, "synth": synth })
+                    )?
+                );
                 return Ok(());
             }
             init_telemetry("cuzk-synth", &args.telemetry).await?;
             let (_client, topology) = cuzk_cli::connect(&nats).await?;
             let drain = synth.drain_timeout;
-            let node = Arc::new(cuzk_synth_node::SynthNode::new(topology, synth, nats.name.clone())?);
+            let node = Arc::new(cuzk_synth_node::SynthNode::new(
+                topology,
+                synth,
+                nats.name.clone(),
+            )?);
             run_until_drained(|token| node.run(token), drain).await
         }
         Command::GpuNode(args) => {
             let nats = args.nats.merge(file.nats).resolve("cuzk-gpu")?;
             let gpu = args.gpu.merge(file.gpu).resolve()?;
             if args.check_config {
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "nats": nats, "gpu": gpu }))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({ "nats": nats, "gpu": gpu }))?
+                );
                 return Ok(());
             }
             init_telemetry("cuzk-gpu", &args.telemetry).await?;
             let (_client, topology) = cuzk_cli::connect(&nats).await?;
             let drain = gpu.drain_timeout;
-            let node = Arc::new(cuzk_gpu_node::GpuNode::new(topology, gpu, nats.name.clone())?);
+            let node = Arc::new(cuzk_gpu_node::GpuNode::new(
+                topology,
+                gpu,
+                nats.name.clone(),
+            )?);
             run_until_drained(|token| node.run(token), drain).await
         }
         Command::Bench(args) => bench::run(args, file).await,
@@ -258,10 +278,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ack_wait_secs: args.ack_wait_secs,
                 ..Default::default()
             };
-            let cluster = cuzk_cli::launcher::ProcessCluster::start(spec, &std::env::current_exe()?)?;
+            let cluster =
+                cuzk_cli::launcher::ProcessCluster::start(spec, &std::env::current_exe()?)?;
             println!("NATS: {}", cluster.urls());
             println!("logs: {}", cluster.dir.path().display());
-            println!("submit with: cuzk submit --nats-url {} --wait", cluster.urls());
+            println!(
+                "submit with: cuzk submit --nats-url {} --wait",
+                cluster.urls()
+            );
             tokio::signal::ctrl_c().await?;
             drop(cluster);
             Ok(())
@@ -295,7 +319,8 @@ fn shutdown_on_signal() -> CancellationToken {
     let token = CancellationToken::new();
     let trigger = token.clone();
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -311,7 +336,9 @@ fn shutdown_on_signal() -> CancellationToken {
 async fn init_telemetry(service: &str, args: &TelemetryArgs) -> anyhow::Result<()> {
     telemetry::init(TelemetryOptions::new(service, args));
     if let Some(addr) = args.metrics_addr {
-        cuzk_common::metrics::serve(addr).await.with_context(|| format!("--metrics-addr {addr}"))?;
+        cuzk_common::metrics::serve(addr)
+            .await
+            .with_context(|| format!("--metrics-addr {addr}"))?;
     }
     Ok(())
 }
@@ -327,9 +354,13 @@ async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
     };
     let cluster = LocalCluster::start(synth, gpu).await?;
     info!(url = %cluster.url(), job_id = %spec.job_id, circuit = %spec.circuit, params = %spec.params, "local cluster up; submitting");
-    let outcome = submit_and_wait(&cluster.client, &spec, Duration::from_secs(args.timeout_secs))
-        .instrument(info_span!("submit", job_id = %spec.job_id, otel.kind = "producer"))
-        .await;
+    let outcome = submit_and_wait(
+        &cluster.client,
+        &spec,
+        Duration::from_secs(args.timeout_secs),
+    )
+    .instrument(info_span!("submit", job_id = %spec.job_id, otel.kind = "producer"))
+    .await;
     cluster.stop().await?;
     let result = outcome?;
     println!("job {}: {:?}", result.job_id, result.status);
@@ -348,10 +379,18 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     let nats = args.nats.merge(file.nats).resolve("cuzk-submit")?;
     let spec = args.job.spec()?;
     // Only what OTEL_* asks for: with an endpoint the job's trace starts here.
-    telemetry::init(TelemetryOptions { service_name: "cuzk-submit".into(), ..Default::default() });
+    telemetry::init(TelemetryOptions {
+        service_name: "cuzk-submit".into(),
+        ..Default::default()
+    });
     let client = cuzk_common::nats::connect(&nats).await?;
     if !args.wait {
-        client.publish(cuzk_common::topology::SUBJECT_SUBMIT, serde_json::to_vec(&spec)?.into()).await?;
+        client
+            .publish(
+                cuzk_common::topology::SUBJECT_SUBMIT,
+                serde_json::to_vec(&spec)?.into(),
+            )
+            .await?;
         client.flush().await?;
         println!("{}", spec.job_id);
         return Ok(());
@@ -361,7 +400,9 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     let progress = match js.get_key_value(cuzk_common::topology::JOBS_BUCKET).await {
         Ok(kv) => {
             let job_id = spec.job_id.clone();
-            Some(tokio::spawn(async move { cuzk_cli::status::follow(&kv, &job_id).await }))
+            Some(tokio::spawn(async move {
+                cuzk_cli::status::follow(&kv, &job_id).await
+            }))
         }
         Err(e) => {
             eprintln!("(no progress: cannot read the jobs bucket: {e})");
@@ -390,8 +431,13 @@ async fn status(args: StatusArgs, file: ConfigFile) -> anyhow::Result<()> {
     let (_client, topology) = cuzk_cli::connect(&nats).await?;
     match args.job_id {
         Some(job_id) => {
-            let (record, _) = records::load(&topology.jobs_kv, &job_id).await?.with_context(|| format!("no job {job_id}"))?;
-            println!("job {} ({}): {:?}", record.job_id, record.circuit, record.status);
+            let (record, _) = records::load(&topology.jobs_kv, &job_id)
+                .await?
+                .with_context(|| format!("no job {job_id}"))?;
+            println!(
+                "job {} ({}): {:?}",
+                record.job_id, record.circuit, record.status
+            );
             if let Some(error) = &record.error {
                 println!("error: {error}");
             }
@@ -420,10 +466,17 @@ async fn watch(args: WatchArgs, file: ConfigFile) -> anyhow::Result<()> {
         .with_context(|| format!("job {} did not end within {timeout:?}", args.job_id))??;
     match record.result {
         Some(result) if result.status == JobStatus::Done => {
-            println!("job {}: done, {} partitions, verified: {}", result.job_id, result.partitions, result.verified);
+            println!(
+                "job {}: done, {} partitions, verified: {}",
+                result.job_id, result.partitions, result.verified
+            );
             println!("{}", timings_table(&result));
             Ok(())
         }
-        _ => anyhow::bail!("job {} failed: {}", record.job_id, record.error.unwrap_or_default()),
+        _ => anyhow::bail!(
+            "job {} failed: {}",
+            record.job_id,
+            record.error.unwrap_or_default()
+        ),
     }
 }

@@ -22,8 +22,16 @@ const RECENT_FAILURES: Duration = Duration::from_secs(3600);
 
 /// Partitions synthesized (queued or proved) and proved.
 pub fn progress(record: &JobRecord) -> (usize, usize) {
-    let synthesized = record.partitions.iter().filter(|p| p.status != PartitionStatus::Pending).count();
-    let proved = record.partitions.iter().filter(|p| p.status == PartitionStatus::Proved).count();
+    let synthesized = record
+        .partitions
+        .iter()
+        .filter(|p| p.status != PartitionStatus::Pending)
+        .count();
+    let proved = record
+        .partitions
+        .iter()
+        .filter(|p| p.status == PartitionStatus::Proved)
+        .count();
     (synthesized, proved)
 }
 
@@ -36,7 +44,10 @@ pub async fn recent_jobs(topology: &Topology) -> anyhow::Result<Vec<JobRecord>> 
     if last == 0 {
         return Ok(jobs);
     }
-    let mut watch = topology.jobs_kv.watch_all_from_revision(last.saturating_sub(STATUS_SCAN).max(1)).await?;
+    let mut watch = topology
+        .jobs_kv
+        .watch_all_from_revision(last.saturating_sub(STATUS_SCAN).max(1))
+        .await?;
     // The watch goes on with live updates; stop once the stored revisions are read (`delta` is
     // what is left), or after a quiet second (everything older expired).
     while let Ok(Some(entry)) = tokio::time::timeout(Duration::from_secs(1), watch.next()).await {
@@ -58,7 +69,9 @@ pub async fn recent_jobs(topology: &Topology) -> anyhow::Result<Vec<JobRecord>> 
 /// `cuzk status` without a job id.
 pub async fn cluster_status(topology: &Topology) -> anyhow::Result<String> {
     let mut out = String::new();
-    let nodes = nodes::list(topology).await.map_err(|e| anyhow::anyhow!("reading node heartbeats: {e}"))?;
+    let nodes = nodes::list(topology)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading node heartbeats: {e}"))?;
     writeln!(out, "nodes ({}):", nodes.len())?;
     let now = unix_ms();
     for n in &nodes {
@@ -69,7 +82,11 @@ pub async fn cluster_status(topology: &Topology) -> anyhow::Result<String> {
             n.node,
             n.version,
             n.backend,
-            if n.devices > 0 { format!("×{}", n.devices) } else { String::new() },
+            if n.devices > 0 {
+                format!("×{}", n.devices)
+            } else {
+                String::new()
+            },
             n.workers,
             n.partitions_in_flight,
             n.busy_fraction * 100.0,
@@ -79,7 +96,11 @@ pub async fn cluster_status(topology: &Topology) -> anyhow::Result<String> {
     }
     writeln!(out, "queues:")?;
     for name in [JOBS_STREAM, WORK_STREAM] {
-        writeln!(out, "  {name}: {} waiting", topology.stream_depth(name).await?)?;
+        writeln!(
+            out,
+            "  {name}: {} waiting",
+            topology.stream_depth(name).await?
+        )?;
     }
     let jobs = recent_jobs(topology).await?;
     let in_flight: Vec<&JobRecord> = jobs.iter().filter(|j| !j.status.is_final()).collect();
@@ -106,8 +127,11 @@ pub async fn cluster_status(topology: &Topology) -> anyhow::Result<String> {
         )?;
     }
     let cutoff = now.saturating_sub(RECENT_FAILURES.as_millis() as u64);
-    let failures: Vec<&JobRecord> =
-        jobs.iter().filter(|j| j.status == JobStatus::Failed && j.updated_at_ms >= cutoff).take(10).collect();
+    let failures: Vec<&JobRecord> = jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Failed && j.updated_at_ms >= cutoff)
+        .take(10)
+        .collect();
     writeln!(out, "recent failures ({}):", failures.len())?;
     for job in failures {
         writeln!(
@@ -129,9 +153,11 @@ pub async fn follow(jobs_kv: &kv::Store, job_id: &str) -> anyhow::Result<JobReco
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
         bar.set_style(
-            ProgressStyle::with_template("{prefix} [{elapsed_precise}] [{bar:30}] {pos}/{len} proved · {msg}")
-                .expect("valid template")
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{prefix} [{elapsed_precise}] [{bar:30}] {pos}/{len} proved · {msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
         );
         bar.set_prefix(job_id.to_owned());
         bar.set_message("waiting in the job queue");
@@ -160,7 +186,9 @@ pub async fn follow(jobs_kv: &kv::Store, job_id: &str) -> anyhow::Result<JobReco
                     bar.set_position(proved as u64);
                     bar.set_message(format!("synthesized {synthesized}/{n} · {status}"));
                 }
-                None => eprintln!("job {job_id}: {status}: synthesized {synthesized}/{n}, proved {proved}/{n}"),
+                None => eprintln!(
+                    "job {job_id}: {status}: synthesized {synthesized}/{n}, proved {proved}/{n}"
+                ),
             }
         }
         if record.status.is_final() {

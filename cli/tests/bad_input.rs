@@ -10,7 +10,8 @@ use cuzk_circuits::{CircuitFamily, CircuitSpec};
 use cuzk_cli::submit_and_wait;
 use cuzk_common::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
 use cuzk_common::job::{
-    unix_ms, JobRecord, JobStatus, PartitionRecord, PartitionTimings, WorkItem, JOB_ID_HEADER, WORK_ITEM_VERSION,
+    unix_ms, JobRecord, JobStatus, PartitionRecord, PartitionTimings, WorkItem, JOB_ID_HEADER,
+    WORK_ITEM_VERSION,
 };
 use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_NORMAL};
 use cuzk_common::{objects, records};
@@ -21,7 +22,10 @@ use support::{blobs_left, cluster, job, submit_raw, TIMEOUT};
 fn assert_failed(result: &cuzk_common::job::JobResult, needle: &str) {
     assert_eq!(result.status, JobStatus::Failed, "{result:?}");
     let error = result.error.as_deref().unwrap_or_default();
-    assert!(error.contains(needle), "error {error:?} should mention {needle:?}");
+    assert!(
+        error.contains(needle),
+        "error {error:?} should mention {needle:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -29,7 +33,13 @@ async fn bad_submissions_fail_cleanly() {
     let cluster = cluster().await;
     let client = &cluster.client;
 
-    let result = submit_raw(client, b"{this is not json", None, SUBJECT_RESULTS_MALFORMED).await;
+    let result = submit_raw(
+        client,
+        b"{this is not json",
+        None,
+        SUBJECT_RESULTS_MALFORMED,
+    )
+    .await;
     assert_failed(&result, "not valid JSON");
 
     let mut headers = HeaderMap::new();
@@ -41,29 +51,60 @@ async fn bad_submissions_fail_cleanly() {
     let result = submit_raw(client, body, None, &results_subject("unknown-field")).await;
     assert_failed(&result, "colour");
 
-    let result = submit_and_wait(client, &job("nope", "groth-bogus", json!({}), ""), TIMEOUT).await.unwrap();
-    assert_failed(&result, "unknown circuit 'groth-bogus'");
-
-    let result = submit_and_wait(client, &job("badp", "sha256", json!({"blocks": 0, "partitions": 1}), ""), TIMEOUT)
+    let result = submit_and_wait(client, &job("nope", "groth-bogus", json!({}), ""), TIMEOUT)
         .await
         .unwrap();
+    assert_failed(&result, "unknown circuit 'groth-bogus'");
+
+    let result = submit_and_wait(
+        client,
+        &job("badp", "sha256", json!({"blocks": 0, "partitions": 1}), ""),
+        TIMEOUT,
+    )
+    .await
+    .unwrap();
     assert_failed(&result, "blocks");
 
-    let result = submit_and_wait(client, &job("badt", "mimc", json!({"rounds": "many"}), ""), TIMEOUT).await.unwrap();
+    let result = submit_and_wait(
+        client,
+        &job("badt", "mimc", json!({"rounds": "many"}), ""),
+        TIMEOUT,
+    )
+    .await
+    .unwrap();
     assert_failed(&result, "bad parameters");
 
     let oversized = "x".repeat(800 * 1024);
-    let result = submit_and_wait(client, &job("big", "mimc", json!({"rounds": 10, "partitions": 1}), &oversized), TIMEOUT)
-        .await
-        .unwrap();
+    let result = submit_and_wait(
+        client,
+        &job(
+            "big",
+            "mimc",
+            json!({"rounds": 10, "partitions": 1}),
+            &oversized,
+        ),
+        TIMEOUT,
+    )
+    .await
+    .unwrap();
     assert_failed(&result, "exceeds the limit");
 
-    let mut missing = job("missing-obj", "mimc", json!({"rounds": 10, "partitions": 1}), "");
+    let mut missing = job(
+        "missing-obj",
+        "mimc",
+        json!({"rounds": 10, "partitions": 1}),
+        "",
+    );
     missing.input = cuzk_common::job::JobInput::Object("no-such-object".into());
     let result = submit_and_wait(client, &missing, TIMEOUT).await.unwrap();
     assert_failed(&result, "not found");
 
-    let good = job("after-bad", "mimc", json!({"rounds": 64, "partitions": 1}), "ok");
+    let good = job(
+        "after-bad",
+        "mimc",
+        json!({"rounds": 64, "partitions": 1}),
+        "ok",
+    );
     let result = submit_and_wait(client, &good, TIMEOUT).await.unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
     cluster.stop().await.unwrap();
@@ -73,30 +114,65 @@ async fn bad_submissions_fail_cleanly() {
 async fn duplicate_job_ids_keep_the_original() {
     let cluster = cluster().await;
     let client = &cluster.client;
-    let original = job("dup", "mimc", json!({"rounds": 200, "partitions": 2}), "one");
+    let original = job(
+        "dup",
+        "mimc",
+        json!({"rounds": 200, "partitions": 2}),
+        "one",
+    );
     let mut duplicate = original.clone();
     duplicate.params = json!({"rounds": 300, "partitions": 1});
 
     let mut results = client.subscribe(results_subject("dup")).await.unwrap();
     for spec in [&original, &duplicate, &original] {
-        client.publish(cuzk_common::topology::SUBJECT_SUBMIT, serde_json::to_vec(spec).unwrap().into()).await.unwrap();
+        client
+            .publish(
+                cuzk_common::topology::SUBJECT_SUBMIT,
+                serde_json::to_vec(spec).unwrap().into(),
+            )
+            .await
+            .unwrap();
     }
     client.flush().await.unwrap();
-    let first = tokio::time::timeout(TIMEOUT, results.next()).await.unwrap().unwrap();
+    let first = tokio::time::timeout(TIMEOUT, results.next())
+        .await
+        .unwrap()
+        .unwrap();
     let first: cuzk_common::job::JobResult = serde_json::from_slice(&first.payload).unwrap();
     assert_eq!(first.status, JobStatus::Done, "{:?}", first.error);
-    assert_eq!(first.partitions, 2, "the original submission's params were used");
+    assert_eq!(
+        first.partitions, 2,
+        "the original submission's params were used"
+    );
     // Submitting again after completion changes nothing either.
-    client.publish(cuzk_common::topology::SUBJECT_SUBMIT, serde_json::to_vec(&duplicate).unwrap().into()).await.unwrap();
+    client
+        .publish(
+            cuzk_common::topology::SUBJECT_SUBMIT,
+            serde_json::to_vec(&duplicate).unwrap().into(),
+        )
+        .await
+        .unwrap();
     let extra = tokio::time::timeout(Duration::from_secs(8), results.next()).await;
-    assert!(extra.is_err(), "a duplicate produced a second result: {extra:?}");
-    let (record, _) = records::load(&cluster.topology.jobs_kv, "dup").await.unwrap().unwrap();
+    assert!(
+        extra.is_err(),
+        "a duplicate produced a second result: {extra:?}"
+    );
+    let (record, _) = records::load(&cluster.topology.jobs_kv, "dup")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.params, original.params);
     cluster.stop().await.unwrap();
 }
 
 /// Publishes a work item for a one-partition job whose blob is `blob`, as a synth node would.
-async fn inject_partition(cluster: &cuzk_cli::LocalCluster, job_id: &str, blob: &[u8], family: &dyn CircuitFamily, params: serde_json::Value) {
+async fn inject_partition(
+    cluster: &cuzk_cli::LocalCluster,
+    job_id: &str,
+    blob: &[u8],
+    family: &dyn CircuitFamily,
+    params: serde_json::Value,
+) {
     let record = JobRecord {
         job_id: job_id.into(),
         circuit: family.name().into(),
@@ -110,9 +186,13 @@ async fn inject_partition(cluster: &cuzk_cli::LocalCluster, job_id: &str, blob: 
         error: None,
         result: None,
     };
-    assert!(records::create(&cluster.topology.jobs_kv, &record).await.unwrap());
+    assert!(records::create(&cluster.topology.jobs_kv, &record)
+        .await
+        .unwrap());
     let object = format!("{job_id}/0/0");
-    objects::put(&cluster.topology.blobs, &object, blob).await.unwrap();
+    objects::put(&cluster.topology.blobs, &object, blob)
+        .await
+        .unwrap();
     let item = WorkItem {
         version: WORK_ITEM_VERSION,
         job_id: job_id.into(),
@@ -125,31 +205,53 @@ async fn inject_partition(cluster: &cuzk_cli::LocalCluster, job_id: &str, blob: 
         published_at_ms: unix_ms(),
         timings: PartitionTimings::default(),
     };
-    cluster.topology.js.publish(SUBJECT_WORK_NORMAL, item.encode().into()).await.unwrap().await.unwrap();
+    cluster
+        .topology
+        .js
+        .publish(SUBJECT_WORK_NORMAL, item.encode().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_and_truncated_blobs_fail_the_job() {
     let cluster = cluster().await;
     let params = json!({"rounds": 100, "partitions": 1});
-    let family = cuzk_circuits::resolve(&CircuitSpec { name: "mimc".into(), params: params.clone() }).unwrap();
+    let family = cuzk_circuits::resolve(&CircuitSpec {
+        name: "mimc".into(),
+        params: params.clone(),
+    })
+    .unwrap();
     let assignment = family.synthesize_partition(b"blob", 0).unwrap();
 
     let cases: [(&str, fn(Vec<u8>) -> Vec<u8>, &str); 3] = [
         ("truncated", |b| b[..b.len() / 2].to_vec(), "truncated"),
-        ("flipped", |mut b| {
-            let last = b.len() - 1;
-            b[last] ^= 0x40;
-            b
-        }, "checksum"),
+        (
+            "flipped",
+            |mut b| {
+                let last = b.len() - 1;
+                b[last] ^= 0x40;
+                b
+            },
+            "checksum",
+        ),
         ("garbage", |b| vec![0x5a; b.len()], "bad magic"),
     ];
     for (job_id, damage, needle) in cases {
         let info = BlobHeaderInfo::new(job_id, 0, family.shape_key()).unwrap();
         let blob = damage(encode_blob(&info, &assignment, &EncodeOptions::default()));
-        let mut results = cluster.client.subscribe(results_subject(job_id)).await.unwrap();
+        let mut results = cluster
+            .client
+            .subscribe(results_subject(job_id))
+            .await
+            .unwrap();
         inject_partition(&cluster, job_id, &blob, &*family, params.clone()).await;
-        let message = tokio::time::timeout(TIMEOUT, results.next()).await.unwrap().unwrap();
+        let message = tokio::time::timeout(TIMEOUT, results.next())
+            .await
+            .unwrap()
+            .unwrap();
         let result: cuzk_common::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
         assert_failed(&result, needle);
     }
@@ -157,15 +259,33 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
     // A work item whose blob is a valid blob of another job is refused too.
     let info = BlobHeaderInfo::new("someone-else", 0, family.shape_key()).unwrap();
     let blob = encode_blob(&info, &assignment, &EncodeOptions::default());
-    let mut results = cluster.client.subscribe(results_subject("mixup")).await.unwrap();
+    let mut results = cluster
+        .client
+        .subscribe(results_subject("mixup"))
+        .await
+        .unwrap();
     inject_partition(&cluster, "mixup", &blob, &*family, params.clone()).await;
-    let message = tokio::time::timeout(TIMEOUT, results.next()).await.unwrap().unwrap();
+    let message = tokio::time::timeout(TIMEOUT, results.next())
+        .await
+        .unwrap()
+        .unwrap();
     let result: cuzk_common::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
     assert_failed(&result, "not this work item");
 
-    assert_eq!(blobs_left(&cluster.topology).await, 0, "failed jobs' blobs are deleted");
-    let good = job("still-alive", "mimc", json!({"rounds": 64, "partitions": 1}), "ok");
-    let result = submit_and_wait(&cluster.client, &good, TIMEOUT).await.unwrap();
+    assert_eq!(
+        blobs_left(&cluster.topology).await,
+        0,
+        "failed jobs' blobs are deleted"
+    );
+    let good = job(
+        "still-alive",
+        "mimc",
+        json!({"rounds": 64, "partitions": 1}),
+        "ok",
+    );
+    let result = submit_and_wait(&cluster.client, &good, TIMEOUT)
+        .await
+        .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
     cluster.stop().await.unwrap();
 }

@@ -22,7 +22,14 @@ const CUZK: &str = env!("CARGO_BIN_EXE_cuzk");
 const DEADLINE: Duration = Duration::from_secs(240);
 
 fn spec(servers: usize, synth: usize, gpu: usize) -> LaunchSpec {
-    LaunchSpec { servers, synth_nodes: synth, gpu_nodes: gpu, threads: 1, ack_wait_secs: 3, ..Default::default() }
+    LaunchSpec {
+        servers,
+        synth_nodes: synth,
+        gpu_nodes: gpu,
+        threads: 1,
+        ack_wait_secs: 3,
+        ..Default::default()
+    }
 }
 
 async fn client_for(cluster: &ProcessCluster) -> (async_nats::Client, Topology) {
@@ -41,13 +48,23 @@ async fn client_for(cluster: &ProcessCluster) -> (async_nats::Client, Topology) 
 /// Jobs long enough (several partitions of ~40 k constraints) that a fault lands mid-job.
 fn good_jobs(prefix: &str, count: usize) -> Vec<JobSpec> {
     (0..count)
-        .map(|i| job(&format!("{prefix}-{i}"), "mimc", json!({"rounds": 20000, "partitions": 3}), &format!("in-{i}")))
+        .map(|i| {
+            job(
+                &format!("{prefix}-{i}"),
+                "mimc",
+                json!({"rounds": 20000, "partitions": 3}),
+                &format!("in-{i}"),
+            )
+        })
         .collect()
 }
 
 async fn submit(client: &async_nats::Client, jobs: &[JobSpec]) {
     for spec in jobs {
-        client.publish(SUBJECT_SUBMIT, serde_json::to_vec(spec).unwrap().into()).await.unwrap();
+        client
+            .publish(SUBJECT_SUBMIT, serde_json::to_vec(spec).unwrap().into())
+            .await
+            .unwrap();
     }
     client.flush().await.unwrap();
 }
@@ -56,7 +73,11 @@ async fn submit(client: &async_nats::Client, jobs: &[JobSpec]) {
 async fn wait_for_log(cluster: &ProcessCluster, node: &str, needle: &str) {
     let deadline = Instant::now() + DEADLINE;
     while !cluster.log(node).contains(needle) {
-        assert!(Instant::now() < deadline, "{node} never logged {needle:?}:\n{}", cluster.log(node));
+        assert!(
+            Instant::now() < deadline,
+            "{node} never logged {needle:?}:\n{}",
+            cluster.log(node)
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -74,34 +95,55 @@ async fn stored_results(topology: &Topology) -> HashMap<String, usize> {
     panic!("the results stream stayed unreachable");
 }
 
-async fn try_stored_results(topology: &Topology) -> Result<HashMap<String, usize>, async_nats::Error> {
+async fn try_stored_results(
+    topology: &Topology,
+) -> Result<HashMap<String, usize>, async_nats::Error> {
     let stream = topology.js.get_stream(RESULTS_STREAM).await?;
     let mut info = stream.info_with_subjects("cuzk.results.>").await?;
     let mut counts = HashMap::new();
     while let Some(entry) = info.next().await {
         let (subject, count) = entry?;
-        counts.insert(subject.trim_start_matches("cuzk.results.").to_owned(), count);
+        counts.insert(
+            subject.trim_start_matches("cuzk.results.").to_owned(),
+            count,
+        );
     }
     Ok(counts)
 }
 
 async fn last_result(topology: &Topology, job_id: &str) -> JobResult {
     let stream = topology.js.get_stream(RESULTS_STREAM).await.unwrap();
-    let message = stream.get_last_raw_message_by_subject(&format!("cuzk.results.{job_id}")).await.unwrap();
+    let message = stream
+        .get_last_raw_message_by_subject(&format!("cuzk.results.{job_id}"))
+        .await
+        .unwrap();
     serde_json::from_slice(&message.payload).unwrap()
 }
 
 /// Every job reported exactly once with the expected outcome; good jobs' proofs verify; no blob
 /// is left behind; no node died.
-async fn assert_all_reported_once(cluster: &mut ProcessCluster, topology: &Topology, good: &[JobSpec], poison: &[&str]) {
+async fn assert_all_reported_once(
+    cluster: &mut ProcessCluster,
+    topology: &Topology,
+    good: &[JobSpec],
+    poison: &[&str],
+) {
     let deadline = Instant::now() + DEADLINE;
     loop {
         let counts = stored_results(topology).await;
-        let done = good.iter().map(|j| j.job_id.as_str()).chain(poison.iter().copied()).all(|id| counts.contains_key(id));
+        let done = good
+            .iter()
+            .map(|j| j.job_id.as_str())
+            .chain(poison.iter().copied())
+            .all(|id| counts.contains_key(id));
         if done {
             break;
         }
-        assert!(Instant::now() < deadline, "jobs missing results after {DEADLINE:?}: have {counts:?}\n{}", cluster.log_tails(6000));
+        assert!(
+            Instant::now() < deadline,
+            "jobs missing results after {DEADLINE:?}: have {counts:?}\n{}",
+            cluster.log_tails(6000)
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // Give a late duplicate (a redelivered partition assembling again) the chance to show.
@@ -109,13 +151,30 @@ async fn assert_all_reported_once(cluster: &mut ProcessCluster, topology: &Topol
     let counts = stored_results(topology).await;
     let cache = ParamCache::from_env().unwrap();
     for spec in good {
-        assert_eq!(counts.get(&spec.job_id), Some(&1), "job {} reported {:?} times", spec.job_id, counts.get(&spec.job_id));
+        assert_eq!(
+            counts.get(&spec.job_id),
+            Some(&1),
+            "job {} reported {:?} times",
+            spec.job_id,
+            counts.get(&spec.job_id)
+        );
         let result = last_result(topology, &spec.job_id).await;
-        assert_eq!(result.status, JobStatus::Done, "{}: {:?}", spec.job_id, result.error);
+        assert_eq!(
+            result.status,
+            JobStatus::Done,
+            "{}: {:?}",
+            spec.job_id,
+            result.error
+        );
         cuzk_cli::verify_job_proof(spec, &result, &cache).unwrap();
     }
     for id in poison {
-        assert_eq!(counts.get(*id), Some(&1), "poison job {id} reported {:?} times", counts.get(*id));
+        assert_eq!(
+            counts.get(*id),
+            Some(&1),
+            "poison job {id} reported {:?} times",
+            counts.get(*id)
+        );
         assert_eq!(last_result(topology, id).await.status, JobStatus::Failed);
     }
     assert_eq!(blobs_left(topology).await, 0, "blobs left behind");
@@ -144,7 +203,10 @@ async fn gpu_node_killed_mid_partition() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synth_node_killed_mid_job() {
     let mut cluster = ProcessCluster::start(
-        LaunchSpec { synth_args: vec!["--synth-partitions-in-flight".into(), "1".into()], ..spec(1, 1, 1) },
+        LaunchSpec {
+            synth_args: vec!["--synth-partitions-in-flight".into(), "1".into()],
+            ..spec(1, 1, 1)
+        },
         cuzk(),
     )
     .unwrap();
@@ -189,7 +251,12 @@ async fn poison_job_among_good_ones() {
     let mut cluster = ProcessCluster::start(spec(1, 1, 1), cuzk()).unwrap();
     let (client, topology) = client_for(&cluster).await;
     let good = good_jobs("healthy", 2);
-    let mut poison = job("poison", "mimc", json!({"rounds": 100, "partitions": 2}), "");
+    let mut poison = job(
+        "poison",
+        "mimc",
+        json!({"rounds": 100, "partitions": 2}),
+        "",
+    );
     poison.input = JobInput::Object("never-uploaded".into());
     submit(&client, &[good[0].clone(), poison, good[1].clone()]).await;
     assert_all_reported_once(&mut cluster, &topology, &good, &["poison"]).await;
@@ -222,19 +289,38 @@ async fn partition_that_kills_every_worker_fails_the_job() {
 
     cuzk_common::telemetry::init_logging();
     let server = NatsServer::start().unwrap();
-    let config = NatsArgs { urls: Some(vec![server.url()]), ack_wait_secs: Some(3), ..Default::default() }
-        .resolve("abandon-test")
-        .unwrap();
+    let config = NatsArgs {
+        urls: Some(vec![server.url()]),
+        ack_wait_secs: Some(3),
+        ..Default::default()
+    }
+    .resolve("abandon-test")
+    .unwrap();
     let topology = cuzk_cli::provision_all(&config).await.unwrap();
     let (_client, synth_topology) = cuzk_cli::connect(&config).await.unwrap();
-    let synth = SynthArgs { threads: Some(1), ..Default::default() }.resolve().unwrap();
-    let synth = Arc::new(cuzk_synth_node::SynthNode::new(synth_topology, synth, "synth".into()).unwrap());
+    let synth = SynthArgs {
+        threads: Some(1),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    let synth =
+        Arc::new(cuzk_synth_node::SynthNode::new(synth_topology, synth, "synth".into()).unwrap());
     let shutdown = CancellationToken::new();
     let synth_task = tokio::spawn(synth.run(shutdown.clone()));
 
     let client = topology.js.client();
     let mut results = client.subscribe("cuzk.results.doomed").await.unwrap();
-    submit(&client, &[job("doomed", "mimc", json!({"rounds": 50, "partitions": 1}), "x")]).await;
+    submit(
+        &client,
+        &[job(
+            "doomed",
+            "mimc",
+            json!({"rounds": 50, "partitions": 1}),
+            "x",
+        )],
+    )
+    .await;
     let [_, normal] = topology.gpu_consumers().await.unwrap();
     for delivery in 1..=cuzk_common::topology::MAX_DELIVER {
         let message = pull_one(&normal, Duration::from_secs(20)).await.unwrap();
@@ -242,15 +328,40 @@ async fn partition_that_kills_every_worker_fails_the_job() {
     }
     // The server notices the exhaustion when it next tries to deliver, i.e. while a worker
     // is waiting for work, as GPU workers always are.
-    assert!(pull_one(&normal, Duration::from_secs(8)).await.unwrap().is_none(), "a sixth delivery");
-    let result = tokio::time::timeout(Duration::from_secs(30), results.next()).await.expect("failure reported").unwrap();
+    assert!(
+        pull_one(&normal, Duration::from_secs(8))
+            .await
+            .unwrap()
+            .is_none(),
+        "a sixth delivery"
+    );
+    let result = tokio::time::timeout(Duration::from_secs(30), results.next())
+        .await
+        .expect("failure reported")
+        .unwrap();
     let result: JobResult = serde_json::from_slice(&result.payload).unwrap();
     assert_eq!(result.status, JobStatus::Failed);
-    assert!(result.error.as_deref().unwrap_or_default().contains("abandoned after 5 deliveries"), "{:?}", result.error);
+    assert!(
+        result
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("abandoned after 5 deliveries"),
+        "{:?}",
+        result.error
+    );
     assert_eq!(stored_results(&topology).await.get("doomed"), Some(&1));
     assert_eq!(blobs_left(&topology).await, 0);
-    let mut work = topology.js.get_stream(cuzk_common::topology::WORK_STREAM).await.unwrap();
-    assert_eq!(work.info().await.unwrap().state.messages, 0, "the abandoned work item was removed");
+    let mut work = topology
+        .js
+        .get_stream(cuzk_common::topology::WORK_STREAM)
+        .await
+        .unwrap();
+    assert_eq!(
+        work.info().await.unwrap().state.messages,
+        0,
+        "the abandoned work item was removed"
+    );
     shutdown.cancel();
     synth_task.await.unwrap().unwrap();
 }

@@ -83,7 +83,8 @@ fn serve_connection(stream: TcpStream, receiver: &Receiver) {
             return;
         }
         if request_line.contains("/v1/traces") {
-            let request = ExportTraceServiceRequest::decode(body.as_slice()).expect("an OTLP trace request");
+            let request =
+                ExportTraceServiceRequest::decode(body.as_slice()).expect("an OTLP trace request");
             let mut spans = receiver.spans.lock().unwrap();
             for resource in request.resource_spans {
                 for scope in resource.scope_spans {
@@ -115,7 +116,8 @@ fn serve_connection(stream: TcpStream, receiver: &Receiver) {
                 }
             }
         }
-        let reply = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n";
+        let reply =
+            "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\nContent-Length: 0\r\n\r\n";
         if writer.write_all(reply.as_bytes()).is_err() {
             return;
         }
@@ -137,11 +139,17 @@ fn setup() -> &'static Arc<Receiver> {
 }
 
 async fn flush() {
-    tokio::task::spawn_blocking(|| telemetry::get().unwrap().flush()).await.unwrap();
+    tokio::task::spawn_blocking(|| telemetry::get().unwrap().flush())
+        .await
+        .unwrap();
 }
 
 /// The spans of the trace whose `job` span carries `job_id`, once `done` says they are all in.
-async fn job_trace(receiver: &Receiver, job_id: &str, done: impl Fn(&[RecordedSpan]) -> bool) -> Vec<RecordedSpan> {
+async fn job_trace(
+    receiver: &Receiver,
+    job_id: &str,
+    done: impl Fn(&[RecordedSpan]) -> bool,
+) -> Vec<RecordedSpan> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         flush().await;
@@ -149,16 +157,26 @@ async fn job_trace(receiver: &Receiver, job_id: &str, done: impl Fn(&[RecordedSp
             let spans = receiver.spans.lock().unwrap();
             let trace_id = spans
                 .iter()
-                .find(|s| s.name == "job" && s.attributes.get("job_id").map(String::as_str) == Some(job_id))
+                .find(|s| {
+                    s.name == "job"
+                        && s.attributes.get("job_id").map(String::as_str) == Some(job_id)
+                })
                 .map(|s| s.trace_id.clone());
             if let Some(trace_id) = trace_id {
-                let trace: Vec<RecordedSpan> = spans.iter().filter(|s| s.trace_id == trace_id).cloned().collect();
+                let trace: Vec<RecordedSpan> = spans
+                    .iter()
+                    .filter(|s| s.trace_id == trace_id)
+                    .cloned()
+                    .collect();
                 if done(&trace) {
                     return trace;
                 }
             }
         }
-        assert!(Instant::now() < deadline, "the spans of job {job_id} did not all arrive");
+        assert!(
+            Instant::now() < deadline,
+            "the spans of job {job_id} did not all arrive"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -168,11 +186,17 @@ fn named<'a>(spans: &'a [RecordedSpan], name: &str) -> Vec<&'a RecordedSpan> {
 }
 
 fn children<'a>(spans: &'a [RecordedSpan], parent: &RecordedSpan) -> Vec<&'a RecordedSpan> {
-    spans.iter().filter(|s| s.parent == parent.span_id).collect()
+    spans
+        .iter()
+        .filter(|s| s.parent == parent.span_id)
+        .collect()
 }
 
 fn child_names(spans: &[RecordedSpan], parent: &RecordedSpan) -> Vec<String> {
-    let mut names: Vec<String> = children(spans, parent).iter().map(|s| s.name.clone()).collect();
+    let mut names: Vec<String> = children(spans, parent)
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
     names.sort();
     names
 }
@@ -208,14 +232,24 @@ async fn one_job_is_one_trace_across_both_nodes() {
     let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let caller_span = "00f067aa0ba902b7";
     let mut headers = async_nats::HeaderMap::new();
-    headers.insert("traceparent", format!("00-{caller_trace}-{caller_span}-01").as_str());
-    let spec = job("traced", "mimc", json!({"rounds": 200, "partitions": 2}), "trace me");
+    headers.insert(
+        "traceparent",
+        format!("00-{caller_trace}-{caller_span}-01").as_str(),
+    );
+    let spec = job(
+        "traced",
+        "mimc",
+        json!({"rounds": 200, "partitions": 2}),
+        "trace me",
+    );
     let body = serde_json::to_vec(&spec).unwrap();
     let result = submit_raw(&cluster.client, &body, Some(headers), "cuzk.results.traced").await;
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
 
     let complete = |spans: &[RecordedSpan]| {
-        named(spans, "gpu.partition").len() == 2 && named(spans, "assemble").len() == 1 && named(spans, "job").len() == 1
+        named(spans, "gpu.partition").len() == 2
+            && named(spans, "assemble").len() == 1
+            && named(spans, "job").len() == 1
     };
     let spans = job_trace(receiver, "traced", complete).await;
     let root = named(&spans, "job")[0];
@@ -228,45 +262,87 @@ async fn one_job_is_one_trace_across_both_nodes() {
     for span in &spans {
         assert!(span.end >= span.start, "{span:?}");
         if span.span_id != root.span_id {
-            assert!(ids.contains(&span.parent.as_str()), "{} has a parent outside the trace", span.name);
+            assert!(
+                ids.contains(&span.parent.as_str()),
+                "{} has a parent outside the trace",
+                span.name
+            );
         }
     }
 
     // Synth node: the job's queue wait, then a span per partition with its stages.
-    assert_eq!(child_names(&spans, root), ["job.queue_wait", "partition", "partition"]);
+    assert_eq!(
+        child_names(&spans, root),
+        ["job.queue_wait", "partition", "partition"]
+    );
     let mut proved = 0;
-    for partition in children(&spans, root).into_iter().filter(|s| s.name == "partition") {
+    for partition in children(&spans, root)
+        .into_iter()
+        .filter(|s| s.name == "partition")
+    {
         assert_eq!(
             child_names(&spans, partition),
-            ["encode", "publish_work", "queue_room_wait", "synthesize", "upload"],
+            [
+                "encode",
+                "publish_work",
+                "queue_room_wait",
+                "synthesize",
+                "upload"
+            ],
             "synth partition {:?}",
             partition.attributes.get("partition")
         );
         // GPU node, across the work queue: a child of the synth node's publish.
-        let publish = children(&spans, partition).into_iter().find(|s| s.name == "publish_work").unwrap();
+        let publish = children(&spans, partition)
+            .into_iter()
+            .find(|s| s.name == "publish_work")
+            .unwrap();
         let gpu = children(&spans, publish);
         assert_eq!(gpu.len(), 1, "one GPU span per published partition");
         let gpu = gpu[0];
         assert_eq!(gpu.name, "gpu.partition");
-        assert_eq!(gpu.attributes.get("partition"), partition.attributes.get("partition"));
+        assert_eq!(
+            gpu.attributes.get("partition"),
+            partition.attributes.get("partition")
+        );
         let names = child_names(&spans, gpu);
         for stage in ["work.queue_wait", "fetch", "decode", "load_params", "prove"] {
-            assert!(names.iter().any(|n| n == stage), "GPU partition span lacks {stage}: {names:?}");
+            assert!(
+                names.iter().any(|n| n == stage),
+                "GPU partition span lacks {stage}: {names:?}"
+            );
         }
-        let prove = children(&spans, gpu).into_iter().find(|s| s.name == "prove").unwrap();
+        let prove = children(&spans, gpu)
+            .into_iter()
+            .find(|s| s.name == "prove")
+            .unwrap();
         assert_eq!(child_names(&spans, prove), ["compute_h", "msms"]);
         proved += names.iter().filter(|n| *n == "assemble").count();
     }
-    assert_eq!(proved, 1, "exactly one GPU partition span assembles the job");
+    assert_eq!(
+        proved, 1,
+        "exactly one GPU partition span assembles the job"
+    );
 
     // Without a caller's context the job starts its own trace.
-    let spec = job("untraced", "mimc", json!({"rounds": 50, "partitions": 1}), "root");
+    let spec = job(
+        "untraced",
+        "mimc",
+        json!({"rounds": 50, "partitions": 1}),
+        "root",
+    );
     let body = serde_json::to_vec(&spec).unwrap();
     let result = submit_raw(&cluster.client, &body, None, "cuzk.results.untraced").await;
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
-    let spans = job_trace(receiver, "untraced", |s| named(s, "gpu.partition").len() == 1).await;
+    let spans = job_trace(receiver, "untraced", |s| {
+        named(s, "gpu.partition").len() == 1
+    })
+    .await;
     let root = named(&spans, "job")[0];
-    assert!(root.parent.is_empty(), "a job without traceparent is a root span");
+    assert!(
+        root.parent.is_empty(),
+        "a job without traceparent is a root span"
+    );
     assert_ne!(root.trace_id, caller_trace);
     assert_eq!(named(&spans, "assemble").len(), 1);
     cluster.stop().await.unwrap();
@@ -274,33 +350,65 @@ async fn one_job_is_one_trace_across_both_nodes() {
 
 fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
     (status, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_endpoint_shows_stage_histograms_after_a_job() {
     setup();
-    let addr = cuzk_common::metrics::serve("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = cuzk_common::metrics::serve("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let cluster = cluster().await;
-    let spec = job("scraped", "mimc", json!({"rounds": 100, "partitions": 2}), "metrics");
+    let spec = job(
+        "scraped",
+        "mimc",
+        json!({"rounds": 100, "partitions": 2}),
+        "metrics",
+    );
     let body = serde_json::to_vec(&spec).unwrap();
     let result = submit_raw(&cluster.client, &body, None, "cuzk.results.scraped").await;
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
 
-    let stages = ["job_queue", "synth", "encode", "upload", "work_queue", "fetch", "decode", "h", "msm", "prove", "assemble", "job_total"];
+    let stages = [
+        "job_queue",
+        "synth",
+        "encode",
+        "upload",
+        "work_queue",
+        "fetch",
+        "decode",
+        "h",
+        "msm",
+        "prove",
+        "assemble",
+        "job_total",
+    ];
     let count_line = |metrics: &str, stage: &str| {
         let prefix = "cuzk_stage_duration_seconds_count";
-        metrics.lines().find(|l| l.starts_with(prefix) && l.contains(&format!("stage=\"{stage}\""))).map(str::to_owned)
+        metrics
+            .lines()
+            .find(|l| l.starts_with(prefix) && l.contains(&format!("stage=\"{stage}\"")))
+            .map(str::to_owned)
     };
     // The result is published before the reporting node records its last stages: poll briefly.
     let deadline = Instant::now() + Duration::from_secs(10);
     let metrics = loop {
-        let (status, metrics) = tokio::task::spawn_blocking(move || http_get(addr, "/metrics")).await.unwrap();
+        let (status, metrics) = tokio::task::spawn_blocking(move || http_get(addr, "/metrics"))
+            .await
+            .unwrap();
         assert_eq!(status, 200);
         if stages.iter().all(|s| count_line(&metrics, s).is_some()) || Instant::now() > deadline {
             break metrics;
@@ -309,7 +417,8 @@ async fn prometheus_endpoint_shows_stage_histograms_after_a_job() {
     };
     eprintln!("{metrics}");
     for stage in stages {
-        let count = count_line(&metrics, stage).unwrap_or_else(|| panic!("no histogram for stage {stage}"));
+        let count =
+            count_line(&metrics, stage).unwrap_or_else(|| panic!("no histogram for stage {stage}"));
         let n: f64 = count.rsplit(' ').next().unwrap().parse().unwrap();
         assert!(n >= 1.0, "{count}");
     }
@@ -325,13 +434,22 @@ async fn prometheus_endpoint_shows_stage_histograms_after_a_job() {
         assert!(metrics.lines().any(|l| l.starts_with(name)), "no {name}");
     }
 
-    let health = tokio::task::spawn_blocking(move || (http_get(addr, "/healthz").0, http_get(addr, "/readyz").0)).await.unwrap();
+    let health = tokio::task::spawn_blocking(move || {
+        (http_get(addr, "/healthz").0, http_get(addr, "/readyz").0)
+    })
+    .await
+    .unwrap();
     assert_eq!(health, (200, 200));
 
     // The nodes' heartbeats are in the nodes bucket, and `cuzk status` shows them.
-    let status = cuzk_cli::status::cluster_status(&cluster.topology).await.unwrap();
+    let status = cuzk_cli::status::cluster_status(&cluster.topology)
+        .await
+        .unwrap();
     eprintln!("{status}");
-    assert!(status.contains("synth") && status.contains("gpu "), "{status}");
+    assert!(
+        status.contains("synth") && status.contains("gpu "),
+        "{status}"
+    );
     assert!(status.contains("CUZK_WORK: 0 waiting"), "{status}");
     cluster.stop().await.unwrap();
 }

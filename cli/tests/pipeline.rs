@@ -16,23 +16,51 @@ async fn multi_partition_jobs_come_back_verified() {
     let cluster = cluster().await;
     let cache = ParamCache::from_env().unwrap();
     let jobs = [
-        job("mimc-3", "mimc", json!({"rounds": 1000, "partitions": 3}), "first"),
-        job("sha-2", "sha256", json!({"blocks": 1, "partitions": 2}), "second"),
+        job(
+            "mimc-3",
+            "mimc",
+            json!({"rounds": 1000, "partitions": 3}),
+            "first",
+        ),
+        job(
+            "sha-2",
+            "sha256",
+            json!({"blocks": 1, "partitions": 2}),
+            "second",
+        ),
     ];
     for spec in &jobs {
-        let result = submit_and_wait(&cluster.client, spec, TIMEOUT).await.unwrap();
+        let result = submit_and_wait(&cluster.client, spec, TIMEOUT)
+            .await
+            .unwrap();
         assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
         assert!(result.verified);
         assert_eq!(result.partition_timings.len(), result.partitions as usize);
-        assert!(result.partition_timings.iter().all(|t| t.blob_bytes > 0 && t.prove_ms > 0.0));
+        assert!(result
+            .partition_timings
+            .iter()
+            .all(|t| t.blob_bytes > 0 && t.prove_ms > 0.0));
         verify_job_proof(spec, &result, &cache).unwrap();
 
-        let (record, _) = records::load(&cluster.topology.jobs_kv, &spec.job_id).await.unwrap().unwrap();
+        let (record, _) = records::load(&cluster.topology.jobs_kv, &spec.job_id)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(record.status, JobStatus::Done);
-        assert!(record.partitions.iter().all(|p| p.status == PartitionStatus::Proved));
-        assert_eq!(record.result.as_ref().and_then(|r| r.proof.clone()), result.proof);
+        assert!(record
+            .partitions
+            .iter()
+            .all(|p| p.status == PartitionStatus::Proved));
+        assert_eq!(
+            record.result.as_ref().and_then(|r| r.proof.clone()),
+            result.proof
+        );
     }
-    assert_eq!(blobs_left(&cluster.topology).await, 0, "proved blobs are deleted");
+    assert_eq!(
+        blobs_left(&cluster.topology).await,
+        0,
+        "proved blobs are deleted"
+    );
     cluster.stop().await.unwrap();
 }
 
@@ -40,8 +68,15 @@ async fn multi_partition_jobs_come_back_verified() {
 async fn a_tampered_result_does_not_verify() {
     let cluster = cluster().await;
     let cache = ParamCache::from_env().unwrap();
-    let spec = job("tamper", "mimc", json!({"rounds": 300, "partitions": 2}), "x");
-    let mut result = submit_and_wait(&cluster.client, &spec, TIMEOUT).await.unwrap();
+    let spec = job(
+        "tamper",
+        "mimc",
+        json!({"rounds": 300, "partitions": 2}),
+        "x",
+    );
+    let mut result = submit_and_wait(&cluster.client, &spec, TIMEOUT)
+        .await
+        .unwrap();
     cluster.stop().await.unwrap();
     verify_job_proof(&spec, &result, &cache).unwrap();
     // Swap the two partition proofs: each is valid, but not for the other's public inputs.
@@ -59,14 +94,25 @@ async fn gpu_node_proves_with_a_parameter_file_from_a_path() {
     use rand::SeedableRng;
 
     let params_json = json!({"rounds": 77, "partitions": 2});
-    let family = cuzk_circuits::resolve(&CircuitSpec { name: "mimc".into(), params: params_json.clone() }).unwrap();
+    let family = cuzk_circuits::resolve(&CircuitSpec {
+        name: "mimc".into(),
+        params: params_json.clone(),
+    })
+    .unwrap();
     // Parameters unlike the cache's (another seed): proofs verify only if the file was used.
-    let params = family.generate_test_params(&mut rand_chacha::ChaCha20Rng::seed_from_u64(7)).unwrap();
+    let params = family
+        .generate_test_params(&mut rand_chacha::ChaCha20Rng::seed_from_u64(7))
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ceremony.params");
     cuzk_prover::params::write_params(&params, &path).unwrap();
 
-    let synth = SynthArgs { threads: Some(2), ..Default::default() }.resolve().unwrap();
+    let synth = SynthArgs {
+        threads: Some(2),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
     let gpu = GpuArgs {
         backend: Some(BackendKind::Cpu),
         cpu_threads: Some(2),
@@ -77,7 +123,9 @@ async fn gpu_node_proves_with_a_parameter_file_from_a_path() {
     .unwrap();
     let cluster = cuzk_cli::LocalCluster::start(synth, gpu).await.unwrap();
     let spec = job("from-file", "mimc", params_json, "file");
-    let result = submit_and_wait(&cluster.client, &spec, TIMEOUT).await.unwrap();
+    let result = submit_and_wait(&cluster.client, &spec, TIMEOUT)
+        .await
+        .unwrap();
     cluster.stop().await.unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
     let pvk = prepare_verifying_key(&params.vk);

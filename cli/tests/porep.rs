@@ -42,40 +42,72 @@ fn a_real_2kib_c1_is_proved_and_verify_seal_accepts_it() {
     let sector = seal_sector(SectorSize::S2KiB, work.path(), 7, [3; 32], &mut rng).expect("sealed");
     let c1 = &sector.c1_json;
 
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap().block_on(async {
-        let cluster = cluster().await;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let cluster = cluster().await;
 
-        // Bad C1 outputs fail in synthesis, before any parameters are needed.
-        let mut wrong_size = sector.job_params();
-        wrong_size["sector_size"] = json!("8MiB");
-        let mut corrupt: serde_json::Value = serde_json::from_slice(c1).unwrap();
-        let byte = corrupt["comm_r"][0].as_u64().unwrap();
-        corrupt["comm_r"][0] = json!(byte ^ 1);
-        let bad = [
-            (c1_job("truncated", sector.job_params(), &c1[..c1.len() - 100]), "not a C1 output"),
-            (c1_job("garbage", sector.job_params(), b"\x00\xffnot json"), "not a C1 output"),
-            (c1_job("wrong-size", wrong_size, c1), "8MiB"),
-            (c1_job("corrupt", sector.job_params(), &serde_json::to_vec(&corrupt).unwrap()), "do not verify"),
-        ];
-        for (spec, expected) in &bad {
-            let result = submit_and_wait(&cluster.client, spec, TIMEOUT).await.unwrap();
-            assert_eq!(result.status, JobStatus::Failed, "{}", spec.job_id);
-            let error = result.error.unwrap_or_default();
-            assert!(error.contains(expected), "{}: {error}", spec.job_id);
-        }
+            // Bad C1 outputs fail in synthesis, before any parameters are needed.
+            let mut wrong_size = sector.job_params();
+            wrong_size["sector_size"] = json!("8MiB");
+            let mut corrupt: serde_json::Value = serde_json::from_slice(c1).unwrap();
+            let byte = corrupt["comm_r"][0].as_u64().unwrap();
+            corrupt["comm_r"][0] = json!(byte ^ 1);
+            let bad = [
+                (
+                    c1_job("truncated", sector.job_params(), &c1[..c1.len() - 100]),
+                    "not a C1 output",
+                ),
+                (
+                    c1_job("garbage", sector.job_params(), b"\x00\xffnot json"),
+                    "not a C1 output",
+                ),
+                (c1_job("wrong-size", wrong_size, c1), "8MiB"),
+                (
+                    c1_job(
+                        "corrupt",
+                        sector.job_params(),
+                        &serde_json::to_vec(&corrupt).unwrap(),
+                    ),
+                    "do not verify",
+                ),
+            ];
+            for (spec, expected) in &bad {
+                let result = submit_and_wait(&cluster.client, spec, TIMEOUT)
+                    .await
+                    .unwrap();
+                assert_eq!(result.status, JobStatus::Failed, "{}", spec.job_id);
+                let error = result.error.unwrap_or_default();
+                assert!(error.contains(expected), "{}: {error}", spec.job_id);
+            }
 
-        let spec = c1_job("porep-2k", sector.job_params(), c1);
-        let result = submit_and_wait(&cluster.client, &spec, TIMEOUT).await.unwrap();
-        assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
-        assert!(result.verified);
-        let proof = hex::decode(result.proof.as_deref().unwrap()).unwrap();
-        assert_eq!(proof.len(), 192);
-        assert!(verify_seal(&sector, &proof).unwrap(), "verify_seal rejected the cluster's proof");
-        // Our own verifier agrees: public inputs from `get_seal_inputs`, VK from the same file.
-        verify_job_proof(&spec, &result, &ParamCache::from_env().unwrap()).unwrap();
-        // And a proof for another sector is rejected.
-        let other = seal_sector(SectorSize::S2KiB, &work.path().join("other"), 8, [3; 32], &mut rng).unwrap();
-        assert!(!verify_seal(&other, &proof).unwrap_or(false));
-        cluster.stop().await.unwrap();
-    });
+            let spec = c1_job("porep-2k", sector.job_params(), c1);
+            let result = submit_and_wait(&cluster.client, &spec, TIMEOUT)
+                .await
+                .unwrap();
+            assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
+            assert!(result.verified);
+            let proof = hex::decode(result.proof.as_deref().unwrap()).unwrap();
+            assert_eq!(proof.len(), 192);
+            assert!(
+                verify_seal(&sector, &proof).unwrap(),
+                "verify_seal rejected the cluster's proof"
+            );
+            // Our own verifier agrees: public inputs from `get_seal_inputs`, VK from the same file.
+            verify_job_proof(&spec, &result, &ParamCache::from_env().unwrap()).unwrap();
+            // And a proof for another sector is rejected.
+            let other = seal_sector(
+                SectorSize::S2KiB,
+                &work.path().join("other"),
+                8,
+                [3; 32],
+                &mut rng,
+            )
+            .unwrap();
+            assert!(!verify_seal(&other, &proof).unwrap_or(false));
+            cluster.stop().await.unwrap();
+        });
 }

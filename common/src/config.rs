@@ -13,7 +13,10 @@ use crate::blob::EncodeOptions;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config file {path} is invalid: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("invalid setting {name}: {message}")]
@@ -21,7 +24,10 @@ pub enum ConfigError {
 }
 
 fn invalid(name: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { name, message: message.into() }
+    ConfigError::Invalid {
+        name,
+        message: message.into(),
+    }
 }
 
 /// Fills every `None` field of `$into` from `$from`.
@@ -45,10 +51,14 @@ pub struct ConfigFile {
 
 impl ConfigFile {
     pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        toml::from_str(&text)
-            .map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            message: e.to_string(),
+        })
     }
 
     pub fn load_optional(path: Option<&Path>) -> Result<ConfigFile, ConfigError> {
@@ -68,7 +78,11 @@ pub struct NatsArgs {
     pub name: Option<String>,
     #[arg(long = "nats-user", env = "CUZK_NATS_USER")]
     pub user: Option<String>,
-    #[arg(long = "nats-password", env = "CUZK_NATS_PASSWORD", hide_env_values = true)]
+    #[arg(
+        long = "nats-password",
+        env = "CUZK_NATS_PASSWORD",
+        hide_env_values = true
+    )]
     pub password: Option<String>,
     /// A `.creds` file (JWT + nkey seed).
     #[arg(long = "nats-creds", env = "CUZK_NATS_CREDS")]
@@ -80,9 +94,17 @@ pub struct NatsArgs {
     #[arg(long = "nats-tls-ca", env = "CUZK_NATS_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
     /// Client certificate and key for mutual TLS.
-    #[arg(long = "nats-tls-cert", env = "CUZK_NATS_TLS_CERT", requires = "tls_key")]
+    #[arg(
+        long = "nats-tls-cert",
+        env = "CUZK_NATS_TLS_CERT",
+        requires = "tls_key"
+    )]
     pub tls_cert: Option<PathBuf>,
-    #[arg(long = "nats-tls-key", env = "CUZK_NATS_TLS_KEY", requires = "tls_cert")]
+    #[arg(
+        long = "nats-tls-key",
+        env = "CUZK_NATS_TLS_KEY",
+        requires = "tls_cert"
+    )]
     pub tls_key: Option<PathBuf>,
     /// Inbox prefix, so server permissions can pin each role's reply subjects.
     #[arg(long = "nats-inbox-prefix", env = "CUZK_NATS_INBOX_PREFIX")]
@@ -143,22 +165,52 @@ impl std::fmt::Debug for NatsConfig {
 
 impl NatsArgs {
     pub fn merge(mut self, file: NatsArgs) -> NatsArgs {
-        fill!(self, file, urls, name, user, password, creds, nkey_seed_file, tls_ca, tls_cert,
-            tls_key, inbox_prefix, replicas, timeout_secs, ack_wait_secs);
+        fill!(
+            self,
+            file,
+            urls,
+            name,
+            user,
+            password,
+            creds,
+            nkey_seed_file,
+            tls_ca,
+            tls_cert,
+            tls_key,
+            inbox_prefix,
+            replicas,
+            timeout_secs,
+            ack_wait_secs
+        );
         self
     }
 
     pub fn resolve(self, default_name: &str) -> Result<NatsConfig, ConfigError> {
-        let urls = self.urls.unwrap_or_else(|| vec![DEFAULT_NATS_URL.to_owned()]);
+        let urls = self
+            .urls
+            .unwrap_or_else(|| vec![DEFAULT_NATS_URL.to_owned()]);
         if urls.is_empty() || urls.iter().any(|u| u.trim().is_empty()) {
-            return Err(invalid("nats.urls", "at least one non-empty URL is required"));
+            return Err(invalid(
+                "nats.urls",
+                "at least one non-empty URL is required",
+            ));
         }
         if self.user.is_some() != self.password.is_some() {
-            return Err(invalid("nats.user", "user and password must be given together"));
+            return Err(invalid(
+                "nats.user",
+                "user and password must be given together",
+            ));
         }
-        let methods = [self.user.is_some(), self.creds.is_some(), self.nkey_seed_file.is_some()];
+        let methods = [
+            self.user.is_some(),
+            self.creds.is_some(),
+            self.nkey_seed_file.is_some(),
+        ];
         if methods.iter().filter(|m| **m).count() > 1 {
-            return Err(invalid("nats.creds", "choose one of user/password, creds, nkey seed"));
+            return Err(invalid(
+                "nats.creds",
+                "choose one of user/password, creds, nkey seed",
+            ));
         }
         for (name, path) in [
             ("nats.creds", &self.creds),
@@ -169,7 +221,10 @@ impl NatsArgs {
         ] {
             if let Some(path) = path {
                 if !path.is_file() {
-                    return Err(invalid(name, format!("{} is not a readable file", path.display())));
+                    return Err(invalid(
+                        name,
+                        format!("{} is not a readable file", path.display()),
+                    ));
                 }
             }
         }
@@ -181,9 +236,14 @@ impl NatsArgs {
         if timeout_secs == 0 {
             return Err(invalid("nats.timeout_secs", "must be positive"));
         }
-        let ack_wait = self.ack_wait_secs.map_or(crate::topology::DEFAULT_ACK_WAIT, Duration::from_secs);
+        let ack_wait = self
+            .ack_wait_secs
+            .map_or(crate::topology::DEFAULT_ACK_WAIT, Duration::from_secs);
         if ack_wait < Duration::from_secs(3) {
-            return Err(invalid("nats.ack_wait_secs", "must be at least 3 (progress acks go every third)"));
+            return Err(invalid(
+                "nats.ack_wait_secs",
+                "must be at least 3 (progress acks go every third)",
+            ));
         }
         Ok(NatsConfig {
             urls,
@@ -204,7 +264,9 @@ impl NatsArgs {
 }
 
 fn default_threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 #[derive(clap::Args, Debug, Clone, Default, Deserialize)]
@@ -214,13 +276,19 @@ pub struct SynthArgs {
     #[arg(long = "synth-threads", env = "CUZK_SYNTH_THREADS")]
     pub threads: Option<usize>,
     /// Partitions synthesized at once; each holds its whole assignment in memory.
-    #[arg(long = "synth-partitions-in-flight", env = "CUZK_SYNTH_PARTITIONS_IN_FLIGHT")]
+    #[arg(
+        long = "synth-partitions-in-flight",
+        env = "CUZK_SYNTH_PARTITIONS_IN_FLIGHT"
+    )]
     pub partitions_in_flight: Option<usize>,
     /// Jobs taken from the job queue at once.
     #[arg(long = "synth-jobs-in-flight", env = "CUZK_SYNTH_JOBS_IN_FLIGHT")]
     pub jobs_in_flight: Option<usize>,
     /// Stop synthesizing while the work queue holds this many partitions (backpressure).
-    #[arg(long = "synth-max-queued-partitions", env = "CUZK_SYNTH_MAX_QUEUED_PARTITIONS")]
+    #[arg(
+        long = "synth-max-queued-partitions",
+        env = "CUZK_SYNTH_MAX_QUEUED_PARTITIONS"
+    )]
     pub max_queued_partitions: Option<u64>,
     /// Largest inline job input accepted, bytes.
     #[arg(long = "synth-max-inline-input", env = "CUZK_SYNTH_MAX_INLINE_INPUT")]
@@ -230,7 +298,10 @@ pub struct SynthArgs {
     pub zstd_level: Option<i32>,
     /// On SIGTERM, seconds to finish in-flight partitions before exiting anyway (unfinished
     /// work is redelivered to another node).
-    #[arg(long = "synth-drain-timeout-secs", env = "CUZK_SYNTH_DRAIN_TIMEOUT_SECS")]
+    #[arg(
+        long = "synth-drain-timeout-secs",
+        env = "CUZK_SYNTH_DRAIN_TIMEOUT_SECS"
+    )]
     pub drain_timeout_secs: Option<u64>,
 }
 
@@ -247,8 +318,17 @@ pub struct SynthConfig {
 
 impl SynthArgs {
     pub fn merge(mut self, file: SynthArgs) -> SynthArgs {
-        fill!(self, file, threads, partitions_in_flight, jobs_in_flight, max_queued_partitions,
-            max_inline_input, zstd_level, drain_timeout_secs);
+        fill!(
+            self,
+            file,
+            threads,
+            partitions_in_flight,
+            jobs_in_flight,
+            max_queued_partitions,
+            max_inline_input,
+            zstd_level,
+            drain_timeout_secs
+        );
         self
     }
 
@@ -267,7 +347,10 @@ impl SynthArgs {
             return Err(invalid("synth.threads", "must be at least 1"));
         }
         if config.partitions_in_flight == 0 || config.jobs_in_flight == 0 {
-            return Err(invalid("synth.partitions_in_flight", "in-flight limits must be at least 1"));
+            return Err(invalid(
+                "synth.partitions_in_flight",
+                "in-flight limits must be at least 1",
+            ));
         }
         if config.max_queued_partitions == 0 {
             return Err(invalid("synth.max_queued_partitions", "must be at least 1"));
@@ -336,8 +419,19 @@ pub struct GpuConfig {
 
 impl GpuArgs {
     pub fn merge(mut self, file: GpuArgs) -> GpuArgs {
-        fill!(self, file, backend, workers, prefetch, cpu_threads, param_cache, memory_budget,
-            verify, params_files, drain_timeout_secs);
+        fill!(
+            self,
+            file,
+            backend,
+            workers,
+            prefetch,
+            cpu_threads,
+            param_cache,
+            memory_budget,
+            verify,
+            params_files,
+            drain_timeout_secs
+        );
         self
     }
 
@@ -354,10 +448,16 @@ impl GpuArgs {
             drain_timeout: Duration::from_secs(self.drain_timeout_secs.unwrap_or(120)),
         };
         if config.workers == 0 || config.cpu_threads == 0 {
-            return Err(invalid("gpu.workers", "workers and threads must be at least 1"));
+            return Err(invalid(
+                "gpu.workers",
+                "workers and threads must be at least 1",
+            ));
         }
         if config.prefetch > 16 {
-            return Err(invalid("gpu.prefetch", "at most 16 (each prefetched blob is held in memory)"));
+            return Err(invalid(
+                "gpu.prefetch",
+                "at most 16 (each prefetched blob is held in memory)",
+            ));
         }
         Ok(config)
     }
@@ -367,12 +467,15 @@ fn parse_params_files(entries: Vec<String>) -> Result<Vec<(String, PathBuf)>, Co
     entries
         .into_iter()
         .map(|entry| {
-            let (shape, path) = entry
-                .split_once('=')
-                .ok_or_else(|| invalid("gpu.params_files", format!("{entry:?} is not SHAPE=PATH")))?;
+            let (shape, path) = entry.split_once('=').ok_or_else(|| {
+                invalid("gpu.params_files", format!("{entry:?} is not SHAPE=PATH"))
+            })?;
             let path = PathBuf::from(path);
             if !path.is_file() {
-                return Err(invalid("gpu.params_files", format!("{} is not a readable file", path.display())));
+                return Err(invalid(
+                    "gpu.params_files",
+                    format!("{} is not a readable file", path.display()),
+                ));
             }
             Ok((shape.to_owned(), path))
         })
@@ -389,13 +492,23 @@ mod tests {
             "[synth]\nthreads = 3\nzstd_level = 5\n[nats]\nurls = [\"nats://a:1\"]\n",
         )
         .unwrap();
-        let cli = SynthArgs { threads: Some(7), ..Default::default() };
+        let cli = SynthArgs {
+            threads: Some(7),
+            ..Default::default()
+        };
         let synth = cli.merge(file.synth).resolve().unwrap();
-        assert_eq!((synth.threads, synth.zstd_level, synth.jobs_in_flight), (7, 5, 2));
+        assert_eq!(
+            (synth.threads, synth.zstd_level, synth.jobs_in_flight),
+            (7, 5, 2)
+        );
         let nats = NatsArgs::default().merge(file.nats).resolve("x").unwrap();
         assert_eq!(nats.urls, vec!["nats://a:1".to_owned()]);
         assert_eq!(nats.name, "x");
-        let secret = NatsArgs { user: Some("u".into()), password: Some("hunter2".into()), ..Default::default() };
+        let secret = NatsArgs {
+            user: Some("u".into()),
+            password: Some("hunter2".into()),
+            ..Default::default()
+        };
         let secret = secret.resolve("x").unwrap();
         assert!(!format!("{secret:?}").contains("hunter2"));
         assert!(!serde_json::to_string(&secret).unwrap().contains("hunter2"));
@@ -404,13 +517,29 @@ mod tests {
     #[test]
     fn rejects_bad_settings() {
         assert!(toml::from_str::<ConfigFile>("[synth]\nthreadz = 1\n").is_err());
-        let zero = SynthArgs { threads: Some(0), ..Default::default() };
+        let zero = SynthArgs {
+            threads: Some(0),
+            ..Default::default()
+        };
         assert!(zero.resolve().is_err());
-        let half_auth = NatsArgs { user: Some("u".into()), ..Default::default() };
+        let half_auth = NatsArgs {
+            user: Some("u".into()),
+            ..Default::default()
+        };
         assert!(half_auth.resolve("x").is_err());
-        let bad_params = GpuArgs { params_files: Some(vec!["sha256-b1".into()]), ..Default::default() };
-        assert!(bad_params.resolve().unwrap_err().to_string().contains("SHAPE=PATH"));
-        let missing = NatsArgs { creds: Some("/nonexistent.creds".into()), ..Default::default() };
+        let bad_params = GpuArgs {
+            params_files: Some(vec!["sha256-b1".into()]),
+            ..Default::default()
+        };
+        assert!(bad_params
+            .resolve()
+            .unwrap_err()
+            .to_string()
+            .contains("SHAPE=PATH"));
+        let missing = NatsArgs {
+            creds: Some("/nonexistent.creds".into()),
+            ..Default::default()
+        };
         let err = missing.resolve("x").unwrap_err().to_string();
         assert!(err.contains("nonexistent"), "{err}");
     }

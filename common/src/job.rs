@@ -70,15 +70,17 @@ pub struct JobSpec {
 pub fn valid_job_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_JOB_ID_LEN
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 impl JobSpec {
     /// Parses and validates a submitted job. On failure also returns the job id if one could be
     /// recovered, so the failure can be reported on that job's results subject.
     pub fn parse(body: &[u8]) -> Result<JobSpec, (Option<String>, JobSpecError)> {
-        let value: serde_json::Value = serde_json::from_slice(body)
-            .map_err(|e| (None, JobSpecError::Json(e.to_string())))?;
+        let value: serde_json::Value =
+            serde_json::from_slice(body).map_err(|e| (None, JobSpecError::Json(e.to_string())))?;
         let recovered_id = value
             .get("job_id")
             .and_then(|v| v.as_str())
@@ -95,7 +97,9 @@ impl JobSpec {
         }
         if let JobInput::Object(name) = &spec.input {
             if name.is_empty() || name.len() > 255 {
-                return Err(fail(JobSpecError::Input(format!("bad object name {name:?}"))));
+                return Err(fail(JobSpecError::Input(format!(
+                    "bad object name {name:?}"
+                ))));
             }
         }
         Ok(spec)
@@ -104,7 +108,10 @@ impl JobSpec {
 
 /// Current wall-clock time as Unix milliseconds (timestamps that cross machines).
 pub fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Per-partition stage timings, milliseconds. Filled in by the synth node, then the GPU node.
@@ -165,25 +172,38 @@ pub struct WorkItem {
 pub struct WorkItemError(pub String);
 
 fn bincode_options() -> impl Options {
-    bincode::DefaultOptions::new().with_limit(MAX_WORK_ITEM_BYTES).reject_trailing_bytes()
+    bincode::DefaultOptions::new()
+        .with_limit(MAX_WORK_ITEM_BYTES)
+        .reject_trailing_bytes()
 }
 
 impl WorkItem {
     pub fn encode(&self) -> Vec<u8> {
-        bincode_options().serialize(self).expect("work item fits its size limit")
+        bincode_options()
+            .serialize(self)
+            .expect("work item fits its size limit")
     }
 
     pub fn decode(bytes: &[u8]) -> Result<WorkItem, WorkItemError> {
         if bytes.len() as u64 > MAX_WORK_ITEM_BYTES {
-            return Err(WorkItemError(format!("{} bytes exceeds the limit", bytes.len())));
+            return Err(WorkItemError(format!(
+                "{} bytes exceeds the limit",
+                bytes.len()
+            )));
         }
-        let item: WorkItem =
-            bincode_options().deserialize(bytes).map_err(|e| WorkItemError(e.to_string()))?;
+        let item: WorkItem = bincode_options()
+            .deserialize(bytes)
+            .map_err(|e| WorkItemError(e.to_string()))?;
         if item.version != WORK_ITEM_VERSION {
-            return Err(WorkItemError(format!("unsupported version {}", item.version)));
+            return Err(WorkItemError(format!(
+                "unsupported version {}",
+                item.version
+            )));
         }
         if !valid_job_id(&item.job_id) || item.partition >= item.partitions {
-            return Err(WorkItemError("job id or partition index out of range".into()));
+            return Err(WorkItemError(
+                "job id or partition index out of range".into(),
+            ));
         }
         Ok(item)
     }
@@ -254,7 +274,9 @@ pub struct JobRecord {
 
 impl JobRecord {
     pub fn all_proved(&self) -> bool {
-        self.partitions.iter().all(|p| p.status == PartitionStatus::Proved && p.proof.is_some())
+        self.partitions
+            .iter()
+            .all(|p| p.status == PartitionStatus::Proved && p.proof.is_some())
     }
 }
 
@@ -348,7 +370,8 @@ mod tests {
         let (id, err) = JobSpec::parse(br#"{"version":2,"job_id":"v","circuit":"x"}"#).unwrap_err();
         assert_eq!((id.as_deref(), err), (Some("v"), JobSpecError::Version(2)));
 
-        let (id, err) = JobSpec::parse(br#"{"version":1,"job_id":"a.b","circuit":"x"}"#).unwrap_err();
+        let (id, err) =
+            JobSpec::parse(br#"{"version":1,"job_id":"a.b","circuit":"x"}"#).unwrap_err();
         assert_eq!(id, None);
         assert!(matches!(err, JobSpecError::JobId(_)));
         assert!(!valid_job_id(&"x".repeat(65)));
@@ -366,7 +389,10 @@ mod tests {
             shape_key: "sha256-b1".into(),
             blob_object: "j/1".into(),
             published_at_ms: 5,
-            timings: PartitionTimings { synth_ms: 1.5, ..Default::default() },
+            timings: PartitionTimings {
+                synth_ms: 1.5,
+                ..Default::default()
+            },
         };
         let bytes = item.encode();
         assert_eq!(WorkItem::decode(&bytes).unwrap(), item);
@@ -376,7 +402,10 @@ mod tests {
         let mut huge_len = bytes.clone();
         huge_len[2] = 0xfd; // varint marker claiming an 8-byte string length
         assert!(WorkItem::decode(&huge_len).is_err());
-        let bad = WorkItem { partition: 3, ..item };
+        let bad = WorkItem {
+            partition: 3,
+            ..item
+        };
         assert!(WorkItem::decode(&bad.encode()).is_err());
     }
 }

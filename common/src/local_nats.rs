@@ -33,7 +33,9 @@ pub fn nats_server_binary() -> Option<PathBuf> {
 }
 
 pub fn free_port() -> std::io::Result<u16> {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port())
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
 }
 
 /// One nats-server process; killed on drop.
@@ -64,8 +66,17 @@ impl NatsServer {
     }
 
     /// A server from a config file that listens on `port`, logging to `log`.
-    pub fn start_config(config: &Path, port: u16, log: &Path) -> Result<NatsServer, LocalNatsError> {
-        Self::spawn(vec!["-c".into(), config.into()], port, Some(log.to_owned()), None)
+    pub fn start_config(
+        config: &Path,
+        port: u16,
+        log: &Path,
+    ) -> Result<NatsServer, LocalNatsError> {
+        Self::spawn(
+            vec!["-c".into(), config.into()],
+            port,
+            Some(log.to_owned()),
+            None,
+        )
     }
 
     fn spawn(
@@ -75,7 +86,14 @@ impl NatsServer {
         store: Option<tempfile::TempDir>,
     ) -> Result<NatsServer, LocalNatsError> {
         let binary = nats_server_binary().ok_or(LocalNatsError::NotInstalled)?;
-        let mut server = NatsServer { child: None, binary, args, log, port, _store: store };
+        let mut server = NatsServer {
+            child: None,
+            binary,
+            args,
+            log,
+            port,
+            _store: store,
+        };
         server.restart()?;
         Ok(server)
     }
@@ -86,7 +104,12 @@ impl NatsServer {
         let mut command = Command::new(&self.binary);
         command.args(&self.args).stdout(Stdio::null());
         match &self.log {
-            Some(log) => command.stderr(std::fs::OpenOptions::new().create(true).append(true).open(log)?),
+            Some(log) => command.stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(log)?,
+            ),
             None => command.stderr(Stdio::null()),
         };
         self.child = Some(command.spawn()?);
@@ -153,6 +176,8 @@ pub fn start_cluster(n: usize, dir: &Path) -> Result<Vec<NatsServer>, LocalNatsE
     configs
         .iter()
         .enumerate()
-        .map(|(i, config)| NatsServer::start_config(config, client_ports[i], &dir.join(format!("n{i}.log"))))
+        .map(|(i, config)| {
+            NatsServer::start_config(config, client_ports[i], &dir.join(format!("n{i}.log")))
+        })
         .collect()
 }

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use opentelemetry::metrics::{Counter, Gauge, Histogram, UpDownCounter};
 use opentelemetry::global;
+use opentelemetry::metrics::{Counter, Gauge, Histogram, UpDownCounter};
 /// Re-exported so the nodes can label measurements without depending on `opentelemetry`.
 pub use opentelemetry::KeyValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -24,9 +24,13 @@ use crate::telemetry::SCOPE;
 
 /// Stage latency buckets, seconds: a millisecond (small blobs, queue hops) to a quarter hour
 /// (a 32 GiB partition's synthesis).
-const STAGE_BUCKETS: &[f64] =
-    &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0];
-const RATIO_BUCKETS: &[f64] = &[1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0];
+const STAGE_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0,
+    100.0, 250.0, 500.0, 1000.0,
+];
+const RATIO_BUCKETS: &[f64] = &[
+    1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0,
+];
 
 pub struct Metrics {
     /// `cuzk_stage_duration_seconds{stage}`: one observation per partition (job-level stages
@@ -67,8 +71,15 @@ pub fn metrics() -> &'static Metrics {
                 .i64_up_down_counter("cuzk.partitions.in_flight")
                 .with_description("Partitions held by this node")
                 .build(),
-            queue_depth: meter.u64_gauge("cuzk.queue.depth").with_description("Messages waiting in a stream").build(),
-            blob_bytes: meter.u64_counter("cuzk.blob").with_unit("By").with_description("Witness blob bytes").build(),
+            queue_depth: meter
+                .u64_gauge("cuzk.queue.depth")
+                .with_description("Messages waiting in a stream")
+                .build(),
+            blob_bytes: meter
+                .u64_counter("cuzk.blob")
+                .with_unit("By")
+                .with_description("Witness blob bytes")
+                .build(),
             codec_ratio: meter
                 .f64_histogram("cuzk.codec.compression")
                 .with_unit("1")
@@ -80,24 +91,35 @@ pub fn metrics() -> &'static Metrics {
                 .with_unit("s")
                 .with_description("Time a proving worker spent proving")
                 .build(),
-            errors: meter.u64_counter("cuzk.errors").with_description("Failed attempts and failed jobs").build(),
-            jobs: meter.u64_counter("cuzk.jobs").with_description("Jobs finished").build(),
+            errors: meter
+                .u64_counter("cuzk.errors")
+                .with_description("Failed attempts and failed jobs")
+                .build(),
+            jobs: meter
+                .u64_counter("cuzk.jobs")
+                .with_description("Jobs finished")
+                .build(),
         }
     })
 }
 
 impl Metrics {
     pub fn stage(&self, stage: &'static str, duration: Duration) {
-        self.stage_duration.record(duration.as_secs_f64(), &[KeyValue::new("stage", stage)]);
+        self.stage_duration
+            .record(duration.as_secs_f64(), &[KeyValue::new("stage", stage)]);
     }
 
     /// Stage timings measured in milliseconds (the unit of `PartitionTimings`).
     pub fn stage_ms(&self, stage: &'static str, ms: f64) {
-        self.stage_duration.record(ms / 1e3, &[KeyValue::new("stage", stage)]);
+        self.stage_duration
+            .record(ms / 1e3, &[KeyValue::new("stage", stage)]);
     }
 
     pub fn error(&self, role: &'static str, kind: &'static str) {
-        self.errors.add(1, &[KeyValue::new("role", role), KeyValue::new("kind", kind)]);
+        self.errors.add(
+            1,
+            &[KeyValue::new("role", role), KeyValue::new("kind", kind)],
+        );
     }
 }
 
@@ -108,14 +130,18 @@ pub struct InFlight {
 
 impl InFlight {
     pub fn new(role: &'static str) -> InFlight {
-        metrics().partitions_in_flight.add(1, &[KeyValue::new("role", role)]);
+        metrics()
+            .partitions_in_flight
+            .add(1, &[KeyValue::new("role", role)]);
         InFlight { role }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        metrics().partitions_in_flight.add(-1, &[KeyValue::new("role", self.role)]);
+        metrics()
+            .partitions_in_flight
+            .add(-1, &[KeyValue::new("role", self.role)]);
     }
 }
 
@@ -135,13 +161,16 @@ pub async fn serve(addr: SocketAddr) -> std::io::Result<SocketAddr> {
     tracing::info!(addr = %bound, "metrics and health endpoints listening");
     tokio::spawn(async move {
         loop {
-            let Ok((mut stream, _)) = listener.accept().await else { continue };
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
             tokio::spawn(async move {
                 // One small request per connection: read the head, answer, close.
                 let mut head = Vec::with_capacity(512);
                 let mut buf = [0u8; 1024];
                 while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
-                    match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
+                    match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await
+                    {
                         Ok(Ok(n)) if n > 0 => head.extend_from_slice(&buf[..n]),
                         _ => return,
                     }
@@ -175,7 +204,11 @@ fn respond(path: &str) -> (&'static str, &'static str, Vec<u8>) {
                 let mut body = Vec::new();
                 match encoder.encode(&registry.gather(), &mut body) {
                     Ok(()) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body),
-                    Err(e) => ("500 Internal Server Error", TEXT, format!("{e}\n").into_bytes()),
+                    Err(e) => (
+                        "500 Internal Server Error",
+                        TEXT,
+                        format!("{e}\n").into_bytes(),
+                    ),
                 }
             }
             None => ("404 Not Found", TEXT, b"metrics are not enabled\n".to_vec()),

@@ -30,11 +30,16 @@ pub struct RetryPolicy {
 
 impl RetryPolicy {
     /// For publishes and KV operations: rides out a leader election (a few seconds).
-    pub const NETWORK: RetryPolicy =
-        RetryPolicy { attempts: 8, initial: Duration::from_millis(100), max: Duration::from_secs(3) };
+    pub const NETWORK: RetryPolicy = RetryPolicy {
+        attempts: 8,
+        initial: Duration::from_millis(100),
+        max: Duration::from_secs(3),
+    };
 
     pub fn delay(&self, attempt: u32) -> Duration {
-        self.initial.saturating_mul(1u32 << attempt.min(16)).min(self.max)
+        self.initial
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.max)
     }
 }
 
@@ -111,13 +116,20 @@ pub async fn connect(config: &NatsConfig) -> Result<Client, ConnectError> {
             urls: config.urls.join(","),
             message: format!("bad URL: {e}"),
         })?;
-    let policy = RetryPolicy { attempts: 10, initial: Duration::from_millis(200), max: Duration::from_secs(3) };
+    let policy = RetryPolicy {
+        attempts: 10,
+        initial: Duration::from_millis(200),
+        max: Duration::from_secs(3),
+    };
     retry("nats connect", policy, || async {
         let options = options(config).await?;
-        options.connect(urls.clone()).await.map_err(|e| ConnectError::Connect {
-            urls: config.urls.join(","),
-            message: e.to_string(),
-        })
+        options
+            .connect(urls.clone())
+            .await
+            .map_err(|e| ConnectError::Connect {
+                urls: config.urls.join(","),
+                message: e.to_string(),
+            })
     })
     .await
 }
@@ -133,7 +145,12 @@ pub async fn pull_one(
         let mut batch = if wait.is_zero() {
             consumer.fetch().max_messages(1).messages().await?
         } else {
-            consumer.batch().max_messages(1).expires(wait).messages().await?
+            consumer
+                .batch()
+                .max_messages(1)
+                .expires(wait)
+                .messages()
+                .await?
         };
         match batch.next().await {
             Some(message) => Ok(Some(message?)),
@@ -177,7 +194,11 @@ mod tests {
 
     #[tokio::test]
     async fn retry_stops_after_the_policy() {
-        let policy = RetryPolicy { attempts: 3, initial: Duration::from_millis(1), max: Duration::from_millis(1) };
+        let policy = RetryPolicy {
+            attempts: 3,
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(1),
+        };
         let mut calls = 0;
         let result: Result<(), String> = retry("op", policy, || {
             calls += 1;

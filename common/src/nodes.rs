@@ -61,27 +61,51 @@ impl Drop for Held {
 impl NodeLoad {
     pub fn hold(self: &Arc<Self>, role: &'static str) -> Held {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        Held { load: self.clone(), _metric: crate::metrics::InFlight::new(role) }
+        Held {
+            load: self.clone(),
+            _metric: crate::metrics::InFlight::new(role),
+        }
     }
 
     /// Adds a worker's proving time (also to `cuzk_prover_busy_seconds_total{worker}`).
     pub fn busy(&self, worker: &str, duration: Duration) {
-        self.busy_ns.fetch_add(duration.as_nanos() as u64, Ordering::Relaxed);
-        metrics().prover_busy.add(duration.as_secs_f64(), &[KeyValue::new("worker", worker.to_owned())]);
+        self.busy_ns
+            .fetch_add(duration.as_nanos() as u64, Ordering::Relaxed);
+        metrics().prover_busy.add(
+            duration.as_secs_f64(),
+            &[KeyValue::new("worker", worker.to_owned())],
+        );
     }
 }
 
 /// A key unique to this process: names are operator-chosen and may repeat across hosts.
 pub fn instance_key(name: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
-    let name: String =
-        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     format!("{name}-{:08x}", nanos ^ std::process::id().rotate_left(16))
 }
 
 /// Puts `info` every [`HEARTBEAT_INTERVAL`] with the current load, and samples the queue depths,
 /// until `shutdown`; then deletes the entry so the node disappears from `cuzk status` at once.
-pub async fn heartbeat(topology: Topology, mut info: NodeInfo, load: Arc<NodeLoad>, workers: u32, shutdown: CancellationToken) {
+pub async fn heartbeat(
+    topology: Topology,
+    mut info: NodeInfo,
+    load: Arc<NodeLoad>,
+    workers: u32,
+    shutdown: CancellationToken,
+) {
     let mut last = (Instant::now(), load.busy_ns.load(Ordering::Relaxed));
     let mut interval = tokio::time::interval(HEARTBEAT_INTERVAL);
     loop {
@@ -101,7 +125,9 @@ pub async fn heartbeat(topology: Topology, mut info: NodeInfo, load: Arc<NodeLoa
         }
         for stream in [JOBS_STREAM, WORK_STREAM] {
             if let Ok(depth) = topology.stream_depth(stream).await {
-                metrics().queue_depth.record(depth, &[KeyValue::new("stream", stream)]);
+                metrics()
+                    .queue_depth
+                    .record(depth, &[KeyValue::new("stream", stream)]);
             }
         }
     }

@@ -1,7 +1,9 @@
 //! Object-store access with the cluster's size bounds and retry policy: witness blobs and large
 //! job inputs.
 
-use async_nats::jetstream::object_store::{DeleteErrorKind, InfoErrorKind, ObjectMetadata, ObjectStore};
+use async_nats::jetstream::object_store::{
+    DeleteErrorKind, InfoErrorKind, ObjectMetadata, ObjectStore,
+};
 use tokio::io::AsyncReadExt;
 
 use crate::nats::{retry, RetryPolicy};
@@ -24,27 +26,47 @@ impl ObjectError {
 }
 
 fn unavailable(name: &str, e: impl std::fmt::Display) -> ObjectError {
-    ObjectError::Unavailable { name: name.to_owned(), message: e.to_string() }
+    ObjectError::Unavailable {
+        name: name.to_owned(),
+        message: e.to_string(),
+    }
 }
 
 /// Reads a whole object after checking its declared size against `limit`; the read itself is
 /// capped too, so a lying header cannot make us allocate more.
-pub async fn read_bounded(store: &ObjectStore, name: &str, limit: u64) -> Result<Vec<u8>, ObjectError> {
+pub async fn read_bounded(
+    store: &ObjectStore,
+    name: &str,
+    limit: u64,
+) -> Result<Vec<u8>, ObjectError> {
     let info = match store.info(name).await {
         Ok(info) => info,
-        Err(e) if e.kind() == InfoErrorKind::NotFound => return Err(ObjectError::NotFound(name.into())),
+        Err(e) if e.kind() == InfoErrorKind::NotFound => {
+            return Err(ObjectError::NotFound(name.into()))
+        }
         Err(e) => return Err(unavailable(name, e)),
     };
     let size = info.size as u64;
     if size > limit {
-        return Err(ObjectError::TooLarge { name: name.into(), size, limit });
+        return Err(ObjectError::TooLarge {
+            name: name.into(),
+            size,
+            limit,
+        });
     }
     retry("read object", RetryPolicy::NETWORK, || async {
         let object = store.get(name).await.map_err(|e| unavailable(name, e))?;
         let mut bytes = Vec::with_capacity(size as usize);
-        object.take(limit + 1).read_to_end(&mut bytes).await.map_err(|e| unavailable(name, e))?;
+        object
+            .take(limit + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| unavailable(name, e))?;
         if bytes.len() as u64 != size {
-            return Err(unavailable(name, format!("read {} bytes, expected {size}", bytes.len())));
+            return Err(unavailable(
+                name,
+                format!("read {} bytes, expected {size}", bytes.len()),
+            ));
         }
         Ok(bytes)
     })
@@ -59,7 +81,11 @@ pub async fn put(store: &ObjectStore, name: &str, bytes: &[u8]) -> Result<(), Ob
             ..Default::default()
         };
         let mut reader = bytes;
-        store.put(meta, &mut reader).await.map(|_| ()).map_err(|e| unavailable(name, e))
+        store
+            .put(meta, &mut reader)
+            .await
+            .map(|_| ())
+            .map_err(|e| unavailable(name, e))
     })
     .await
 }

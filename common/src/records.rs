@@ -31,12 +31,16 @@ fn unavailable(e: impl std::fmt::Display) -> RecordError {
 }
 
 fn parse(job_id: &str, value: &[u8]) -> Result<JobRecord, RecordError> {
-    serde_json::from_slice(value)
-        .map_err(|e| RecordError::Corrupt { job_id: job_id.to_owned(), message: e.to_string() })
+    serde_json::from_slice(value).map_err(|e| RecordError::Corrupt {
+        job_id: job_id.to_owned(),
+        message: e.to_string(),
+    })
 }
 
 fn encode(record: &JobRecord) -> Bytes {
-    serde_json::to_vec(record).expect("job records serialize").into()
+    serde_json::to_vec(record)
+        .expect("job records serialize")
+        .into()
 }
 
 /// The record and its revision, if the job exists.
@@ -78,7 +82,11 @@ pub async fn create(kv: &kv::Store, record: &JobRecord) -> Result<bool, RecordEr
 /// Applies `edit` to the current record until the compare-and-set succeeds. `edit` returns
 /// whether it changed the record (no write otherwise). Returns the record as stored, or `None`
 /// if the job has no record.
-pub async fn update<F>(kv: &kv::Store, job_id: &str, mut edit: F) -> Result<Option<JobRecord>, RecordError>
+pub async fn update<F>(
+    kv: &kv::Store,
+    job_id: &str,
+    mut edit: F,
+) -> Result<Option<JobRecord>, RecordError>
 where
     F: FnMut(&mut JobRecord) -> bool,
 {
@@ -109,7 +117,13 @@ where
 /// as its message id, so a second report (a redelivered partition, a crash between the two
 /// steps) within the dedup window is dropped by the server; the record keeps the first outcome.
 pub async fn report_result(topology: &Topology, result: &JobResult) -> Result<(), RecordError> {
-    publish_result(topology, &results_subject(&result.job_id), &result.job_id, result).await?;
+    publish_result(
+        topology,
+        &results_subject(&result.job_id),
+        &result.job_id,
+        result,
+    )
+    .await?;
     update(&topology.jobs_kv, &result.job_id, |record| {
         if record.status.is_final() {
             return false;
@@ -130,7 +144,9 @@ pub async fn publish_result(
     msg_id: &str,
     result: &JobResult,
 ) -> Result<(), RecordError> {
-    let body: Bytes = serde_json::to_vec(result).expect("results serialize").into();
+    let body: Bytes = serde_json::to_vec(result)
+        .expect("results serialize")
+        .into();
     retry("publish result", RetryPolicy::NETWORK, || async {
         let mut headers = HeaderMap::new();
         headers.insert(async_nats::header::NATS_MESSAGE_ID, msg_id);

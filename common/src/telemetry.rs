@@ -33,7 +33,9 @@ use tracing_subscriber::{fmt, EnvFilter, Layer};
 /// The instrumentation scope of every span and instrument we create.
 pub const SCOPE: &str = "cuzk";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum LogFormat {
     Text,
@@ -100,7 +102,10 @@ pub fn init(options: TelemetryOptions) -> &'static Telemetry {
 
 /// Logging only (plus whatever the `OTEL_*` variables ask for), for callers without options.
 pub fn init_logging() {
-    init(TelemetryOptions { service_name: "cuzk".into(), ..Default::default() });
+    init(TelemetryOptions {
+        service_name: "cuzk".into(),
+        ..Default::default()
+    });
 }
 
 /// The setup made by [`init`], if any.
@@ -110,17 +115,26 @@ pub fn get() -> Option<&'static Telemetry> {
 
 fn build(options: TelemetryOptions) -> Telemetry {
     let disabled = std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-    let explicit = options.otlp_endpoint.as_deref().map(|e| e.trim_end_matches('/').to_owned());
+    let explicit = options
+        .otlp_endpoint
+        .as_deref()
+        .map(|e| e.trim_end_matches('/').to_owned());
     let traces_on = !disabled
-        && (explicit.is_some() || env_set("OTEL_EXPORTER_OTLP_ENDPOINT") || env_set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"));
+        && (explicit.is_some()
+            || env_set("OTEL_EXPORTER_OTLP_ENDPOINT")
+            || env_set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"));
     let otlp_metrics_on = !disabled
-        && (explicit.is_some() || env_set("OTEL_EXPORTER_OTLP_ENDPOINT") || env_set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"));
+        && (explicit.is_some()
+            || env_set("OTEL_EXPORTER_OTLP_ENDPOINT")
+            || env_set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"));
     // OTEL_SERVICE_NAME (read by the default detectors) wins over our default name.
     let mut resource = Resource::builder();
     if !env_set("OTEL_SERVICE_NAME") {
         resource = resource.with_service_name(options.service_name.clone());
     }
-    let resource = resource.with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))).build();
+    let resource = resource
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .build();
 
     let mut problems = Vec::new();
     let tracer = traces_on
@@ -133,7 +147,10 @@ fn build(options: TelemetryOptions) -> Telemetry {
             match builder.build() {
                 Ok(exporter) => Some(
                     // The sampler comes from OTEL_TRACES_SAMPLER(_ARG) through the default config.
-                    SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource.clone()).build(),
+                    SdkTracerProvider::builder()
+                        .with_batch_exporter(exporter)
+                        .with_resource(resource.clone())
+                        .build(),
                 ),
                 Err(e) => {
                     problems.push(format!("OTLP trace exporter: {e}"));
@@ -147,7 +164,12 @@ fn build(options: TelemetryOptions) -> Telemetry {
     let mut meter_builder = SdkMeterProvider::builder().with_resource(resource);
     let mut readers = 0;
     if let Some(registry) = &registry {
-        match opentelemetry_prometheus::exporter().with_registry(registry.clone()).without_target_info().scope_info_enabled(false).build() {
+        match opentelemetry_prometheus::exporter()
+            .with_registry(registry.clone())
+            .without_target_info()
+            .scope_info_enabled(false)
+            .build()
+        {
             Ok(reader) => {
                 meter_builder = meter_builder.with_reader(reader);
                 readers += 1;
@@ -192,13 +214,23 @@ fn build(options: TelemetryOptions) -> Telemetry {
         LogFormat::Json => fmt::layer().json().with_writer(std::io::stderr).boxed(),
         LogFormat::Text => fmt::layer().compact().with_writer(std::io::stderr).boxed(),
     };
-    let otel = tracer.as_ref().map(|t| tracing_opentelemetry::layer().with_tracer(t.tracer(SCOPE)));
+    let otel = tracer
+        .as_ref()
+        .map(|t| tracing_opentelemetry::layer().with_tracer(t.tracer(SCOPE)));
     // A subscriber installed earlier (a test harness) stays; ours is then not used.
-    let _ = tracing_subscriber::registry().with(filter).with(logs).with(otel).try_init();
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(logs)
+        .with(otel)
+        .try_init();
     for problem in problems {
         tracing::warn!("{problem}; continuing without it");
     }
-    Telemetry { tracer, meter, registry }
+    Telemetry {
+        tracer,
+        meter,
+        registry,
+    }
 }
 
 impl Telemetry {

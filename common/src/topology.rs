@@ -84,7 +84,9 @@ pub struct Topology {
 
 async fn ensure_stream(js: &Context, config: stream::Config) -> Result<Stream, TopologyError> {
     let name = config.name.clone();
-    js.get_or_create_stream(config).await.map_err(|e| failed(format!("stream {name}"))(e.to_string()))
+    js.get_or_create_stream(config)
+        .await
+        .map_err(|e| failed(format!("stream {name}"))(e.to_string()))
 }
 
 async fn ensure_object_store(
@@ -114,7 +116,11 @@ async fn ensure_object_store(
 }
 
 /// Creates (or finds) every stream and bucket. Safe to call from every node at start-up.
-pub async fn provision(js: &Context, replicas: usize, ack_wait: Duration) -> Result<Topology, TopologyError> {
+pub async fn provision(
+    js: &Context,
+    replicas: usize,
+    ack_wait: Duration,
+) -> Result<Topology, TopologyError> {
     ensure_stream(
         js,
         stream::Config {
@@ -158,10 +164,24 @@ pub async fn provision(js: &Context, replicas: usize, ack_wait: Duration) -> Res
     .await?;
     let jobs_kv = ensure_kv(js, JOBS_BUCKET, RETENTION, StorageType::File, replicas).await?;
     // Heartbeats: only the latest per node, in memory, gone after NODES_MAX_AGE.
-    let nodes_kv = ensure_kv(js, NODES_BUCKET, NODES_MAX_AGE, StorageType::Memory, replicas).await?;
+    let nodes_kv = ensure_kv(
+        js,
+        NODES_BUCKET,
+        NODES_MAX_AGE,
+        StorageType::Memory,
+        replicas,
+    )
+    .await?;
     let blobs = ensure_object_store(js, BLOBS_BUCKET, BLOB_MAX_AGE, replicas).await?;
     let inputs = ensure_object_store(js, INPUTS_BUCKET, RETENTION, replicas).await?;
-    Ok(Topology { js: js.clone(), ack_wait, jobs_kv, nodes_kv, blobs, inputs })
+    Ok(Topology {
+        js: js.clone(),
+        ack_wait,
+        jobs_kv,
+        nodes_kv,
+        blobs,
+        inputs,
+    })
 }
 
 /// A KV bucket whose backing stream is made exactly as async-nats would make it; done by hand
@@ -190,7 +210,9 @@ async fn ensure_kv(
         },
     )
     .await?;
-    js.get_key_value(bucket).await.map_err(|e| failed(format!("kv bucket {bucket}"))(e.to_string()))
+    js.get_key_value(bucket)
+        .await
+        .map_err(|e| failed(format!("kv bucket {bucket}"))(e.to_string()))
 }
 
 async fn ensure_consumer(
@@ -200,8 +222,14 @@ async fn ensure_consumer(
 ) -> Result<PullConsumer, TopologyError> {
     let name = config.durable_name.clone().unwrap_or_default();
     let what = format!("consumer {stream}/{name}");
-    let stream = js.get_stream(stream).await.map_err(|e| failed(what.clone())(e.to_string()))?;
-    stream.get_or_create_consumer(&name, config).await.map_err(|e| failed(what)(e.to_string()))
+    let stream = js
+        .get_stream(stream)
+        .await
+        .map_err(|e| failed(what.clone())(e.to_string()))?;
+    stream
+        .get_or_create_consumer(&name, config)
+        .await
+        .map_err(|e| failed(what)(e.to_string()))
 }
 
 fn work_consumer_config(durable: &str, filter: &str, ack_wait: Duration) -> pull::Config {
@@ -260,21 +288,36 @@ impl Topology {
 
     /// Messages waiting in a stream (published, not yet acknowledged, for work queues).
     pub async fn stream_depth(&self, name: &str) -> Result<u64, TopologyError> {
-        let mut stream = self.js.get_stream(name).await.map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
-        let info = stream.info().await.map_err(|e| failed(format!("stream {name} info"))(e.to_string()))?;
+        let mut stream = self
+            .js
+            .get_stream(name)
+            .await
+            .map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| failed(format!("stream {name} info"))(e.to_string()))?;
         Ok(info.state.messages)
     }
 
     /// Partitions waiting in the work queue (published, not yet acknowledged).
     pub async fn queued_partitions(&self) -> Result<u64, TopologyError> {
-        let mut stream =
-            self.js.get_stream(WORK_STREAM).await.map_err(|e| failed("work stream")(e.to_string()))?;
-        let info = stream.info().await.map_err(|e| failed("work stream info")(e.to_string()))?;
+        let mut stream = self
+            .js
+            .get_stream(WORK_STREAM)
+            .await
+            .map_err(|e| failed("work stream")(e.to_string()))?;
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| failed("work stream info")(e.to_string()))?;
         Ok(info.state.messages)
     }
 }
 
 /// A JetStream context whose API calls and publish acks time out instead of hanging.
 pub fn jetstream_context(client: async_nats::Client, timeout: Duration) -> Context {
-    jetstream::ContextBuilder::new().timeout(timeout).build(client)
+    jetstream::ContextBuilder::new()
+        .timeout(timeout)
+        .build(client)
 }

@@ -17,7 +17,10 @@ impl Density {
 
     /// All `len` bits cleared.
     pub fn zeros(len: usize) -> Self {
-        Self { words: vec![0; len.div_ceil(64)], len }
+        Self {
+            words: vec![0; len.div_ceil(64)],
+            len,
+        }
     }
 
     pub fn from_words(words: Vec<u64>, len: usize) -> Option<Self> {
@@ -54,7 +57,11 @@ impl Density {
     }
 
     pub fn set(&mut self, index: usize) {
-        assert!(index < self.len, "density index {index} out of range {}", self.len);
+        assert!(
+            index < self.len,
+            "density index {index} out of range {}",
+            self.len
+        );
         self.words[index / 64] |= 1 << (index % 64);
     }
 
@@ -109,7 +116,8 @@ impl Assignment {
         if n < self.input.len() {
             return Err("fewer constraints than inputs".into());
         }
-        if self.a_aux_density.len() != self.aux.len() || self.b_aux_density.len() != self.aux.len() {
+        if self.a_aux_density.len() != self.aux.len() || self.b_aux_density.len() != self.aux.len()
+        {
             return Err("aux density length differs from aux count".into());
         }
         if self.b_input_density.len() != self.input.len() {

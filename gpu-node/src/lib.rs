@@ -14,15 +14,15 @@ use cuzk_circuits::{CircuitSpec, ParamCache};
 use cuzk_common::blob::{self, DecodeLimits};
 use cuzk_common::config::{BackendKind, GpuConfig};
 use cuzk_common::job::{
-    unix_ms, JobRecord, JobResult, JobStatus, JobTimings, PartitionStatus, PartitionTimings, WorkItem,
-    RESULT_VERSION,
+    unix_ms, JobRecord, JobResult, JobStatus, JobTimings, PartitionStatus, PartitionTimings,
+    WorkItem, RESULT_VERSION,
 };
-use cuzk_common::nats::{ms, progress_ticker, pull_one};
 use cuzk_common::metrics::{metrics, KeyValue};
+use cuzk_common::nats::{ms, progress_ticker, pull_one};
 use cuzk_common::nodes::{self, Held, NodeInfo, NodeLoad};
 use cuzk_common::objects::{self, ObjectError};
-use cuzk_common::telemetry;
 use cuzk_common::records::{self, RecordError};
+use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, MAX_DELIVER};
 use cuzk_common::witness::Assignment;
 use cuzk_prover::{Backend, BackendError, CpuBackend};
@@ -45,19 +45,31 @@ enum PartitionError {
 
 impl From<RecordError> for PartitionError {
     fn from(e: RecordError) -> Self {
-        if e.retryable() { PartitionError::Retry(e.to_string()) } else { PartitionError::Fatal(e.to_string()) }
+        if e.retryable() {
+            PartitionError::Retry(e.to_string())
+        } else {
+            PartitionError::Fatal(e.to_string())
+        }
     }
 }
 
 impl From<ObjectError> for PartitionError {
     fn from(e: ObjectError) -> Self {
-        if e.retryable() { PartitionError::Retry(e.to_string()) } else { PartitionError::Fatal(e.to_string()) }
+        if e.retryable() {
+            PartitionError::Retry(e.to_string())
+        } else {
+            PartitionError::Fatal(e.to_string())
+        }
     }
 }
 
 impl From<BackendError> for PartitionError {
     fn from(e: BackendError) -> Self {
-        if e.retryable() { PartitionError::Retry(e.to_string()) } else { PartitionError::Fatal(e.to_string()) }
+        if e.retryable() {
+            PartitionError::Retry(e.to_string())
+        } else {
+            PartitionError::Fatal(e.to_string())
+        }
     }
 }
 
@@ -131,17 +143,32 @@ impl GpuNode {
                 anyhow::bail!("--gpu-backend cuda: no CUDA device is visible (check the driver and CUDA_VISIBLE_DEVICES)");
             }
             for device in 0..devices {
-                let backend = Arc::new(cuzk_kernels::CudaBackend::new(device, self.config.memory_budget)?);
+                let backend = Arc::new(cuzk_kernels::CudaBackend::new(
+                    device,
+                    self.config.memory_budget,
+                )?);
                 for w in 0..self.config.workers {
                     let label = format!("cuda{device}.{w}");
-                    workers.spawn(self.clone().worker(backend.clone(), pool.clone(), label, consumers.clone(), shutdown.clone()));
+                    workers.spawn(self.clone().worker(
+                        backend.clone(),
+                        pool.clone(),
+                        label,
+                        consumers.clone(),
+                        shutdown.clone(),
+                    ));
                 }
             }
         } else {
             let backend = Arc::new(CpuBackend);
             for w in 0..self.config.workers {
                 let label = format!("cpu.{w}");
-                workers.spawn(self.clone().worker(backend.clone(), pool.clone(), label, consumers.clone(), shutdown.clone()));
+                workers.spawn(self.clone().worker(
+                    backend.clone(),
+                    pool.clone(),
+                    label,
+                    consumers.clone(),
+                    shutdown.clone(),
+                ));
             }
         }
         let now = unix_ms();
@@ -150,15 +177,24 @@ impl GpuNode {
             role: "gpu".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             backend: if use_cuda { "cuda" } else { "cpu" }.into(),
-            devices: if use_cuda { cuzk_kernels::device_count() as u32 } else { 0 },
+            devices: if use_cuda {
+                cuzk_kernels::device_count() as u32
+            } else {
+                0
+            },
             workers: workers.len() as u32,
             partitions_in_flight: 0,
             busy_fraction: 0.0,
             started_at_ms: now,
             updated_at_ms: now,
         };
-        let heartbeat =
-            tokio::spawn(nodes::heartbeat(self.topology.clone(), heartbeat, self.load.clone(), workers.len() as u32, shutdown.clone()));
+        let heartbeat = tokio::spawn(nodes::heartbeat(
+            self.topology.clone(),
+            heartbeat,
+            self.load.clone(),
+            workers.len() as u32,
+            shutdown.clone(),
+        ));
         cuzk_common::metrics::set_ready(true);
         info!(node = %self.name, backend = if use_cuda { "cuda" } else { "cpu" }, workers = workers.len(),
             config = ?self.config, "gpu node started");
@@ -180,7 +216,10 @@ impl GpuNode {
     ) {
         let slots = Arc::new(Semaphore::new(1 + self.config.prefetch));
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let fetcher = tokio::spawn(self.clone().fetch_loop(consumers, slots, tx, shutdown.clone()));
+        let fetcher = tokio::spawn(
+            self.clone()
+                .fetch_loop(consumers, slots, tx, shutdown.clone()),
+        );
         let loaded: Mutex<HashMap<String, Arc<Loaded<B>>>> = Mutex::new(HashMap::new());
         while let Some(prepared) = rx.recv().await {
             let prepared: Prepared = prepared;
@@ -190,7 +229,9 @@ impl GpuNode {
             }
             let span = prepared.span.clone();
             span.record("worker", label.as_str());
-            self.prove_and_settle(&backend, &pool, &loaded, &label, prepared).instrument(span).await;
+            self.prove_and_settle(&backend, &pool, &loaded, &label, prepared)
+                .instrument(span)
+                .await;
         }
         let _ = fetcher.await;
         info!(worker = %label, "worker stopped");
@@ -232,7 +273,11 @@ impl GpuNode {
 
     /// Fetches and decodes a work item's blob. Items that need no proving (their job already
     /// ended) or cannot be proved are settled here and yield `None`.
-    async fn prepare(&self, message: jetstream::Message, slot: OwnedSemaphorePermit) -> Option<Prepared> {
+    async fn prepare(
+        &self,
+        message: jetstream::Message,
+        slot: OwnedSemaphorePermit,
+    ) -> Option<Prepared> {
         let delivered = message.info().map(|i| i.delivered).unwrap_or(1);
         let item = match WorkItem::decode(&message.payload) {
             Ok(item) => item,
@@ -243,19 +288,30 @@ impl GpuNode {
             }
         };
         let message = Arc::new(message);
-        let ticker = tokio::spawn(progress_ticker(message.clone(), self.topology.progress_interval()));
+        let ticker = tokio::spawn(progress_ticker(
+            message.clone(),
+            self.topology.progress_interval(),
+        ));
         // A child of the synth node's partition span through the work item's `traceparent`.
         let span = info_span!("gpu.partition", job_id = %item.job_id, partition = item.partition, delivered,
             worker = field::Empty, otel.kind = "consumer");
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(published) = telemetry::published_at(&message) {
-            telemetry::record_wait(&span, "work.queue_wait", published, std::time::SystemTime::now());
+            telemetry::record_wait(
+                &span,
+                "work.queue_wait",
+                published,
+                std::time::SystemTime::now(),
+            );
         }
         let held = self.load.hold("gpu");
         let mut timings = item.timings;
         timings.queue_wait_ms = unix_ms().saturating_sub(item.published_at_ms) as f64;
         metrics().stage_ms("work_queue", timings.queue_wait_ms);
-        let fetched = self.fetch_assignment(&item, &mut timings).instrument(span.clone()).await;
+        let fetched = self
+            .fetch_assignment(&item, &mut timings)
+            .instrument(span.clone())
+            .await;
         let mut prepared = Prepared {
             message,
             ticker,
@@ -267,21 +323,25 @@ impl GpuNode {
             _slot: slot,
             _held: held,
         };
-        async move { match fetched {
-            Ok(Some(assignment)) => {
-                prepared.assignment = assignment;
-                Some(prepared)
+        async move {
+            match fetched {
+                Ok(Some(assignment)) => {
+                    prepared.assignment = assignment;
+                    Some(prepared)
+                }
+                Ok(None) => {
+                    self.settle(&prepared, AckKind::Ack).await;
+                    objects::delete(&self.topology.blobs, &prepared.item.blob_object)
+                        .await
+                        .ok();
+                    None
+                }
+                Err(e) => {
+                    self.handle_failure(&prepared, e).await;
+                    None
+                }
             }
-            Ok(None) => {
-                self.settle(&prepared, AckKind::Ack).await;
-                objects::delete(&self.topology.blobs, &prepared.item.blob_object).await.ok();
-                None
-            }
-            Err(e) => {
-                self.handle_failure(&prepared, e).await;
-                None
-            }
-        } }
+        }
         .instrument(span)
         .await
     }
@@ -296,11 +356,21 @@ impl GpuNode {
             _ => return Ok(None),
         }
         let started = Instant::now();
-        let bytes = objects::read_bounded(&self.topology.blobs, &item.blob_object, self.limits.max_blob_bytes)
-            .instrument(info_span!("fetch"))
-            .await?;
+        let bytes = objects::read_bounded(
+            &self.topology.blobs,
+            &item.blob_object,
+            self.limits.max_blob_bytes,
+        )
+        .instrument(info_span!("fetch"))
+        .await?;
         metrics().stage("fetch", started.elapsed());
-        metrics().blob_bytes.add(bytes.len() as u64, &[KeyValue::new("direction", "down"), KeyValue::new("form", "wire")]);
+        metrics().blob_bytes.add(
+            bytes.len() as u64,
+            &[
+                KeyValue::new("direction", "down"),
+                KeyValue::new("form", "wire"),
+            ],
+        );
         timings.fetch_ms = ms(started.elapsed());
         let started = Instant::now();
         let limits = self.limits;
@@ -308,11 +378,14 @@ impl GpuNode {
             .instrument(info_span!("decode"))
             .await
             .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
-        let (header, assignment) =
-            decoded.map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
+        let (header, assignment) = decoded
+            .map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
         metrics().stage("decode", started.elapsed());
         timings.decode_ms = ms(started.elapsed());
-        if header.job_id != item.job_id || header.partition != item.partition || header.shape_key != item.shape_key {
+        if header.job_id != item.job_id
+            || header.partition != item.partition
+            || header.shape_key != item.shape_key
+        {
             return Err(PartitionError::Fatal(format!(
                 "partition {}: blob {} belongs to {}/{} ({}), not this work item",
                 item.partition, item.blob_object, header.job_id, header.partition, header.shape_key
@@ -330,10 +403,15 @@ impl GpuNode {
         mut prepared: Prepared,
     ) {
         let assignment = std::mem::take(&mut prepared.assignment);
-        match self.prove(backend, pool, loaded, label, &prepared, assignment).await {
+        match self
+            .prove(backend, pool, loaded, label, &prepared, assignment)
+            .await
+        {
             Ok(()) => {
                 self.settle(&prepared, AckKind::Ack).await;
-                if let Err(e) = objects::delete(&self.topology.blobs, &prepared.item.blob_object).await {
+                if let Err(e) =
+                    objects::delete(&self.topology.blobs, &prepared.item.blob_object).await
+                {
                     warn!(err = %e, "deleting a proved blob failed; the bucket's max age reclaims it");
                 }
             }
@@ -351,7 +429,10 @@ impl GpuNode {
         assignment: Assignment,
     ) -> Result<(), PartitionError> {
         let item = &prepared.item;
-        let shape = self.load_shape(backend, loaded, item).instrument(info_span!("load_params")).await?;
+        let shape = self
+            .load_shape(backend, loaded, item)
+            .instrument(info_span!("load_params"))
+            .await?;
         let public_inputs = assignment.input.get(1..).unwrap_or_default().to_vec();
         let mut rng = rand::rngs::OsRng;
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
@@ -362,7 +443,16 @@ impl GpuNode {
         let span = info_span!("prove");
         let (proof, prove_timings) = tokio::task::spawn_blocking(move || {
             pool.install(|| {
-                span.in_scope(|| cuzk_prover::prove_timed(&*backend_ref, &shape_ref.srs, &shape_ref.vk, assignment, r, s))
+                span.in_scope(|| {
+                    cuzk_prover::prove_timed(
+                        &*backend_ref,
+                        &shape_ref.srs,
+                        &shape_ref.vk,
+                        assignment,
+                        r,
+                        s,
+                    )
+                })
             })
         })
         .await
@@ -378,20 +468,33 @@ impl GpuNode {
         timings.h_ms = ms(prove_timings.h);
         timings.msm_ms = ms(prove_timings.msm);
         let verified = self.config.verify;
-        if verified && !matches!(cuzk_prover::verify(&shape.pvk, &proof, &public_inputs), Ok(true)) {
+        if verified
+            && !matches!(
+                cuzk_prover::verify(&shape.pvk, &proof, &public_inputs),
+                Ok(true)
+            )
+        {
             return Err(PartitionError::Fatal(format!(
                 "partition {} proof does not verify: the parameters do not match the circuit",
                 item.partition
             )));
         }
         let proof_hex = hex::encode(cuzk_prover::proof_bytes(&proof));
-        info!(h_ms = timings.h_ms, msm_ms = timings.msm_ms, prove_ms = timings.prove_ms,
-            queue_wait_ms = timings.queue_wait_ms, fetch_ms = timings.fetch_ms, decode_ms = timings.decode_ms,
-            "partition proved");
+        info!(
+            h_ms = timings.h_ms,
+            msm_ms = timings.msm_ms,
+            prove_ms = timings.prove_ms,
+            queue_wait_ms = timings.queue_wait_ms,
+            fetch_ms = timings.fetch_ms,
+            decode_ms = timings.decode_ms,
+            "partition proved"
+        );
 
         let index = item.partition as usize;
         let record = records::update(&self.topology.jobs_kv, &item.job_id, |record| {
-            let Some(partition) = record.partitions.get_mut(index) else { return false };
+            let Some(partition) = record.partitions.get_mut(index) else {
+                return false;
+            };
             if record.status.is_final() || partition.status == PartitionStatus::Proved {
                 return false;
             }
@@ -405,7 +508,9 @@ impl GpuNode {
         })
         .await?;
         if let Some(record) = record.filter(|r| r.all_proved() && !r.status.is_final()) {
-            self.assemble(&record).instrument(info_span!("assemble")).await?;
+            self.assemble(&record)
+                .instrument(info_span!("assemble"))
+                .await?;
         }
         Ok(())
     }
@@ -423,8 +528,11 @@ impl GpuNode {
         }
         let params_value: serde_json::Value = serde_json::from_str(&item.params_json)
             .map_err(|e| PartitionError::Fatal(format!("work item params: {e}")))?;
-        let family = cuzk_circuits::resolve(&CircuitSpec { name: item.circuit.clone(), params: params_value })
-            .map_err(|e| PartitionError::Fatal(e.to_string()))?;
+        let family = cuzk_circuits::resolve(&CircuitSpec {
+            name: item.circuit.clone(),
+            params: params_value,
+        })
+        .map_err(|e| PartitionError::Fatal(e.to_string()))?;
         if family.shape_key() != item.shape_key {
             return Err(PartitionError::Fatal(format!(
                 "work item shape {} does not match circuit shape {}",
@@ -433,16 +541,21 @@ impl GpuNode {
             )));
         }
         let cache = self.params.clone();
-        let file = self.config.params_files.iter().find(|(shape, _)| *shape == item.shape_key).map(|(_, p)| p.clone());
+        let file = self
+            .config
+            .params_files
+            .iter()
+            .find(|(shape, _)| *shape == item.shape_key)
+            .map(|(_, p)| p.clone());
         let started = Instant::now();
         let params: Arc<Parameters<Bls12>> = tokio::task::spawn_blocking(move || match file {
             // An operator-supplied file: check every point, it did not come from us.
             Some(path) => cuzk_circuits::load_from_file(&path, &*family, true),
             None => cache.get_or_generate(&*family),
         })
-            .await
-            .map_err(|e| PartitionError::Fatal(format!("parameter loading died: {e}")))?
-            .map_err(|e| PartitionError::Fatal(format!("no parameters for {}: {e}", item.shape_key)))?;
+        .await
+        .map_err(|e| PartitionError::Fatal(format!("parameter loading died: {e}")))?
+        .map_err(|e| PartitionError::Fatal(format!("no parameters for {}: {e}", item.shape_key)))?;
         let backend = backend.clone();
         let params_for_srs = params.clone();
         let srs = tokio::task::spawn_blocking(move || backend.load_srs(params_for_srs))
@@ -461,11 +574,18 @@ impl GpuNode {
         let started = Instant::now();
         let mut proof = Vec::with_capacity(record.partitions.len() * 192);
         for partition in &record.partitions {
-            let bytes = partition.proof.as_deref().and_then(|h| hex::decode(h).ok()).filter(|b| b.len() == 192);
-            let bytes = bytes.ok_or_else(|| PartitionError::Fatal("a stored partition proof is malformed".into()))?;
+            let bytes = partition
+                .proof
+                .as_deref()
+                .and_then(|h| hex::decode(h).ok())
+                .filter(|b| b.len() == 192);
+            let bytes = bytes.ok_or_else(|| {
+                PartitionError::Fatal("a stored partition proof is malformed".into())
+            })?;
             proof.extend_from_slice(&bytes);
         }
-        let partition_timings: Vec<PartitionTimings> = record.partitions.iter().map(|p| p.timings).collect();
+        let partition_timings: Vec<PartitionTimings> =
+            record.partitions.iter().map(|p| p.timings).collect();
         let now = unix_ms();
         let result = JobResult {
             version: RESULT_VERSION,
@@ -478,7 +598,9 @@ impl GpuNode {
             error: None,
             timings: JobTimings {
                 total_ms: now.saturating_sub(record.submitted_at_ms) as f64,
-                job_queue_ms: record.synth_started_at_ms.saturating_sub(record.submitted_at_ms) as f64,
+                job_queue_ms: record
+                    .synth_started_at_ms
+                    .saturating_sub(record.submitted_at_ms) as f64,
                 stages: partition_timings.iter().copied().sum(),
                 assemble_ms: ms(started.elapsed()),
             },
@@ -498,10 +620,19 @@ impl GpuNode {
             PartitionError::Retry(reason) if prepared.delivered < MAX_DELIVER => {
                 metrics().error("gpu", "retry");
                 warn!(job_id = %item.job_id, partition = item.partition, %reason, "partition attempt failed; will retry");
-                AckKind::Nak(Some(cuzk_common::nats::RetryPolicy::NETWORK.delay(prepared.delivered as u32 + 2)))
+                AckKind::Nak(Some(
+                    cuzk_common::nats::RetryPolicy::NETWORK.delay(prepared.delivered as u32 + 2),
+                ))
             }
             PartitionError::Retry(reason) => {
-                self.fail_job(item, format!("partition {} gave up after {} attempts: {reason}", item.partition, prepared.delivered)).await
+                self.fail_job(
+                    item,
+                    format!(
+                        "partition {} gave up after {} attempts: {reason}",
+                        item.partition, prepared.delivered
+                    ),
+                )
+                .await
             }
             PartitionError::Fatal(reason) => self.fail_job(item, reason).await,
         };
@@ -512,9 +643,12 @@ impl GpuNode {
         warn!(job_id = %item.job_id, partition = item.partition, %reason, "job failed");
         metrics().error("gpu", "fatal");
         metrics().jobs.add(1, &[KeyValue::new("status", "failed")]);
-        match records::report_result(&self.topology, &JobResult::failed(&item.job_id, reason)).await {
+        match records::report_result(&self.topology, &JobResult::failed(&item.job_id, reason)).await
+        {
             Ok(()) => {
-                objects::delete(&self.topology.blobs, &item.blob_object).await.ok();
+                objects::delete(&self.topology.blobs, &item.blob_object)
+                    .await
+                    .ok();
                 AckKind::Term
             }
             Err(e) => {
@@ -539,7 +673,9 @@ impl GpuNode {
 }
 
 /// High-priority work first; otherwise wait briefly on the normal queue.
-async fn next_work(consumers: &[PullConsumer; 2]) -> Result<Option<jetstream::Message>, async_nats::Error> {
+async fn next_work(
+    consumers: &[PullConsumer; 2],
+) -> Result<Option<jetstream::Message>, async_nats::Error> {
     let [high, normal] = consumers;
     if let Some(message) = pull_one(high, Duration::ZERO).await? {
         return Ok(Some(message));

@@ -55,7 +55,12 @@ impl CudaBackend {
         let gpu = Gpu::new(ordinal)?;
         let (_free, total) = gpu.mem_info()?;
         let budget = memory_budget_bytes.unwrap_or((total as u64).saturating_sub(DEFAULT_RESERVE));
-        Ok(CudaBackend { gpu, budget, resident: Arc::new(AtomicU64::new(0)), job: Mutex::new(()) })
+        Ok(CudaBackend {
+            gpu,
+            budget,
+            resident: Arc::new(AtomicU64::new(0)),
+            job: Mutex::new(()),
+        })
     }
 
     /// The underlying device (NTTs, MSMs on device-resident data).
@@ -92,9 +97,16 @@ impl CudaBackend {
             ])
         };
         match up() {
-            Ok([h, l, a, b_g1, b_g2]) => {
-                Ok(CudaSrs { h, l, a, b_g1, b_g2, params, bytes, accounted: self.resident.clone() })
-            }
+            Ok([h, l, a, b_g1, b_g2]) => Ok(CudaSrs {
+                h,
+                l,
+                a,
+                b_g1,
+                b_g2,
+                params,
+                bytes,
+                accounted: self.resident.clone(),
+            }),
             Err(e) => {
                 self.resident.fetch_sub(bytes, Ordering::SeqCst);
                 Err(e)
@@ -117,12 +129,22 @@ impl Backend for CudaBackend {
         Ok(self.load(params)?)
     }
 
-    fn compute_h(&self, a: Vec<Scalar>, b: Vec<Scalar>, c: Vec<Scalar>) -> Result<Vec<Scalar>, BackendError> {
+    fn compute_h(
+        &self,
+        a: Vec<Scalar>,
+        b: Vec<Scalar>,
+        c: Vec<Scalar>,
+    ) -> Result<Vec<Scalar>, BackendError> {
         let _job = self.job.lock().unwrap();
         Ok(self.gpu.compute_h(&a, &b, &c)?)
     }
 
-    fn msms(&self, srs: &CudaSrs, h: &[Scalar], assignment: &Assignment) -> Result<MsmResults, BackendError> {
+    fn msms(
+        &self,
+        srs: &CudaSrs,
+        h: &[Scalar],
+        assignment: &Assignment,
+    ) -> Result<MsmResults, BackendError> {
         cuzk_prover::cpu::check_query_sizes(&srs.params, assignment)?;
         if h.len() != srs.h.len() {
             return Err(BackendError::Shape(format!(

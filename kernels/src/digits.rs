@@ -59,7 +59,10 @@ pub fn canonical_limbs(s: &Scalar) -> [u32; 8] {
 /// Parses canonical little-endian 32-byte scalars, rejecting any value >= r.
 pub fn scalars_from_le_bytes(bytes: &[u8]) -> Result<Vec<Scalar>, CudaError> {
     if bytes.len() % 32 != 0 {
-        return Err(CudaError::Shape(format!("{} bytes is not a whole number of scalars", bytes.len())));
+        return Err(CudaError::Shape(format!(
+            "{} bytes is not a whole number of scalars",
+            bytes.len()
+        )));
     }
     bytes
         .chunks_exact(32)
@@ -101,7 +104,10 @@ mod tests {
                 let d = signed_digits(&canonical_limbs(s), c);
                 assert_eq!(d.len() as u32, num_windows(c));
                 let half = 1i64 << (c - 1);
-                assert!(d.iter().all(|&x| x > -half && x <= half), "c={c} digits {d:?}");
+                assert!(
+                    d.iter().all(|&x| x > -half && x <= half),
+                    "c={c} digits {d:?}"
+                );
                 assert_eq!(reconstruct(&d, c), *s, "c={c}");
             }
         }
@@ -125,10 +131,16 @@ mod tests {
         }
         let mut r_minus_1 = r;
         r_minus_1[0] -= 1; // r ends in ...01
-        assert_eq!(scalars_from_le_bytes(&r_minus_1).unwrap(), vec![-Scalar::ONE]);
+        assert_eq!(
+            scalars_from_le_bytes(&r_minus_1).unwrap(),
+            vec![-Scalar::ONE]
+        );
         let mut two = r_minus_1.to_vec();
         two.extend_from_slice(&r);
-        assert!(matches!(scalars_from_le_bytes(&two), Err(CudaError::NonCanonicalScalar(1))));
+        assert!(matches!(
+            scalars_from_le_bytes(&two),
+            Err(CudaError::NonCanonicalScalar(1))
+        ));
         assert!(scalars_from_le_bytes(&[0xff; 32]).is_err());
         assert!(scalars_from_le_bytes(&[0; 31]).is_err());
     }

@@ -59,8 +59,14 @@ mod tests {
             BackendError::from(CudaError::OutOfMemory("x".into())),
             BackendError::OutOfMemory(_)
         ));
-        assert!(matches!(BackendError::from(CudaError::NoDriver), BackendError::Unavailable(_)));
-        assert!(matches!(BackendError::from(CudaError::Driver("x".into())), BackendError::Device(_)));
+        assert!(matches!(
+            BackendError::from(CudaError::NoDriver),
+            BackendError::Unavailable(_)
+        ));
+        assert!(matches!(
+            BackendError::from(CudaError::Driver("x".into())),
+            BackendError::Device(_)
+        ));
         assert!(matches!(
             BackendError::from(CudaError::NonCanonicalScalar(3)),
             BackendError::Shape(_)

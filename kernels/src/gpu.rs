@@ -133,7 +133,11 @@ fn grid(n: u64, block: u32) -> u32 {
 }
 
 fn cfg(grid: u32, block: u32, smem: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: smem }
+    LaunchConfig {
+        grid_dim: (grid, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: smem,
+    }
 }
 
 macro_rules! launch {
@@ -182,7 +186,8 @@ fn pow_tables(base: Scalar, scale: Scalar, n: u64) -> (Vec<Scalar>, Vec<Scalar>)
 fn keep_pool_memory(ctx: &Arc<CudaContext>) {
     let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
     unsafe {
-        if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS {
+        if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS
+        {
             let mut v: u64 = u64::MAX;
             let _ = sys::cuMemPoolSetAttribute(
                 pool,
@@ -202,7 +207,9 @@ pub fn device_count() -> usize {
     if !driver_present() {
         return 0;
     }
-    CudaContext::device_count().map(|n| n.max(0) as usize).unwrap_or(0)
+    CudaContext::device_count()
+        .map(|n| n.max(0) as usize)
+        .unwrap_or(0)
 }
 
 impl Gpu {
@@ -305,7 +312,11 @@ impl Gpu {
     }
 
     /// Runs `f` with a pinned staging buffer of at least `bytes`.
-    fn with_staging<R>(&self, bytes: usize, f: impl FnOnce(&mut PinnedHostSlice<u8>) -> Result<R>) -> Result<R> {
+    fn with_staging<R>(
+        &self,
+        bytes: usize,
+        f: impl FnOnce(&mut PinnedHostSlice<u8>) -> Result<R>,
+    ) -> Result<R> {
         let mut st = self.staging.lock().unwrap();
         if st.buf.as_ref().is_none_or(|b| b.len() < bytes) {
             st.buf = None;
@@ -317,7 +328,14 @@ impl Gpu {
 
     /// Copies host bytes into the staging buffer at `off` (parallel) and uploads them on the copy
     /// stream into `dst`; returns an event the compute stream can wait on.
-    fn stage_upload(&self, pinned: &mut PinnedHostSlice<u8>, off: usize, src: &[u8], dst: &mut DevBuf, dst_off: usize) -> Result<CudaEvent> {
+    fn stage_upload(
+        &self,
+        pinned: &mut PinnedHostSlice<u8>,
+        off: usize,
+        src: &[u8],
+        dst: &mut DevBuf,
+        dst_off: usize,
+    ) -> Result<CudaEvent> {
         if !src.is_empty() {
             {
                 let host = pinned.as_mut_slice()?;
@@ -328,7 +346,8 @@ impl Gpu {
             }
             let host = pinned.as_slice()?;
             let mut view = dst.buf.slice_mut(dst_off..dst_off + src.len());
-            self.copy.memcpy_htod(&host[off..off + src.len()], &mut view)?;
+            self.copy
+                .memcpy_htod(&host[off..off + src.len()], &mut view)?;
         }
         Ok(self.copy.record_event(None)?)
     }
@@ -431,7 +450,10 @@ impl Gpu {
     /// Host-to-host transform (upload, transform, download); `v.len()` must be a power of two.
     pub fn transform(&self, v: &mut [Scalar], kind: NttKind) -> Result<()> {
         if !v.len().is_power_of_two() {
-            return Err(CudaError::Shape(format!("NTT length {} is not a power of two", v.len())));
+            return Err(CudaError::Shape(format!(
+                "NTT length {} is not a power of two",
+                v.len()
+            )));
         }
         let logn = v.len().trailing_zeros();
         let x = self.upload(as_bytes(v))?;
@@ -452,7 +474,8 @@ impl Gpu {
                 c.len()
             )));
         }
-        let (m, logm) = cuzk_prover::cpu::domain_size(n).map_err(|e| CudaError::Shape(e.to_string()))?;
+        let (m, logm) =
+            cuzk_prover::cpu::domain_size(n).map_err(|e| CudaError::Shape(e.to_string()))?;
         let m64 = m as u64;
         let g = Scalar::MULTIPLICATIVE_GENERATOR;
         let m_inv = Scalar::from(m64).invert().unwrap();
@@ -504,16 +527,32 @@ impl Gpu {
     /// Uploads affine bases (blst layout) to the device.
     pub fn upload_g1(&self, bases: &[G1Affine]) -> Result<DeviceBases> {
         assert_eq!(std::mem::size_of::<G1Affine>(), 96);
-        let buf = if bases.is_empty() { None } else { Some(self.upload(as_bytes(bases))?) };
+        let buf = if bases.is_empty() {
+            None
+        } else {
+            Some(self.upload(as_bytes(bases))?)
+        };
         self.stream.synchronize()?;
-        Ok(DeviceBases { buf, len: bases.len(), curve: Curve::G1 })
+        Ok(DeviceBases {
+            buf,
+            len: bases.len(),
+            curve: Curve::G1,
+        })
     }
 
     pub fn upload_g2(&self, bases: &[G2Affine]) -> Result<DeviceBases> {
         assert_eq!(std::mem::size_of::<G2Affine>(), 192);
-        let buf = if bases.is_empty() { None } else { Some(self.upload(as_bytes(bases))?) };
+        let buf = if bases.is_empty() {
+            None
+        } else {
+            Some(self.upload(as_bytes(bases))?)
+        };
         self.stream.synchronize()?;
-        Ok(DeviceBases { buf, len: bases.len(), curve: Curve::G2 })
+        Ok(DeviceBases {
+            buf,
+            len: bases.len(),
+            curve: Curve::G2,
+        })
     }
 
     fn scan(&self, inp: u64, out: u64, n: u64) -> Result<()> {
@@ -548,7 +587,12 @@ impl Gpu {
 
     /// Window sums of sum_i s_i P_i (scalars on the device, Montgomery form) as raw Jacobian
     /// limbs; the MSM's window width.
-    fn msm_windows(&self, bases: &DeviceBases, scalars: u64, n: usize) -> Result<(Vec<u8>, u32, u32)> {
+    fn msm_windows(
+        &self,
+        bases: &DeviceBases,
+        scalars: u64,
+        n: usize,
+    ) -> Result<(Vec<u8>, u32, u32)> {
         let curve = bases.curve;
         let cf = &self.f.curve[curve as usize];
         let s = &self.stream;
@@ -573,7 +617,8 @@ impl Gpu {
         // Tasks of at most T points per bucket (about half the mean bucket size, so most tasks
         // are full and a warp's threads run similar lengths).
         let t_max = ((n as u64).div_ceil(2 * nb as u64) as u32).max(8);
-        let (ntasks, task_off, total_tasks, mut max_tasks) = self.plan_tasks(&counts, nbt, t_max)?;
+        let (ntasks, task_off, total_tasks, mut max_tasks) =
+            self.plan_tasks(&counts, nbt, t_max)?;
         let tasks = self.alloc((total_tasks as usize).max(1) * 8)?;
         launch!(self, self.f.msm_task_fill, cfg(grid(nbt as u64, 256), 256, 0);
             offsets.ptr(s), counts.ptr(s), task_off.ptr(s), nbt, t_max, tasks.ptr(s))?;
@@ -628,7 +673,12 @@ impl Gpu {
     }
 
     /// MSM with scalars already on the device (Montgomery form, `n <= bases.len()`).
-    pub fn msm_g1_device(&self, bases: &DeviceBases, scalars: &DevBuf, n: usize) -> Result<G1Projective> {
+    pub fn msm_g1_device(
+        &self,
+        bases: &DeviceBases,
+        scalars: &DevBuf,
+        n: usize,
+    ) -> Result<G1Projective> {
         check_msm(bases, Curve::G1, n)?;
         if n == 0 {
             return Ok(G1Projective::identity());
@@ -637,7 +687,12 @@ impl Gpu {
         Ok(combine(&raw, c, nwin, jac_g1))
     }
 
-    pub fn msm_g2_device(&self, bases: &DeviceBases, scalars: &DevBuf, n: usize) -> Result<G2Projective> {
+    pub fn msm_g2_device(
+        &self,
+        bases: &DeviceBases,
+        scalars: &DevBuf,
+        n: usize,
+    ) -> Result<G2Projective> {
         check_msm(bases, Curve::G2, n)?;
         if n == 0 {
             return Ok(G2Projective::identity());
@@ -674,7 +729,10 @@ impl Gpu {
     /// each before any later kernel, while the next vector's copy proceeds.
     pub fn upload_many(&self, vecs: &[&[Scalar]]) -> Result<Vec<DevBuf>> {
         let total: usize = vecs.iter().map(|v| v.len() * 32).sum();
-        let mut out: Vec<DevBuf> = vecs.iter().map(|v| self.alloc(v.len() * 32)).collect::<Result<_>>()?;
+        let mut out: Vec<DevBuf> = vecs
+            .iter()
+            .map(|v| self.alloc(v.len() * 32))
+            .collect::<Result<_>>()?;
         self.with_staging(total, |p| {
             let mut off = 0;
             let mut evs = Vec::new();
@@ -703,10 +761,16 @@ pub enum NttKind {
 
 fn check_msm(bases: &DeviceBases, curve: Curve, n: usize) -> Result<()> {
     if bases.curve != curve {
-        return Err(CudaError::Shape(format!("{:?} bases used for a {curve:?} MSM", bases.curve)));
+        return Err(CudaError::Shape(format!(
+            "{:?} bases used for a {curve:?} MSM",
+            bases.curve
+        )));
     }
     if n > bases.len {
-        return Err(CudaError::Shape(format!("{n} scalars but only {} bases", bases.len)));
+        return Err(CudaError::Shape(format!(
+            "{n} scalars but only {} bases",
+            bases.len
+        )));
     }
     if n >= 1 << 31 {
         return Err(CudaError::Shape(format!("MSM of {n} points exceeds 2^31")));
@@ -715,7 +779,8 @@ fn check_msm(bases: &DeviceBases, curve: Curve, n: usize) -> Result<()> {
 }
 
 fn fp_from(raw: &[u8]) -> blst_fp {
-    let l: [u64; 6] = std::array::from_fn(|i| u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().unwrap()));
+    let l: [u64; 6] =
+        std::array::from_fn(|i| u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().unwrap()));
     blst_fp { l }
 }
 
@@ -726,7 +791,12 @@ fn jac_g1(raw: &[u8]) -> G1Projective {
 
 fn jac_g2(raw: &[u8]) -> G2Projective {
     let f = |i: usize| {
-        Fp2::from(blst_fp2 { fp: [fp_from(&raw[96 * i..96 * i + 48]), fp_from(&raw[96 * i + 48..96 * i + 96])] })
+        Fp2::from(blst_fp2 {
+            fp: [
+                fp_from(&raw[96 * i..96 * i + 48]),
+                fp_from(&raw[96 * i + 48..96 * i + 96]),
+            ],
+        })
     };
     G2Projective::from_raw_unchecked(f(0), f(1), f(2))
 }

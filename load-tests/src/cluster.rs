@@ -58,9 +58,20 @@ impl Target {
         let config = nats.resolve("cuzk-load")?;
         let client = cuzk_common::nats::connect(&config).await?;
         let js = jetstream_context(client.clone(), config.timeout);
-        let gpu_metrics =
-            metrics.iter().map(|addr| Endpoint { node: addr.clone(), addr: addr.clone() }).collect();
-        Ok(Target { client, js, gpu_metrics, description: format!("cluster at {}", config.urls.join(",")), cluster: None })
+        let gpu_metrics = metrics
+            .iter()
+            .map(|addr| Endpoint {
+                node: addr.clone(),
+                addr: addr.clone(),
+            })
+            .collect();
+        Ok(Target {
+            client,
+            js,
+            gpu_metrics,
+            description: format!("cluster at {}", config.urls.join(",")),
+            cluster: None,
+        })
     }
 
     /// Starts servers and nodes, waits until every node is ready (`/readyz`), and connects.
@@ -78,7 +89,11 @@ impl Target {
         let mut ready = Vec::new();
         for _ in 0..shape.synth {
             let addr = format!("127.0.0.1:{}", free_port()?);
-            cluster.spec.synth_args = [shape.synth_args.clone(), vec!["--metrics-addr".into(), addr.clone()]].concat();
+            cluster.spec.synth_args = [
+                shape.synth_args.clone(),
+                vec!["--metrics-addr".into(), addr.clone()],
+            ]
+            .concat();
             let node = cluster.add_node(Role::Synth)?;
             ready.push(Endpoint { node, addr });
         }
@@ -134,7 +149,10 @@ impl Target {
 
     /// The started cluster's node logs, for error messages.
     pub fn log_tails(&self) -> String {
-        self.cluster.as_ref().map(|c| c.log_tails(2000)).unwrap_or_default()
+        self.cluster
+            .as_ref()
+            .map(|c| c.log_tails(2000))
+            .unwrap_or_default()
     }
 
     /// Stops a started cluster (processes are killed: the run is over).
@@ -147,7 +165,9 @@ impl Target {
 pub async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await?;
         anyhow::Ok(String::from_utf8_lossy(&response).into_owned())
@@ -155,8 +175,14 @@ pub async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
     let response = tokio::time::timeout(Duration::from_secs(5), exchange)
         .await
         .with_context(|| format!("GET {addr}{path} timed out"))??;
-    let (head, body) = response.split_once("\r\n\r\n").context("malformed HTTP response")?;
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("no HTTP status")?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .context("malformed HTTP response")?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("no HTTP status")?;
     Ok((status, body.to_owned()))
 }
 
@@ -187,6 +213,12 @@ mod tests {
                     cuzk_prover_busy_seconds_total{worker=\"cpu.0\"} 0.113289699\n\
                     cuzk_prover_busy_seconds_total{otel_scope_name=\"cuzk\",worker=\"cuda0.1\"} 2\n\
                     cuzk_jobs_total{status=\"done\"} 2\n";
-        assert_eq!(prover_busy(text), vec![("cpu.0".to_owned(), 0.113289699), ("cuda0.1".to_owned(), 2.0)]);
+        assert_eq!(
+            prover_busy(text),
+            vec![
+                ("cpu.0".to_owned(), 0.113289699),
+                ("cuda0.1".to_owned(), 2.0)
+            ]
+        );
     }
 }

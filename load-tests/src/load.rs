@@ -60,7 +60,9 @@ impl JobOutcome {
     }
 
     pub fn done(&self) -> bool {
-        self.result.as_ref().is_some_and(|r| r.status == JobStatus::Done)
+        self.result
+            .as_ref()
+            .is_some_and(|r| r.status == JobStatus::Done)
     }
 }
 
@@ -92,7 +94,12 @@ pub struct RunData {
 }
 
 /// Submits `config.jobs` jobs (after the warm-up) and collects their results and the samples.
-pub async fn drive(target: &Target, config: &RunConfig, verify_with: Option<&ParamCache>, label: &str) -> anyhow::Result<RunData> {
+pub async fn drive(
+    target: &Target,
+    config: &RunConfig,
+    verify_with: Option<&ParamCache>,
+    label: &str,
+) -> anyhow::Result<RunData> {
     let family = cuzk_circuits::resolve(&cuzk_circuits::CircuitSpec {
         name: config.template.circuit.clone(),
         params: config.template.params.clone(),
@@ -106,7 +113,11 @@ pub async fn drive(target: &Target, config: &RunConfig, verify_with: Option<&Par
         let result = cuzk_cli::submit_and_wait(&target.client, &spec, config.timeout)
             .await
             .with_context(|| format!("warm-up job\n{}", target.log_tails()))?;
-        anyhow::ensure!(result.status == JobStatus::Done, "warm-up job failed: {:?}", result.error);
+        anyhow::ensure!(
+            result.status == JobStatus::Done,
+            "warm-up job failed: {:?}",
+            result.error
+        );
     }
 
     // Subscribed before the first submission, so no result can be missed.
@@ -120,7 +131,12 @@ pub async fn drive(target: &Target, config: &RunConfig, verify_with: Option<&Par
     let baseline = scrape(&target.gpu_metrics).await;
     // A user without `$JS.API.STREAM.INFO` gets no answer, only a timeout: find out once, not
     // on every sample.
-    let js = match tokio::time::timeout(Duration::from_secs(2), stream_depth(&target.js, WORK_STREAM)).await {
+    let js = match tokio::time::timeout(
+        Duration::from_secs(2),
+        stream_depth(&target.js, WORK_STREAM),
+    )
+    .await
+    {
         Ok(Some(_)) => Some(target.js.clone()),
         _ => {
             eprintln!("warning: cannot read the work stream's depth (permissions?); not sampling queue depths");
@@ -140,19 +156,20 @@ pub async fn drive(target: &Target, config: &RunConfig, verify_with: Option<&Par
 
     let mut outcomes: Vec<JobOutcome> = Vec::with_capacity(config.jobs);
     let mut pending: HashMap<String, usize> = HashMap::new();
-    let submit = |index: usize, outcomes: &mut Vec<JobOutcome>, pending: &mut HashMap<String, usize>| {
-        let mut spec = config.template.clone();
-        spec.job_id = format!("load-{tag}-{index}");
-        pending.insert(spec.job_id.clone(), outcomes.len());
-        outcomes.push(JobOutcome {
-            job_id: spec.job_id.clone(),
-            submitted_s: start.elapsed().as_secs_f64(),
-            completed_s: None,
-            result: None,
-        });
-        // A plain core publish, exactly what `nats pub cuzk.jobs.submit '{…}'` sends.
-        serde_json::to_vec(&spec).map(|body| (SUBJECT_SUBMIT, body))
-    };
+    let submit =
+        |index: usize, outcomes: &mut Vec<JobOutcome>, pending: &mut HashMap<String, usize>| {
+            let mut spec = config.template.clone();
+            spec.job_id = format!("load-{tag}-{index}");
+            pending.insert(spec.job_id.clone(), outcomes.len());
+            outcomes.push(JobOutcome {
+                job_id: spec.job_id.clone(),
+                submitted_s: start.elapsed().as_secs_f64(),
+                completed_s: None,
+                result: None,
+            });
+            // A plain core publish, exactly what `nats pub cuzk.jobs.submit '{…}'` sends.
+            serde_json::to_vec(&spec).map(|body| (SUBJECT_SUBMIT, body))
+        };
 
     let submit_until = start + config.submit_for;
     let deadline = tokio::time::Instant::from_std(start + config.timeout);
@@ -207,7 +224,15 @@ pub async fn drive(target: &Target, config: &RunConfig, verify_with: Option<&Par
     let mut samples = sampler.await?;
     // A final sample after the last result: the last proof's busy time is counted by then.
     samples.push(
-        take_sample(js.as_ref(), &target.gpu_metrics, &baseline, start, &jobs_done, &partitions_done).await,
+        take_sample(
+            js.as_ref(),
+            &target.gpu_metrics,
+            &baseline,
+            start,
+            &jobs_done,
+            &partitions_done,
+        )
+        .await,
     );
     if lost {
         eprintln!(

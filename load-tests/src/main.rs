@@ -28,7 +28,11 @@ use crate::load::{Mode, RunConfig};
 use crate::report::Summary;
 
 #[derive(Parser)]
-#[command(name = "cuzk-load", version, about = "Load generator and benchmarks for a cuzk proving cluster")]
+#[command(
+    name = "cuzk-load",
+    version,
+    about = "Load generator and benchmarks for a cuzk proving cluster"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -55,7 +59,11 @@ struct WorkloadArgs {
     #[arg(long, env = "CUZK_LOAD_CIRCUIT", default_value = "sha256")]
     circuit: String,
     /// Circuit parameters as JSON (partitions included).
-    #[arg(long, env = "CUZK_LOAD_PARAMS", default_value = r#"{"blocks":1,"partitions":4}"#)]
+    #[arg(
+        long,
+        env = "CUZK_LOAD_PARAMS",
+        default_value = r#"{"blocks":1,"partitions":4}"#
+    )]
     params: String,
     /// Job input as text.
     #[arg(long, env = "CUZK_LOAD_INPUT", default_value = "cuzk load test")]
@@ -75,7 +83,11 @@ struct WorkloadArgs {
     #[arg(long, env = "CUZK_LOAD_DURATION_SECS", default_value_t = 120)]
     duration_secs: u64,
     /// Hard bound on a run: results still missing after this many seconds count as lost.
-    #[arg(long = "timeout-secs", env = "CUZK_LOAD_TIMEOUT_SECS", default_value_t = 170)]
+    #[arg(
+        long = "timeout-secs",
+        env = "CUZK_LOAD_TIMEOUT_SECS",
+        default_value_t = 170
+    )]
     run_timeout_secs: u64,
     /// Untimed jobs run one at a time first (parameter loading, connection set-up).
     #[arg(long, env = "CUZK_LOAD_WARMUP", default_value_t = 1)]
@@ -102,14 +114,20 @@ impl WorkloadArgs {
             circuit: self.circuit.clone(),
             params: serde_json::from_str(&self.params).context("--params is not valid JSON")?,
             input: JobInput::Utf8(self.input.clone()),
-            priority: if self.priority == "high" { Priority::High } else { Priority::Normal },
+            priority: if self.priority == "high" {
+                Priority::High
+            } else {
+                Priority::Normal
+            },
         })
     }
 
     fn mode(&self) -> Mode {
         match (self.rate, self.concurrency) {
             (Some(rate), _) => Mode::Open { rate },
-            (None, concurrency) => Mode::Closed { concurrency: concurrency.unwrap_or(2) },
+            (None, concurrency) => Mode::Closed {
+                concurrency: concurrency.unwrap_or(2),
+            },
         }
     }
 
@@ -133,7 +151,10 @@ impl WorkloadArgs {
     /// Parameters are generated (test-only) before any clock starts, once for every process.
     fn prepare_params(&self) -> anyhow::Result<ParamCache> {
         let template = self.template()?;
-        let family = cuzk_circuits::resolve(&CircuitSpec { name: template.circuit, params: template.params })?;
+        let family = cuzk_circuits::resolve(&CircuitSpec {
+            name: template.circuit,
+            params: template.params,
+        })?;
         let cache = ParamCache::from_env()?;
         cache.get_or_generate(&*family)?;
         Ok(cache)
@@ -208,7 +229,11 @@ struct RunArgs {
     nats: NatsArgs,
     /// `HOST:PORT` of a GPU node's `--metrics-addr` to scrape for prover busy time (repeat;
     /// only with `--nats-url`: started clusters are scraped automatically).
-    #[arg(long = "metrics-endpoint", env = "CUZK_LOAD_METRICS_ENDPOINTS", value_delimiter = ',')]
+    #[arg(
+        long = "metrics-endpoint",
+        env = "CUZK_LOAD_METRICS_ENDPOINTS",
+        value_delimiter = ','
+    )]
     metrics_endpoints: Vec<String>,
     /// Name of this run in file names and tables.
     #[arg(long, env = "CUZK_LOAD_LABEL", default_value = "run")]
@@ -230,17 +255,26 @@ struct ScaleArgs {
     #[command(flatten)]
     launch: LaunchArgs,
     /// GPU node counts to run, in order.
-    #[arg(long, env = "CUZK_LOAD_GPU_COUNTS", value_delimiter = ',', default_value = "1,2,4")]
+    #[arg(
+        long,
+        env = "CUZK_LOAD_GPU_COUNTS",
+        value_delimiter = ',',
+        default_value = "1,2,4"
+    )]
     gpu_counts: Vec<usize>,
 }
 
 fn cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
@@ -259,7 +293,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         w.prepare_params()?;
         Target::launch(args.launch.shape(args.launch.gpu)?).await?
     };
-    let cache = if w.verify { Some(ParamCache::from_env()?) } else { None };
+    let cache = if w.verify {
+        Some(ParamCache::from_env()?)
+    } else {
+        None
+    };
     let data = load::drive(&target, &config, cache.as_ref(), &args.label).await?;
     target.stop();
     let summary = Summary::of(&data);
@@ -271,11 +309,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 async fn herd(args: HerdArgs) -> anyhow::Result<()> {
     let w = &args.workload;
     // The same stream on both sides: every job submitted at once, a backlog to work through.
-    let config = w.config(Mode::Closed { concurrency: w.jobs })?;
+    let config = w.config(Mode::Closed {
+        concurrency: w.jobs,
+    })?;
     let cache = w.prepare_params()?;
     let shape = args.launch.shape(args.launch.gpu)?;
 
-    eprintln!("single box: {} jobs, synthesis on {} rayon threads, then proving one partition at a time", w.jobs, cores());
+    eprintln!(
+        "single box: {} jobs, synthesis on {} rayon threads, then proving one partition at a time",
+        w.jobs,
+        cores()
+    );
     let single = single_box::run(&config, &cache, w.sample_ms)?;
     let single_summary = Summary::of(&single);
     print!("{}", report::table(&single, &single_summary));
@@ -287,10 +331,16 @@ async fn herd(args: HerdArgs) -> anyhow::Result<()> {
     let split_summary = Summary::of(&split);
     print!("{}", report::table(&split, &split_summary));
 
-    println!("\n{}", report::comparison(&[(&single, &single_summary), (&split, &split_summary)]));
+    println!(
+        "\n{}",
+        report::comparison(&[(&single, &single_summary), (&split, &split_summary)])
+    );
     write_outputs(&w.out, &single, &single_summary, w.window_secs)?;
     write_outputs(&w.out, &split, &split_summary, w.window_secs)?;
-    report::write_summary_csv(&w.out.join("herd.csv"), &[(&single, &single_summary), (&split, &split_summary)])?;
+    report::write_summary_csv(
+        &w.out.join("herd.csv"),
+        &[(&single, &single_summary), (&split, &split_summary)],
+    )?;
     Ok(())
 }
 
@@ -316,7 +366,12 @@ async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_outputs(out: &Path, data: &load::RunData, summary: &Summary, window_secs: f64) -> anyhow::Result<()> {
+fn write_outputs(
+    out: &Path,
+    data: &load::RunData,
+    summary: &Summary,
+    window_secs: f64,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let jobs = out.join(format!("{}-jobs.csv", data.label));
     let series = out.join(format!("{}-series.csv", data.label));
@@ -325,6 +380,11 @@ fn write_outputs(out: &Path, data: &load::RunData, summary: &Summary, window_sec
     let points = report::series(data, window_secs);
     report::write_series_csv(&series, data, &points)?;
     std::fs::write(&plot, report::svg(data, summary, &points))?;
-    eprintln!("wrote {}, {}, {}", jobs.display(), series.display(), plot.display());
+    eprintln!(
+        "wrote {}, {}, {}",
+        jobs.display(),
+        series.display(),
+        plot.display()
+    );
     Ok(())
 }

@@ -47,16 +47,36 @@ impl Summary {
         let jobs = data.outcomes.len();
         let done = data.outcomes.iter().filter(|o| o.done()).count();
         let answered = data.outcomes.iter().filter(|o| o.result.is_some()).count();
-        let first = data.outcomes.iter().map(|o| o.submitted_s).fold(f64::INFINITY, f64::min);
-        let last = data.outcomes.iter().filter_map(|o| o.completed_s).fold(0.0, f64::max);
+        let first = data
+            .outcomes
+            .iter()
+            .map(|o| o.submitted_s)
+            .fold(f64::INFINITY, f64::min);
+        let last = data
+            .outcomes
+            .iter()
+            .filter_map(|o| o.completed_s)
+            .fold(0.0, f64::max);
         let wall_s = (last - first).max(1e-9);
-        let mut latencies: Vec<f64> = data.outcomes.iter().filter(|o| o.done()).filter_map(|o| o.latency_s()).collect();
+        let mut latencies: Vec<f64> = data
+            .outcomes
+            .iter()
+            .filter(|o| o.done())
+            .filter_map(|o| o.latency_s())
+            .collect();
         latencies.sort_by(f64::total_cmp);
         let parts: Vec<PartitionTimings> = data
             .outcomes
             .iter()
             .filter(|o| o.done())
-            .flat_map(|o| o.result.as_ref().expect("done").partition_timings.iter().copied())
+            .flat_map(|o| {
+                o.result
+                    .as_ref()
+                    .expect("done")
+                    .partition_timings
+                    .iter()
+                    .copied()
+            })
             .collect();
         let total: PartitionTimings = parts.iter().copied().sum();
         let n = parts.len().max(1) as f64;
@@ -78,7 +98,10 @@ impl Summary {
             .workers
             .iter()
             .map(|w| {
-                let seconds = last_sample.and_then(|s| s.busy.get(w)).copied().unwrap_or(0.0);
+                let seconds = last_sample
+                    .and_then(|s| s.busy.get(w))
+                    .copied()
+                    .unwrap_or(0.0);
                 (w.clone(), seconds / wall_s)
             })
             .collect();
@@ -99,7 +122,8 @@ impl Summary {
             wire_bytes: total.blob_bytes,
             raw_bytes: total.raw_bytes,
             busy,
-            work_depth_mean: (!work.is_empty()).then(|| work.iter().sum::<u64>() as f64 / work.len() as f64),
+            work_depth_mean: (!work.is_empty())
+                .then(|| work.iter().sum::<u64>() as f64 / work.len() as f64),
             work_depth_max: work.iter().max().copied(),
             jobs_depth_max: data.samples.iter().filter_map(|s| s.jobs_depth).max(),
         }
@@ -137,7 +161,15 @@ pub fn table(data: &RunData, s: &Summary) -> String {
     let _ = writeln!(
         out,
         "{:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1}",
-        t.synth_ms, t.encode_ms, t.upload_ms, t.queue_wait_ms, t.fetch_ms, t.decode_ms, t.h_ms, t.msm_ms, t.prove_ms
+        t.synth_ms,
+        t.encode_ms,
+        t.upload_ms,
+        t.queue_wait_ms,
+        t.fetch_ms,
+        t.decode_ms,
+        t.h_ms,
+        t.msm_ms,
+        t.prove_ms
     );
     if s.wire_bytes > 0 {
         let _ = writeln!(
@@ -154,7 +186,10 @@ pub fn table(data: &RunData, s: &Summary) -> String {
         let _ = writeln!(out, "prover busy {worker}: {:.1} %", busy * 100.0);
     }
     if s.busy.is_empty() {
-        let _ = writeln!(out, "prover busy: no worker reported proving time (no metrics endpoint?)");
+        let _ = writeln!(
+            out,
+            "prover busy: no worker reported proving time (no metrics endpoint?)"
+        );
     }
     if let (Some(mean), Some(max)) = (s.work_depth_mean, s.work_depth_max) {
         let _ = writeln!(
@@ -242,9 +277,20 @@ pub fn write_jobs_csv(path: &Path, data: &RunData) -> anyhow::Result<()> {
         "job_id,submitted_s,completed_s,latency_s,status,synth_ms,encode_ms,upload_ms,queue_wait_ms,fetch_ms,decode_ms,h_ms,msm_ms,prove_ms,blob_bytes,raw_bytes,error\n",
     );
     for o in &data.outcomes {
-        let status = o.result.as_ref().map_or("lost".to_owned(), |r| format!("{:?}", r.status).to_lowercase());
-        let t = o.result.as_ref().map(|r| r.timings.stages).unwrap_or_default();
-        let error = o.result.as_ref().and_then(|r| r.error.clone()).unwrap_or_default().replace('"', "'");
+        let status = o.result.as_ref().map_or("lost".to_owned(), |r| {
+            format!("{:?}", r.status).to_lowercase()
+        });
+        let t = o
+            .result
+            .as_ref()
+            .map(|r| r.timings.stages)
+            .unwrap_or_default();
+        let error = o
+            .result
+            .as_ref()
+            .and_then(|r| r.error.clone())
+            .unwrap_or_default()
+            .replace('"', "'");
         let _ = writeln!(
             out,
             "{},{:.3},{},{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{},{},\"{}\"",
@@ -290,9 +336,19 @@ pub fn series(data: &RunData, window_s: f64) -> Vec<Point> {
         .enumerate()
         .map(|(i, now)| {
             // The latest sample at least `window_s` back (or the first one).
-            let back = samples[..=i].iter().rev().find(|s| now.t_s - s.t_s >= window_s).unwrap_or(&samples[0]);
+            let back = samples[..=i]
+                .iter()
+                .rev()
+                .find(|s| now.t_s - s.t_s >= window_s)
+                .unwrap_or(&samples[0]);
             let dt = (now.t_s - back.t_s).max(1e-9);
-            let rate = |a: f64, b: f64| if now.t_s > back.t_s { (a - b) / dt } else { 0.0 };
+            let rate = |a: f64, b: f64| {
+                if now.t_s > back.t_s {
+                    (a - b) / dt
+                } else {
+                    0.0
+                }
+            };
             Point {
                 t_s: now.t_s,
                 jobs_per_s: rate(now.jobs_done as f64, back.jobs_done as f64),
@@ -312,7 +368,9 @@ pub fn series(data: &RunData, window_s: f64) -> Vec<Point> {
 }
 
 pub fn write_series_csv(path: &Path, data: &RunData, points: &[Point]) -> anyhow::Result<()> {
-    let mut out = String::from("t_s,jobs_done,partitions_done,jobs_per_s,partitions_per_s,work_depth,jobs_depth");
+    let mut out = String::from(
+        "t_s,jobs_done,partitions_done,jobs_per_s,partitions_per_s,work_depth,jobs_depth",
+    );
     for worker in &data.workers {
         let _ = write!(out, ",busy_{worker}");
     }
@@ -338,10 +396,14 @@ pub fn write_series_csv(path: &Path, data: &RunData, points: &[Point]) -> anyhow
     Ok(())
 }
 
-const COLORS: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
+const COLORS: &[&str] = &[
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+];
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// A "nice" upper bound for an axis.
@@ -368,7 +430,12 @@ fn panel(svg: &mut String, top: f64, title: &str, y_max: f64, t_max: f64, lines:
     const HEIGHT: f64 = 150.0;
     let x = |t: f64| LEFT + WIDTH * t / t_max;
     let y = |v: f64| top + HEIGHT - HEIGHT * (v / y_max).clamp(0.0, 1.0);
-    let _ = writeln!(svg, r#"<text x="{LEFT}" y="{}" font-size="13" font-weight="bold">{}</text>"#, top - 8.0, escape(title));
+    let _ = writeln!(
+        svg,
+        r#"<text x="{LEFT}" y="{}" font-size="13" font-weight="bold">{}</text>"#,
+        top - 8.0,
+        escape(title)
+    );
     let _ = writeln!(
         svg,
         r##"<rect x="{LEFT}" y="{top}" width="{WIDTH}" height="{HEIGHT}" fill="none" stroke="#888"/>"##
@@ -381,7 +448,11 @@ fn panel(svg: &mut String, top: f64, title: &str, y_max: f64, t_max: f64, lines:
             LEFT + WIDTH,
             LEFT - 5.0,
             y(v) + 4.0,
-            if y_max >= 10.0 { format!("{v:.0}") } else { format!("{v:.2}") },
+            if y_max >= 10.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.2}")
+            },
             yy = y(v),
         );
     }
@@ -395,7 +466,10 @@ fn panel(svg: &mut String, top: f64, title: &str, y_max: f64, t_max: f64, lines:
         );
     }
     for (index, (label, color, points)) in lines.iter().enumerate() {
-        let path: Vec<String> = points.iter().map(|&(t, v)| format!("{:.1},{:.1}", x(t), y(v))).collect();
+        let path: Vec<String> = points
+            .iter()
+            .map(|&(t, v)| format!("{:.1},{:.1}", x(t), y(v)))
+            .collect();
         let _ = writeln!(
             svg,
             r#"<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{}"/>"#,
@@ -442,18 +516,48 @@ pub fn svg(data: &RunData, summary: &Summary, points: &[Point]) -> String {
     );
     let throughput: Vec<(f64, f64)> = points.iter().map(|p| (p.t_s, p.partitions_per_s)).collect();
     let y_max = nice_max(throughput.iter().map(|p| p.1).fold(0.0, f64::max));
-    panel(&mut svg, 80.0, "partitions proved per second (trailing window)", y_max, t_max, &[("partitions/s".into(), COLORS[0], throughput)]);
+    panel(
+        &mut svg,
+        80.0,
+        "partitions proved per second (trailing window)",
+        y_max,
+        t_max,
+        &[("partitions/s".into(), COLORS[0], throughput)],
+    );
     let busy_lines: Vec<_> = data
         .workers
         .iter()
         .enumerate()
-        .map(|(i, w)| (w.clone(), COLORS[i % COLORS.len()], points.iter().map(|p| (p.t_s, p.busy[i])).collect()))
+        .map(|(i, w)| {
+            (
+                w.clone(),
+                COLORS[i % COLORS.len()],
+                points.iter().map(|p| (p.t_s, p.busy[i])).collect(),
+            )
+        })
         .collect();
-    panel(&mut svg, 280.0, "prover busy fraction per worker (trailing window)", 1.0, t_max, &busy_lines);
+    panel(
+        &mut svg,
+        280.0,
+        "prover busy fraction per worker (trailing window)",
+        1.0,
+        t_max,
+        &busy_lines,
+    );
     if has_queue {
-        let depth: Vec<(f64, f64)> = points.iter().filter_map(|p| p.work_depth.map(|d| (p.t_s, d as f64))).collect();
+        let depth: Vec<(f64, f64)> = points
+            .iter()
+            .filter_map(|p| p.work_depth.map(|d| (p.t_s, d as f64)))
+            .collect();
         let y_max = nice_max(depth.iter().map(|p| p.1).fold(0.0, f64::max));
-        panel(&mut svg, 480.0, "partitions waiting in CUZK_WORK", y_max, t_max, &[("CUZK_WORK".into(), COLORS[1], depth)]);
+        panel(
+            &mut svg,
+            480.0,
+            "partitions waiting in CUZK_WORK",
+            y_max,
+            t_max,
+            &[("CUZK_WORK".into(), COLORS[1], depth)],
+        );
     }
     svg.push_str("</svg>\n");
     svg

@@ -22,7 +22,10 @@ const WORKER: &str = "single-box/cpu";
 /// Runs `config.jobs` jobs, all queued at the start, one after another (after the warm-up).
 pub fn run(config: &RunConfig, cache: &ParamCache, sample_ms: u64) -> anyhow::Result<RunData> {
     let template = &config.template;
-    let family = cuzk_circuits::resolve(&CircuitSpec { name: template.circuit.clone(), params: template.params.clone() })?;
+    let family = cuzk_circuits::resolve(&CircuitSpec {
+        name: template.circuit.clone(),
+        params: template.params.clone(),
+    })?;
     let partitions = family.partitions();
     let params = cache.get_or_generate(&*family)?;
     let pvk = prepare_verifying_key(&params.vk);
@@ -30,35 +33,40 @@ pub fn run(config: &RunConfig, cache: &ParamCache, sample_ms: u64) -> anyhow::Re
     let srs = backend.load_srs(params.clone())?;
     let input = cuzk_cli::inline_input(&template.input)?;
 
-    let prove_job = |record: &mut dyn FnMut(Instant, Instant)| -> anyhow::Result<Vec<PartitionTimings>> {
-        let synth_started = Instant::now();
-        let assignments = (0..partitions)
-            .into_par_iter()
-            .map(|k| family.synthesize_partition(&input, k))
-            .collect::<Result<Vec<_>, _>>()?;
-        // Synthesis of a partition is not timed one by one here: they run together, and the
-        // herd's cost is the wall time of the whole batch.
-        let synth_ms = synth_started.elapsed().as_secs_f64() * 1e3 / partitions as f64;
-        let mut timings = Vec::with_capacity(partitions);
-        for (k, assignment) in assignments.into_iter().enumerate() {
-            let mut rng = rand::rngs::OsRng;
-            let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-            let started = Instant::now();
-            let (proof, t) = cuzk_prover::prove_timed(&backend, &srs, &params.vk, assignment, r, s)?;
-            record(started, Instant::now());
-            // Checked like the GPU node checks (`--gpu-verify`), inside the wall time.
-            let inputs = family.public_inputs(&input, k)?;
-            anyhow::ensure!(cuzk_prover::verify(&pvk, &proof, &inputs)?, "partition {k} proof does not verify");
-            timings.push(PartitionTimings {
-                synth_ms,
-                h_ms: t.h.as_secs_f64() * 1e3,
-                msm_ms: t.msm.as_secs_f64() * 1e3,
-                prove_ms: t.total.as_secs_f64() * 1e3,
-                ..Default::default()
-            });
-        }
-        Ok(timings)
-    };
+    let prove_job =
+        |record: &mut dyn FnMut(Instant, Instant)| -> anyhow::Result<Vec<PartitionTimings>> {
+            let synth_started = Instant::now();
+            let assignments = (0..partitions)
+                .into_par_iter()
+                .map(|k| family.synthesize_partition(&input, k))
+                .collect::<Result<Vec<_>, _>>()?;
+            // Synthesis of a partition is not timed one by one here: they run together, and the
+            // herd's cost is the wall time of the whole batch.
+            let synth_ms = synth_started.elapsed().as_secs_f64() * 1e3 / partitions as f64;
+            let mut timings = Vec::with_capacity(partitions);
+            for (k, assignment) in assignments.into_iter().enumerate() {
+                let mut rng = rand::rngs::OsRng;
+                let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+                let started = Instant::now();
+                let (proof, t) =
+                    cuzk_prover::prove_timed(&backend, &srs, &params.vk, assignment, r, s)?;
+                record(started, Instant::now());
+                // Checked like the GPU node checks (`--gpu-verify`), inside the wall time.
+                let inputs = family.public_inputs(&input, k)?;
+                anyhow::ensure!(
+                    cuzk_prover::verify(&pvk, &proof, &inputs)?,
+                    "partition {k} proof does not verify"
+                );
+                timings.push(PartitionTimings {
+                    synth_ms,
+                    h_ms: t.h.as_secs_f64() * 1e3,
+                    msm_ms: t.msm.as_secs_f64() * 1e3,
+                    prove_ms: t.total.as_secs_f64() * 1e3,
+                    ..Default::default()
+                });
+            }
+            Ok(timings)
+        };
 
     for _ in 0..config.warmup {
         prove_job(&mut |_, _| {})?;
@@ -69,7 +77,10 @@ pub fn run(config: &RunConfig, cache: &ParamCache, sample_ms: u64) -> anyhow::Re
     let mut outcomes = Vec::with_capacity(config.jobs);
     for index in 0..config.jobs {
         if start.elapsed() > config.timeout {
-            eprintln!("warning: single box stopped after {index} jobs at the {:?} bound", config.timeout);
+            eprintln!(
+                "warning: single box stopped after {index} jobs at the {:?} bound",
+                config.timeout
+            );
             break;
         }
         let timings = prove_job(&mut |from, to| {
@@ -86,7 +97,11 @@ pub fn run(config: &RunConfig, cache: &ParamCache, sample_ms: u64) -> anyhow::Re
             partitions: partitions as u32,
             verified: true,
             error: None,
-            timings: JobTimings { total_ms: completed * 1e3, stages: timings.iter().copied().sum(), ..Default::default() },
+            timings: JobTimings {
+                total_ms: completed * 1e3,
+                stages: timings.iter().copied().sum(),
+                ..Default::default()
+            },
             partition_timings: timings,
         };
         outcomes.push(JobOutcome {
@@ -104,8 +119,14 @@ pub fn run(config: &RunConfig, cache: &ParamCache, sample_ms: u64) -> anyhow::Re
     let mut t = 0.0_f64;
     loop {
         let t_s = t.min(wall);
-        let jobs_done = outcomes.iter().filter(|o| o.completed_s.is_some_and(|c| c <= t_s)).count();
-        let busy_s: f64 = busy.iter().map(|&(from, to)| (to.min(t_s) - from).max(0.0)).sum();
+        let jobs_done = outcomes
+            .iter()
+            .filter(|o| o.completed_s.is_some_and(|c| c <= t_s))
+            .count();
+        let busy_s: f64 = busy
+            .iter()
+            .map(|&(from, to)| (to.min(t_s) - from).max(0.0))
+            .sum();
         samples.push(Sample {
             t_s,
             jobs_done,

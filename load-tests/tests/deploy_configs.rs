@@ -29,16 +29,30 @@ impl Drop for Server {
 /// run as is. (nats-server 2.9 refuses `-sd` next to a `store_dir` in the file.)
 fn with_store(config: &Path, dir: &Path, store: &Path) -> PathBuf {
     let text = std::fs::read_to_string(config).unwrap();
-    assert!(text.contains("/var/lib/cuzk/nats"), "{} no longer has the expected store_dir", config.display());
+    assert!(
+        text.contains("/var/lib/cuzk/nats"),
+        "{} no longer has the expected store_dir",
+        config.display()
+    );
     let copy = dir.join(config.file_name().unwrap());
-    std::fs::write(&copy, text.replace("/var/lib/cuzk/nats", &store.display().to_string())).unwrap();
+    std::fs::write(
+        &copy,
+        text.replace("/var/lib/cuzk/nats", &store.display().to_string()),
+    )
+    .unwrap();
     copy
 }
 
 fn start(config: &Path, args: &[String], envs: &[(&str, &str)], port: u16) -> Server {
-    let binary = nats_server_binary().expect("nats-server is installed (apt-get install nats-server)");
+    let binary =
+        nats_server_binary().expect("nats-server is installed (apt-get install nats-server)");
     let mut command = Command::new(binary);
-    command.arg("-c").arg(config).args(args).stdout(Stdio::null()).stderr(Stdio::piped());
+    command
+        .arg("-c")
+        .arg(config)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     for (key, value) in envs {
         command.env(key, value);
     }
@@ -48,9 +62,16 @@ fn start(config: &Path, args: &[String], envs: &[(&str, &str)], port: u16) -> Se
         if let Some(status) = child.try_wait().unwrap() {
             let mut stderr = String::new();
             std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-            panic!("nats-server -c {} exited with {status}: {stderr}", config.display());
+            panic!(
+                "nats-server -c {} exited with {status}: {stderr}",
+                config.display()
+            );
         }
-        assert!(Instant::now() < deadline, "nats-server -c {} did not listen on {port}", config.display());
+        assert!(
+            Instant::now() < deadline,
+            "nats-server -c {} did not listen on {port}",
+            config.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     Server(child)
@@ -80,20 +101,34 @@ async fn create_stream(js: &jetstream::Context, replicas: usize) -> stream::Stre
 #[tokio::test]
 async fn single_server_config_runs_jetstream() {
     let dir = tempfile::tempdir().unwrap();
-    let config = with_store(&deploy_dir().join("single.conf"), dir.path(), &dir.path().join("store"));
+    let config = with_store(
+        &deploy_dir().join("single.conf"),
+        dir.path(),
+        &dir.path().join("store"),
+    );
     let port = free_port().unwrap();
     let _server = start(&config, &["-p".into(), port.to_string()], &[], port);
-    let client = async_nats::connect(format!("nats://127.0.0.1:{port}")).await.unwrap();
+    let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
+        .await
+        .unwrap();
     let js = jetstream::new(client);
     let mut stream = create_stream(&js, 1).await;
-    js.publish("deploy.check", "x".into()).await.unwrap().await.unwrap();
+    js.publish("deploy.check", "x".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
     assert_eq!(stream.info().await.unwrap().state.messages, 1);
 }
 
 #[tokio::test]
 async fn auth_config_starts_and_admits_only_known_users() {
     let dir = tempfile::tempdir().unwrap();
-    let config = with_store(&deploy_dir().join("auth.conf"), dir.path(), &dir.path().join("store"));
+    let config = with_store(
+        &deploy_dir().join("auth.conf"),
+        dir.path(),
+        &dir.path().join("store"),
+    );
     let port = free_port().unwrap();
     // A bcrypt hash as the admin's password: in an environment variable it must carry its own
     // quotes, or the server reads its `$2b$…` as another variable reference.
@@ -106,13 +141,17 @@ async fn auth_config_starts_and_admits_only_known_users() {
     ];
     let _server = start(&config, &["-p".into(), port.to_string()], &envs, port);
     let url = format!("nats://127.0.0.1:{port}");
-    let admin = async_nats::ConnectOptions::with_user_and_password("admin".into(), "admin-pw".into())
-        .connect(&url)
-        .await
-        .expect("admin logs in with the password behind the bcrypt hash");
+    let admin =
+        async_nats::ConnectOptions::with_user_and_password("admin".into(), "admin-pw".into())
+            .connect(&url)
+            .await
+            .expect("admin logs in with the password behind the bcrypt hash");
     create_stream(&jetstream::new(admin), 1).await;
-    let wrong = async_nats::ConnectOptions::with_user_and_password("synth".into(), "nope".into()).connect(&url);
-    let wrong = tokio::time::timeout(Duration::from_secs(5), wrong).await.expect("connect answers");
+    let wrong = async_nats::ConnectOptions::with_user_and_password("synth".into(), "nope".into())
+        .connect(&url);
+    let wrong = tokio::time::timeout(Duration::from_secs(5), wrong)
+        .await
+        .expect("connect answers");
     assert!(wrong.is_err(), "a wrong password must not log in");
 }
 
@@ -120,8 +159,11 @@ async fn auth_config_starts_and_admits_only_known_users() {
 async fn three_node_cluster_elects_a_leader_and_holds_r3_streams() {
     let dir = tempfile::tempdir().unwrap();
     let cluster_ports: Vec<u16> = (0..3).map(|_| free_port().unwrap()).collect();
-    let routes =
-        cluster_ports.iter().map(|p| format!("nats://127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    let routes = cluster_ports
+        .iter()
+        .map(|p| format!("nats://127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
     let mut servers = Vec::new();
     let mut client_ports = Vec::new();
     let mut monitor_ports = Vec::new();
@@ -146,33 +188,64 @@ async fn three_node_cluster_elects_a_leader_and_holds_r3_streams() {
         client_ports.push(port);
         monitor_ports.push(monitor);
     }
-    let urls: Vec<async_nats::ServerAddr> =
-        client_ports.iter().map(|p| format!("nats://127.0.0.1:{p}").parse().unwrap()).collect();
+    let urls: Vec<async_nats::ServerAddr> = client_ports
+        .iter()
+        .map(|p| format!("nats://127.0.0.1:{p}").parse().unwrap())
+        .collect();
     let client = async_nats::connect(urls).await.unwrap();
     let js = jetstream::new(client);
     let mut stream = create_stream(&js, 3).await;
     let info = stream.info().await.unwrap();
-    let cluster = info.cluster.clone().expect("an R3 stream reports its cluster");
+    let cluster = info
+        .cluster
+        .clone()
+        .expect("an R3 stream reports its cluster");
     assert_eq!(cluster.name.as_deref(), Some("cuzk"));
-    assert!(cluster.leader.as_deref().is_some_and(|l| l.starts_with("cuzk-nats-")), "{cluster:?}");
+    assert!(
+        cluster
+            .leader
+            .as_deref()
+            .is_some_and(|l| l.starts_with("cuzk-nats-")),
+        "{cluster:?}"
+    );
     assert_eq!(cluster.replicas.len(), 2, "{cluster:?}");
-    js.publish("deploy.check", "x".into()).await.unwrap().await.unwrap();
+    js.publish("deploy.check", "x".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
 
     // Every server sees the same JetStream meta leader over its monitoring port.
     let mut leaders = Vec::new();
     for monitor in &monitor_ports {
         let jsz = http_get(*monitor, "/jsz").await;
         let jsz: serde_json::Value = serde_json::from_str(&jsz).unwrap();
-        leaders.push(jsz["meta_cluster"]["leader"].as_str().unwrap_or_default().to_owned());
+        leaders.push(
+            jsz["meta_cluster"]["leader"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
     }
-    assert!(leaders[0].starts_with("cuzk-nats-") && leaders.iter().all(|l| *l == leaders[0]), "{leaders:?}");
+    assert!(
+        leaders[0].starts_with("cuzk-nats-") && leaders.iter().all(|l| *l == leaders[0]),
+        "{leaders:?}"
+    );
 }
 
 async fn http_get(port: u16, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    stream.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes()).await.unwrap();
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();
-    response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
 }

@@ -70,7 +70,11 @@ async fn settle(topology: &Topology, advisory: &MaxDeliveries) -> Result<(), asy
             Err((None, _)) => (String::new(), String::new(), None),
         },
         WORK_STREAM => match WorkItem::decode(&payload) {
-            Ok(item) => (item.job_id, reason(format!("partition {}", item.partition)), Some(item.blob_object)),
+            Ok(item) => (
+                item.job_id,
+                reason(format!("partition {}", item.partition)),
+                Some(item.blob_object),
+            ),
             Err(_) => (String::new(), String::new(), None),
         },
         _ => return Ok(()),
@@ -87,18 +91,28 @@ async fn settle(topology: &Topology, advisory: &MaxDeliveries) -> Result<(), asy
     Ok(())
 }
 
-async fn message_payload(stream: &Stream, seq: u64) -> Result<Option<bytes::Bytes>, async_nats::Error> {
+async fn message_payload(
+    stream: &Stream,
+    seq: u64,
+) -> Result<Option<bytes::Bytes>, async_nats::Error> {
     let mut last_error = None;
     for _ in 0..3 {
         match stream.get_raw_message(seq).await {
             Ok(message) => return Ok(Some(message.payload)),
             // The server answers "no message found" once the message was acknowledged.
-            Err(e) if matches!(e.kind(), LastRawMessageErrorKind::NoMessageFound | LastRawMessageErrorKind::JetStream(_)) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    LastRawMessageErrorKind::NoMessageFound | LastRawMessageErrorKind::JetStream(_)
+                ) =>
+            {
                 return Ok(None)
             }
             Err(e) => last_error = Some(e),
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    Err(last_error.map(Into::into).unwrap_or_else(|| "message lookup failed".into()))
+    Err(last_error
+        .map(Into::into)
+        .unwrap_or_else(|| "message lookup failed".into()))
 }

@@ -16,15 +16,14 @@ use cuzk_common::job::{
     unix_ms, JobInput, JobRecord, JobResult, JobSpec, JobStatus, PartitionRecord, PartitionStatus,
     PartitionTimings, Priority, WorkItem, JOB_ID_HEADER, WORK_ITEM_VERSION,
 };
-use cuzk_common::nats::{ms, progress_ticker, pull_one, retry, RetryPolicy};
 use cuzk_common::metrics::{metrics, KeyValue};
+use cuzk_common::nats::{ms, progress_ticker, pull_one, retry, RetryPolicy};
 use cuzk_common::nodes::{self, NodeInfo, NodeLoad};
 use cuzk_common::objects::{self, ObjectError};
-use cuzk_common::telemetry;
 use cuzk_common::records::{self, RecordError};
+use cuzk_common::telemetry;
 use cuzk_common::topology::{
-    self, Topology, MAX_DELIVER, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_HIGH,
-    SUBJECT_WORK_NORMAL,
+    self, Topology, MAX_DELIVER, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL,
 };
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -160,7 +159,10 @@ impl SynthNode {
             while tasks.try_join_next().is_some() {}
         }
         cuzk_common::metrics::set_ready(false);
-        info!(in_flight = tasks.len(), "synth node stopping; handing back in-flight jobs");
+        info!(
+            in_flight = tasks.len(),
+            "synth node stopping; handing back in-flight jobs"
+        );
         while tasks.join_next().await.is_some() {}
         let _ = heartbeat.await;
         let _ = abandoned.await;
@@ -180,7 +182,10 @@ impl SynthNode {
             }
         };
         let message = Arc::new(message);
-        let ticker = tokio::spawn(progress_ticker(message.clone(), self.topology.progress_interval()));
+        let ticker = tokio::spawn(progress_ticker(
+            message.clone(),
+            self.topology.progress_interval(),
+        ));
         let header_id = message
             .headers
             .as_ref()
@@ -190,7 +195,13 @@ impl SynthNode {
         let mut job_id = header_id.clone();
         // The job's span on this node; a submitter's `traceparent` header makes it part of the
         // caller's trace, otherwise it is the root of the job's trace.
-        let span = info_span!("job", seq, delivered, job_id = field::Empty, otel.kind = "consumer");
+        let span = info_span!(
+            "job",
+            seq,
+            delivered,
+            job_id = field::Empty,
+            otel.kind = "consumer"
+        );
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(id) = &job_id {
             span.record("job_id", id.as_str());
@@ -199,7 +210,10 @@ impl SynthNode {
             let now = std::time::SystemTime::now();
             telemetry::record_wait(&span, "job.queue_wait", published, now);
             if delivered == 1 {
-                metrics().stage("job_queue", now.duration_since(published).unwrap_or_default());
+                metrics().stage(
+                    "job_queue",
+                    now.duration_since(published).unwrap_or_default(),
+                );
             }
         }
         let outcome = self
@@ -240,10 +254,18 @@ impl SynthNode {
         metrics().error("synth", "fatal");
         metrics().jobs.add(1, &[KeyValue::new("status", "failed")]);
         let reported = match job_id {
-            Some(id) => records::report_result(&self.topology, &JobResult::failed(id, reason)).await,
+            Some(id) => {
+                records::report_result(&self.topology, &JobResult::failed(id, reason)).await
+            }
             None => {
                 let result = JobResult::failed("", format!("job message {seq} rejected: {reason}"));
-                records::publish_result(&self.topology, SUBJECT_RESULTS_MALFORMED, &format!("malformed-{seq}"), &result).await
+                records::publish_result(
+                    &self.topology,
+                    SUBJECT_RESULTS_MALFORMED,
+                    &format!("malformed-{seq}"),
+                    &result,
+                )
+                .await
             }
         };
         match reported {
@@ -289,7 +311,10 @@ impl SynthNode {
         let input = self.load_input(&spec.input).await?;
         let record = match existing {
             Some(record) => record,
-            None => self.create_record(&spec, circuit.partitions(), seq, published_ms).await?,
+            None => {
+                self.create_record(&spec, circuit.partitions(), seq, published_ms)
+                    .await?
+            }
         };
         info!(job_id = %spec.job_id, circuit = %spec.circuit, partitions = circuit.partitions(),
             resumed = record.partitions.iter().any(|p| p.status != PartitionStatus::Pending),
@@ -313,7 +338,8 @@ impl SynthNode {
         }
         let mut first_error = None;
         while let Some(joined) = tasks.join_next().await {
-            let outcome = joined.unwrap_or_else(|e| Err(JobError::Fatal(format!("partition task died: {e}"))));
+            let outcome = joined
+                .unwrap_or_else(|e| Err(JobError::Fatal(format!("partition task died: {e}"))));
             if let Err(e) = outcome {
                 // One fatal partition dooms the job: stop its siblings.
                 cancel.cancel();
@@ -369,7 +395,9 @@ impl SynthNode {
             Ok(record)
         } else {
             // A racing submission with the same id got there first.
-            self.check_duplicate(&spec.job_id, seq).await?.ok_or(JobError::Duplicate)
+            self.check_duplicate(&spec.job_id, seq)
+                .await?
+                .ok_or(JobError::Duplicate)
         }
     }
 
@@ -385,7 +413,9 @@ impl SynthNode {
             JobInput::None => Ok(Vec::new()),
             JobInput::Utf8(text) if text.len() > limit => Err(too_large(text.len())),
             JobInput::Utf8(text) => Ok(text.as_bytes().to_vec()),
-            JobInput::Base64(text) if text.len() / 4 * 3 > limit => Err(too_large(text.len() / 4 * 3)),
+            JobInput::Base64(text) if text.len() / 4 * 3 > limit => {
+                Err(too_large(text.len() / 4 * 3))
+            }
             JobInput::Base64(text) => base64::engine::general_purpose::STANDARD
                 .decode(text)
                 .map_err(|e| JobError::Fatal(format!("input is not valid base64: {e}"))),
@@ -408,7 +438,11 @@ impl SynthNode {
                 return Ok(());
             }
             if !waited {
-                info!(queued, limit = self.config.max_queued_partitions, "work queue full; waiting");
+                info!(
+                    queued,
+                    limit = self.config.max_queued_partitions,
+                    "work queue full; waiting"
+                );
                 waited = true;
             }
             tokio::select! {
@@ -424,11 +458,15 @@ impl SynthNode {
             permit = self.partitions.clone().acquire_owned() => permit.expect("semaphore open"),
         };
         let _held = self.load.hold("synth");
-        self.wait_for_queue_room(&job.cancel).instrument(info_span!("queue_room_wait")).await?;
+        self.wait_for_queue_room(&job.cancel)
+            .instrument(info_span!("queue_room_wait"))
+            .await?;
         let job_id = job.spec.job_id.clone();
         if let Some((record, _)) = records::load(&self.topology.jobs_kv, &job_id).await? {
             if record.status == JobStatus::Failed {
-                return Err(JobError::Fatal(record.error.unwrap_or_else(|| "job failed".into())));
+                return Err(JobError::Fatal(
+                    record.error.unwrap_or_else(|| "job failed".into()),
+                ));
             }
         }
 
@@ -447,20 +485,31 @@ impl SynthNode {
         let started = Instant::now();
         let header = BlobHeaderInfo::new(job_id.as_str(), index as u32, job.circuit.shape_key())
             .map_err(|e| JobError::Fatal(e.to_string()))?;
-        let options = EncodeOptions { level: self.config.zstd_level, ..Default::default() };
-        let (bytes, stats) =
-            self.on_pool(move || blob::encode_blob_with_stats(&header, &assignment, &options))
-                .instrument(info_span!("encode"))
-                .await?;
+        let options = EncodeOptions {
+            level: self.config.zstd_level,
+            ..Default::default()
+        };
+        let (bytes, stats) = self
+            .on_pool(move || blob::encode_blob_with_stats(&header, &assignment, &options))
+            .instrument(info_span!("encode"))
+            .await?;
         metrics().stage("encode", started.elapsed());
         timings.encode_ms = ms(started.elapsed());
         timings.blob_bytes = bytes.len() as u64;
         timings.raw_bytes = stats.raw_bytes;
         let m = metrics();
-        let up = |form| [KeyValue::new("direction", "up"), KeyValue::new("form", form)];
+        let up = |form| {
+            [
+                KeyValue::new("direction", "up"),
+                KeyValue::new("form", form),
+            ]
+        };
         m.blob_bytes.add(timings.blob_bytes, &up("wire"));
         m.blob_bytes.add(timings.raw_bytes, &up("raw"));
-        m.codec_ratio.record(timings.raw_bytes as f64 / timings.blob_bytes.max(1) as f64, &[]);
+        m.codec_ratio.record(
+            timings.raw_bytes as f64 / timings.blob_bytes.max(1) as f64,
+            &[],
+        );
 
         let started = Instant::now();
         let object = blob_object_name(&job_id, index, job.submission_seq);
@@ -487,7 +536,9 @@ impl SynthNode {
             .instrument(info_span!("publish_work", otel.kind = "producer"))
             .await?;
         records::update(&self.topology.jobs_kv, &job_id, |record| {
-            let Some(partition) = record.partitions.get_mut(index) else { return false };
+            let Some(partition) = record.partitions.get_mut(index) else {
+                return false;
+            };
             let first = partition.status == PartitionStatus::Pending;
             if first {
                 partition.status = PartitionStatus::Queued;
@@ -496,12 +547,23 @@ impl SynthNode {
             first
         })
         .await?;
-        info!(synth_ms = timings.synth_ms, encode_ms = timings.encode_ms, upload_ms = timings.upload_ms,
-            blob_bytes = timings.blob_bytes, raw_bytes = timings.raw_bytes, "partition queued");
+        info!(
+            synth_ms = timings.synth_ms,
+            encode_ms = timings.encode_ms,
+            upload_ms = timings.upload_ms,
+            blob_bytes = timings.blob_bytes,
+            raw_bytes = timings.raw_bytes,
+            "partition queued"
+        );
         Ok(())
     }
 
-    async fn publish_work(&self, item: &WorkItem, priority: Priority, seq: u64) -> Result<(), JobError> {
+    async fn publish_work(
+        &self,
+        item: &WorkItem,
+        priority: Priority,
+        seq: u64,
+    ) -> Result<(), JobError> {
         let subject = match priority {
             Priority::High => SUBJECT_WORK_HIGH,
             Priority::Normal => SUBJECT_WORK_NORMAL,
@@ -513,9 +575,17 @@ impl SynthNode {
         let mut headers = async_nats::HeaderMap::new();
         telemetry::inject(&tracing::Span::current(), &mut headers);
         retry("publish work item", RetryPolicy::NETWORK, || async {
-            let publish =
-                PublishMessage::build().headers(headers.clone()).payload(payload.clone()).message_id(msg_id.as_str());
-            self.topology.js.send_publish(subject, publish).await?.await.map(|_| ()).map_err(async_nats::Error::from)
+            let publish = PublishMessage::build()
+                .headers(headers.clone())
+                .payload(payload.clone())
+                .message_id(msg_id.as_str());
+            self.topology
+                .js
+                .send_publish(subject, publish)
+                .await?
+                .await
+                .map(|_| ())
+                .map_err(async_nats::Error::from)
         })
         .await
         .map_err(|e| JobError::Retry(format!("publishing work item: {e}")))
@@ -531,7 +601,8 @@ impl SynthNode {
         self.pool.spawn(move || {
             let _ = tx.send(work());
         });
-        rx.await.map_err(|_| JobError::Fatal("synthesis panicked".into()))
+        rx.await
+            .map_err(|_| JobError::Fatal("synthesis panicked".into()))
     }
 }
 
@@ -541,6 +612,8 @@ pub fn blob_object_name(job_id: &str, partition: usize, seq: u64) -> String {
 }
 
 /// Pulls one job, waiting a few seconds at most so shutdown is noticed.
-async fn next_message(consumer: &PullConsumer) -> Result<Option<jetstream::Message>, async_nats::Error> {
+async fn next_message(
+    consumer: &PullConsumer,
+) -> Result<Option<jetstream::Message>, async_nats::Error> {
     pull_one(consumer, Duration::from_secs(5)).await
 }

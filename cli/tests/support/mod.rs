@@ -13,11 +13,22 @@ pub const TIMEOUT: Duration = Duration::from_secs(300);
 
 pub async fn cluster() -> LocalCluster {
     cuzk_common::telemetry::init_logging();
-    let synth = SynthArgs { threads: Some(2), ..Default::default() }.resolve().unwrap();
-    let gpu = GpuArgs { cpu_threads: Some(2), backend: Some(cuzk_common::config::BackendKind::Cpu), ..Default::default() }
-        .resolve()
-        .unwrap();
-    LocalCluster::start(synth, gpu).await.expect("local cluster")
+    let synth = SynthArgs {
+        threads: Some(2),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    let gpu = GpuArgs {
+        cpu_threads: Some(2),
+        backend: Some(cuzk_common::config::BackendKind::Cpu),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    LocalCluster::start(synth, gpu)
+        .await
+        .expect("local cluster")
 }
 
 pub fn job(job_id: &str, circuit: &str, params: serde_json::Value, input: &str) -> JobSpec {
@@ -42,11 +53,17 @@ pub async fn submit_raw(
     let mut results = client.subscribe(results_subject.to_owned()).await.unwrap();
     let subject = cuzk_common::topology::SUBJECT_SUBMIT;
     match headers {
-        Some(h) => client.publish_with_headers(subject, h, body.to_vec().into()).await.unwrap(),
+        Some(h) => client
+            .publish_with_headers(subject, h, body.to_vec().into())
+            .await
+            .unwrap(),
         None => client.publish(subject, body.to_vec().into()).await.unwrap(),
     }
     client.flush().await.unwrap();
-    let message = tokio::time::timeout(TIMEOUT, results.next()).await.expect("result in time").unwrap();
+    let message = tokio::time::timeout(TIMEOUT, results.next())
+        .await
+        .expect("result in time")
+        .unwrap();
     serde_json::from_slice(&message.payload).unwrap()
 }
 
@@ -56,17 +73,21 @@ pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         // A failed listing (the client reconnecting after a fault) is retried.
-        let left = count_blobs(topology).await.ok();
+        let left = tokio::time::timeout(Duration::from_secs(5), count_blobs(topology)).await.ok().and_then(Result::ok);
         match left {
             Some(0) => return 0,
             Some(left) if std::time::Instant::now() > deadline => return left,
-            None if std::time::Instant::now() > deadline => panic!("the blobs bucket stayed unreachable"),
+            None if std::time::Instant::now() > deadline => {
+                panic!("the blobs bucket stayed unreachable")
+            }
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
 }
 
-async fn count_blobs(topology: &cuzk_common::topology::Topology) -> Result<usize, async_nats::Error> {
+async fn count_blobs(
+    topology: &cuzk_common::topology::Topology,
+) -> Result<usize, async_nats::Error> {
     let mut list = topology.blobs.list().await?;
     let mut count = 0;
     while let Some(info) = list.next().await {

@@ -60,7 +60,11 @@ fn parse_args() -> Args {
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < v.len() {
-        let num = |i: usize| v.get(i + 1).and_then(|s| s.parse::<u32>().ok()).expect("numeric argument");
+        let num = |i: usize| {
+            v.get(i + 1)
+                .and_then(|s| s.parse::<u32>().ok())
+                .expect("numeric argument")
+        };
         let list = |i: usize| -> Vec<u64> {
             v.get(i + 1)
                 .expect("list argument")
@@ -69,14 +73,38 @@ fn parse_args() -> Args {
                 .collect()
         };
         match v[i].as_str() {
-            "--max-log" => { a.max_log = num(i); i += 1; }
-            "--bench-max-log" => { a.bench_max_log = num(i); i += 1; }
-            "--g2-max-log" => { a.g2_max_log = num(i); i += 1; }
-            "--reps" => { a.reps = num(i) as usize; i += 1; }
-            "--partition-logs" => { a.partition_logs = list(i).into_iter().map(|x| x as u32).collect(); i += 1; }
-            "--partition-rounds" => { a.partition_rounds = list(i).into_iter().map(|x| x as usize).collect(); i += 1; }
-            "--partition-budget-s" => { a.partition_budget_s = num(i) as f64; i += 1; }
-            "--g1-logs" => { a.g1_logs = list(i).into_iter().map(|x| x as u32).collect(); i += 1; }
+            "--max-log" => {
+                a.max_log = num(i);
+                i += 1;
+            }
+            "--bench-max-log" => {
+                a.bench_max_log = num(i);
+                i += 1;
+            }
+            "--g2-max-log" => {
+                a.g2_max_log = num(i);
+                i += 1;
+            }
+            "--reps" => {
+                a.reps = num(i) as usize;
+                i += 1;
+            }
+            "--partition-logs" => {
+                a.partition_logs = list(i).into_iter().map(|x| x as u32).collect();
+                i += 1;
+            }
+            "--partition-rounds" => {
+                a.partition_rounds = list(i).into_iter().map(|x| x as usize).collect();
+                i += 1;
+            }
+            "--partition-budget-s" => {
+                a.partition_budget_s = num(i) as f64;
+                i += 1;
+            }
+            "--g1-logs" => {
+                a.g1_logs = list(i).into_iter().map(|x| x as u32).collect();
+                i += 1;
+            }
             "--no-bench" => a.bench = false,
             "--no-check" => a.check = false,
             other => panic!("unknown argument {other}"),
@@ -144,7 +172,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn time_ms(reps: usize, mut f: impl FnMut()) -> f64 {
     f(); // warm-up
-    median((0..reps).map(|_| { let t = Instant::now(); f(); t.elapsed().as_secs_f64() * 1e3 }).collect())
+    median(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .collect(),
+    )
 }
 
 struct Report {
@@ -186,17 +222,37 @@ impl Circuit<Scalar> for Chain {
         let y_in = cs.alloc_input(|| "y", || y_val.ok_or(SynthesisError::AssignmentMissing))?;
         let mut x_val = self.x;
         let mut x = cs.alloc(|| "x", || x_val.ok_or(SynthesisError::AssignmentMissing))?;
-        let sq = cs.alloc(|| "x2", || x_val.map(|v| v * v).ok_or(SynthesisError::AssignmentMissing))?;
+        let sq = cs.alloc(
+            || "x2",
+            || {
+                x_val
+                    .map(|v| v * v)
+                    .ok_or(SynthesisError::AssignmentMissing)
+            },
+        )?;
         cs.enforce(|| "sq", |lc| lc + x, |lc| lc + x, |lc| lc + sq);
         for i in 0..self.rounds {
             let nv = x_val.zip(y_val).map(|(x, y)| x * x + y);
-            let next = cs.alloc(|| format!("x{i}"), || nv.ok_or(SynthesisError::AssignmentMissing))?;
-            cs.enforce(|| format!("r{i}"), |lc| lc + x, |lc| lc + x, |lc| lc + next - y_in);
+            let next = cs.alloc(
+                || format!("x{i}"),
+                || nv.ok_or(SynthesisError::AssignmentMissing),
+            )?;
+            cs.enforce(
+                || format!("r{i}"),
+                |lc| lc + x,
+                |lc| lc + x,
+                |lc| lc + next - y_in,
+            );
             x = next;
             x_val = nv;
         }
         let out = cs.alloc_input(|| "out", || x_val.ok_or(SynthesisError::AssignmentMissing))?;
-        cs.enforce(|| "out", |lc| lc + x, |lc| lc + CS::one() + y_in - y_in, |lc| lc + out);
+        cs.enforce(
+            || "out",
+            |lc| lc + x,
+            |lc| lc + CS::one() + y_in - y_in,
+            |lc| lc + out,
+        );
         Ok(())
     }
 }
@@ -205,12 +261,19 @@ impl Circuit<Scalar> for Chain {
 fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     let gpu = be.gpu();
     let kinds = [
-        (NttKind::Forward, "ntt", cpu::ntt as fn(&mut [Scalar], Scalar)),
+        (
+            NttKind::Forward,
+            "ntt",
+            cpu::ntt as fn(&mut [Scalar], Scalar),
+        ),
         (NttKind::Inverse, "intt", cpu::intt),
         (NttKind::Coset, "coset_ntt", cpu::coset_ntt),
         (NttKind::InverseCoset, "icoset_ntt", cpu::icoset_ntt),
     ];
-    for log in [1u32, 2, 5, 10, 11, 13, 16, 17, 20, 22, 24].into_iter().filter(|&l| l <= args.max_log) {
+    for log in [1u32, 2, 5, 10, 11, 13, 16, 17, 20, 22, 24]
+        .into_iter()
+        .filter(|&l| l <= args.max_log)
+    {
         let v = random_scalars(seed ^ log as u64, 1 << log);
         for (k, name, f) in kinds {
             let mut c = v.clone();
@@ -220,7 +283,16 @@ fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
             rep.check(&format!("{name} 2^{log}"), matches!(ok, Ok(true)));
         }
     }
-    for n in [1usize, 3, 1000, 4097, (1 << 16) + 5, (1 << 20) - 3, (1 << 22) + 1, 1 << 24] {
+    for n in [
+        1usize,
+        3,
+        1000,
+        4097,
+        (1 << 16) + 5,
+        (1 << 20) - 3,
+        (1 << 22) + 1,
+        1 << 24,
+    ] {
         if n > 1 << args.max_log {
             continue;
         }
@@ -229,19 +301,26 @@ fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
         let c = random_scalars(seed + 13, n);
         let want = cpu::compute_h(a.clone(), b.clone(), c.clone()).unwrap();
         let got = gpu.compute_h(&a, &b, &c);
-        rep.check(&format!("compute_h n={n}"), matches!(got, Ok(ref h) if *h == want));
+        rep.check(
+            &format!("compute_h n={n}"),
+            matches!(got, Ok(ref h) if *h == want),
+        );
     }
 
     // ---- MSM G1
     let max_g1 = 1usize << args.max_log;
     let bases1 = random_g1(seed + 21, max_g1);
     let d1 = gpu.upload_g1(&bases1).expect("upload G1 bases");
-    let g1_case = |rep: &mut Report, name: &str, bases: &[G1Affine], d: &DeviceBases, s: &[Scalar]| {
-        let want = cpu::msm_g1(&bases[..s.len()], s);
-        let got = gpu.msm_g1(d, s);
-        rep.check(&format!("msm_g1 {name}"), matches!(got, Ok(g) if g == want));
-    };
-    for log in [0u32, 1, 4, 10, 12, 16, 18, 20, 22, 24].into_iter().filter(|&l| l <= args.max_log) {
+    let g1_case =
+        |rep: &mut Report, name: &str, bases: &[G1Affine], d: &DeviceBases, s: &[Scalar]| {
+            let want = cpu::msm_g1(&bases[..s.len()], s);
+            let got = gpu.msm_g1(d, s);
+            rep.check(&format!("msm_g1 {name}"), matches!(got, Ok(g) if g == want));
+        };
+    for log in [0u32, 1, 4, 10, 12, 16, 18, 20, 22, 24]
+        .into_iter()
+        .filter(|&l| l <= args.max_log)
+    {
         let s = random_scalars(seed + 100 + log as u64, 1 << log);
         g1_case(rep, &format!("2^{log}"), &bases1, &d1, &s);
     }
@@ -261,8 +340,16 @@ fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     }
     g1_case(rep, "mostly-zero scalars", &bases1, &d1, &sparse);
     g1_case(rep, "all r-1", &bases1, &d1, &vec![-Scalar::ONE; n]);
-    g1_case(rep, "all one (one bucket)", &bases1, &d1, &vec![Scalar::ONE; n]);
-    let small: Vec<Scalar> = (0..n).map(|_| Scalar::from(r.next_u32() as u64 % 3)).collect();
+    g1_case(
+        rep,
+        "all one (one bucket)",
+        &bases1,
+        &d1,
+        &vec![Scalar::ONE; n],
+    );
+    let small: Vec<Scalar> = (0..n)
+        .map(|_| Scalar::from(r.next_u32() as u64 % 3))
+        .collect();
     g1_case(rep, "bits and twos", &bases1, &d1, &small);
     // identity points, repeated points (same bucket: doubling path), P and -P (cancellation)
     let mut eb: Vec<G1Affine> = bases1[..n].to_vec();
@@ -276,16 +363,41 @@ fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
         eb[i] = (-G1Projective::from(eb[3])).to_affine();
     }
     let de = gpu.upload_g1(&eb).unwrap();
-    g1_case(rep, "identity/repeated/negated points, random scalars", &eb, &de, &rnd);
-    g1_case(rep, "identity/repeated/negated points, scalar one", &eb, &de, &vec![Scalar::ONE; n]);
+    g1_case(
+        rep,
+        "identity/repeated/negated points, random scalars",
+        &eb,
+        &de,
+        &rnd,
+    );
+    g1_case(
+        rep,
+        "identity/repeated/negated points, scalar one",
+        &eb,
+        &de,
+        &vec![Scalar::ONE; n],
+    );
     let mut mix = rnd.clone();
     for i in 0..n {
-        if i % 3 == 0 { mix[i] = -Scalar::ONE; }
-        if i % 4 == 0 { mix[i] = Scalar::ZERO; }
+        if i % 3 == 0 {
+            mix[i] = -Scalar::ONE;
+        }
+        if i % 4 == 0 {
+            mix[i] = Scalar::ZERO;
+        }
     }
-    g1_case(rep, "identity/repeated/negated points, mixed scalars", &eb, &de, &mix);
+    g1_case(
+        rep,
+        "identity/repeated/negated points, mixed scalars",
+        &eb,
+        &de,
+        &mix,
+    );
     let empty = gpu.msm_g1(&d1, &[]);
-    rep.check("msm_g1 empty = identity", matches!(empty, Ok(g) if bool::from(g.is_identity())));
+    rep.check(
+        "msm_g1 empty = identity",
+        matches!(empty, Ok(g) if bool::from(g.is_identity())),
+    );
     drop(d1);
     drop(bases1);
 
@@ -293,16 +405,26 @@ fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     let max_g2 = 1usize << args.g2_max_log.min(args.max_log);
     let bases2 = random_g2(seed + 31, max_g2.max(1 << 14));
     let d2 = gpu.upload_g2(&bases2).expect("upload G2 bases");
-    let g2_case = |rep: &mut Report, name: &str, bases: &[G2Affine], d: &DeviceBases, s: &[Scalar]| {
-        let want = cpu::msm_g2(&bases[..s.len()], s);
-        let got = gpu.msm_g2(d, s);
-        rep.check(&format!("msm_g2 {name}"), matches!(got, Ok(g) if g == want));
-    };
-    for log in [0u32, 4, 10, 12, 16, 20, 22].into_iter().filter(|&l| l <= args.g2_max_log.min(args.max_log)) {
+    let g2_case =
+        |rep: &mut Report, name: &str, bases: &[G2Affine], d: &DeviceBases, s: &[Scalar]| {
+            let want = cpu::msm_g2(&bases[..s.len()], s);
+            let got = gpu.msm_g2(d, s);
+            rep.check(&format!("msm_g2 {name}"), matches!(got, Ok(g) if g == want));
+        };
+    for log in [0u32, 4, 10, 12, 16, 20, 22]
+        .into_iter()
+        .filter(|&l| l <= args.g2_max_log.min(args.max_log))
+    {
         let s = random_scalars(seed + 400 + log as u64, 1 << log);
         g2_case(rep, &format!("2^{log}"), &bases2, &d2, &s);
     }
-    g2_case(rep, "n=12345", &bases2, &d2, &random_scalars(seed + 500, 12345));
+    g2_case(
+        rep,
+        "n=12345",
+        &bases2,
+        &d2,
+        &random_scalars(seed + 500, 12345),
+    );
     g2_case(rep, "all r-1", &bases2, &d2, &vec![-Scalar::ONE; n]);
     g2_case(rep, "all one", &bases2, &d2, &vec![Scalar::ONE; n]);
     g2_case(rep, "mostly-zero", &bases2, &d2, &sparse);
@@ -317,15 +439,33 @@ fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
         eb2[i] = (-G2Projective::from(eb2[3])).to_affine();
     }
     let de2 = gpu.upload_g2(&eb2).unwrap();
-    g2_case(rep, "identity/repeated/negated points, mixed scalars", &eb2, &de2, &mix);
+    g2_case(
+        rep,
+        "identity/repeated/negated points, mixed scalars",
+        &eb2,
+        &de2,
+        &mix,
+    );
     drop((d2, de2, bases2));
 
     // ---- whole proof, CPU vs GPU backend, same r and s
     for rounds in [1000usize, 70_000] {
         let mut r = rng_from(seed, 900 + rounds as u64);
-        let params = generate_random_parameters::<Bls12, _, _>(Chain { x: None, y: None, rounds }, &mut r).unwrap();
+        let params = generate_random_parameters::<Bls12, _, _>(
+            Chain {
+                x: None,
+                y: None,
+                rounds,
+            },
+            &mut r,
+        )
+        .unwrap();
         let params = Arc::new(params);
-        let circ = Chain { x: Some(Scalar::random(&mut r)), y: Some(Scalar::random(&mut r)), rounds };
+        let circ = Chain {
+            x: Some(Scalar::random(&mut r)),
+            y: Some(Scalar::random(&mut r)),
+            rounds,
+        };
         let inputs = circ.public_inputs();
         let asg = cuzk_prover::synthesize(circ).unwrap();
         let (rr, ss) = (Scalar::random(&mut r), Scalar::random(&mut r));
@@ -345,7 +485,10 @@ fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
                 false
             }
         };
-        rep.check(&format!("groth16 proof byte-identical + verifies ({rounds} rounds)"), ok);
+        rep.check(
+            &format!("groth16 proof byte-identical + verifies ({rounds} rounds)"),
+            ok,
+        );
     }
 }
 
@@ -364,34 +507,72 @@ fn run_bench(args: &Args, be: &CudaBackend, seed: u64, rows: &mut Vec<String>) {
     };
     let cpu_reps = |log: u32| if log <= 20 { 3 } else { 1 };
     // NTT on device-resident data
-    for log in [20u32, 22, 24, 26].into_iter().filter(|&l| l <= args.bench_max_log) {
+    for log in [20u32, 22, 24, 26]
+        .into_iter()
+        .filter(|&l| l <= args.bench_max_log)
+    {
         let v = random_scalars(seed + 1000 + log as u64, 1 << log);
         let d = gpu.upload(cuzk_kernels_bytes(&v)).unwrap();
-        let g = time_ms(reps, || gpu.transform_device(&d, log, NttKind::Forward).unwrap());
-        let c = (log <= 24).then(|| time_ms(cpu_reps(log), || { let mut w = v.clone(); cpu::ntt(&mut w, cpu::omega(log)); }));
+        let g = time_ms(reps, || {
+            gpu.transform_device(&d, log, NttKind::Forward).unwrap()
+        });
+        let c = (log <= 24).then(|| {
+            time_ms(cpu_reps(log), || {
+                let mut w = v.clone();
+                cpu::ntt(&mut w, cpu::omega(log));
+            })
+        });
         row(rows, format!("NTT 2^{log} (device-resident)"), g, c);
     }
     // H pipeline host -> host
     for log in [22u32, 24].into_iter().filter(|&l| l <= args.bench_max_log) {
         let n = 1usize << log;
-        let (a, b, c) = (random_scalars(seed + 1, n), random_scalars(seed + 2, n), random_scalars(seed + 3, n));
-        let g = time_ms(reps, || { gpu.compute_h(&a, &b, &c).unwrap(); });
-        let cm = time_ms(1, || { cpu::compute_h(a.clone(), b.clone(), c.clone()).unwrap(); });
-        row(rows, format!("H pipeline 2^{log} (host->host)"), g, Some(cm));
+        let (a, b, c) = (
+            random_scalars(seed + 1, n),
+            random_scalars(seed + 2, n),
+            random_scalars(seed + 3, n),
+        );
+        let g = time_ms(reps, || {
+            gpu.compute_h(&a, &b, &c).unwrap();
+        });
+        let cm = time_ms(1, || {
+            cpu::compute_h(a.clone(), b.clone(), c.clone()).unwrap();
+        });
+        row(
+            rows,
+            format!("H pipeline 2^{log} (host->host)"),
+            g,
+            Some(cm),
+        );
     }
     // G1 MSM
     let maxn = 1usize << args.bench_max_log;
     let t = Instant::now();
     let bases = random_g1(seed + 2000, maxn);
-    println!("generated 2^{} G1 bases in {:.1} s", args.bench_max_log, t.elapsed().as_secs_f64());
+    println!(
+        "generated 2^{} G1 bases in {:.1} s",
+        args.bench_max_log,
+        t.elapsed().as_secs_f64()
+    );
     let db = gpu.upload_g1(&bases).unwrap();
-    for log in [20u32, 22, 24, 26].into_iter().filter(|&l| l <= args.bench_max_log) {
+    for log in [20u32, 22, 24, 26]
+        .into_iter()
+        .filter(|&l| l <= args.bench_max_log)
+    {
         let n = 1usize << log;
         let s = random_scalars(seed + 3000 + log as u64, n);
         let ds = gpu.upload_scalars(&s).unwrap();
-        let g = time_ms(reps, || { gpu.msm_g1_device(&db, &ds, n).unwrap(); });
-        let gh = time_ms(reps, || { gpu.msm_g1(&db, &s).unwrap(); });
-        let c = (log <= 24).then(|| time_ms(cpu_reps(log), || { cpu::msm_g1(&bases[..n], &s); }));
+        let g = time_ms(reps, || {
+            gpu.msm_g1_device(&db, &ds, n).unwrap();
+        });
+        let gh = time_ms(reps, || {
+            gpu.msm_g1(&db, &s).unwrap();
+        });
+        let c = (log <= 24).then(|| {
+            time_ms(cpu_reps(log), || {
+                cpu::msm_g1(&bases[..n], &s);
+            })
+        });
         row(rows, format!("G1 MSM 2^{log} (scalars on device)"), g, c);
         row(rows, format!("G1 MSM 2^{log} (scalars from host)"), gh, c);
     }
@@ -404,22 +585,38 @@ fn run_bench(args: &Args, be: &CudaBackend, seed: u64, rows: &mut Vec<String>) {
         let n = 1usize << log;
         let s = random_scalars(seed + 5000 + log as u64, n);
         let ds = gpu.upload_scalars(&s).unwrap();
-        let g = time_ms(reps, || { gpu.msm_g2_device(&db, &ds, n).unwrap(); });
-        let c = (log <= 22).then(|| time_ms(1, || { cpu::msm_g2(&bases[..n], &s); }));
+        let g = time_ms(reps, || {
+            gpu.msm_g2_device(&db, &ds, n).unwrap();
+        });
+        let c = (log <= 22).then(|| {
+            time_ms(1, || {
+                cpu::msm_g2(&bases[..n], &s);
+            })
+        });
         row(rows, format!("G2 MSM 2^{log} (scalars on device)"), g, c);
     }
 }
 
 /// Whole-partition proves of a MiMC circuit (2^L-domain), CPU backend vs CUDA backend.
 #[cfg(cuzk_fatbin)]
-fn run_partition_bench(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mut Vec<String>) {
+fn run_partition_bench(
+    args: &Args,
+    be: &CudaBackend,
+    seed: u64,
+    rep: &mut Report,
+    rows: &mut Vec<String>,
+) {
     use cuzk_circuits::{CircuitFamily, MimcFamily};
     let gpu: &Gpu = be.gpu();
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let bench_start = Instant::now();
     let mut last_gen: Option<(u32, f64)> = None;
     for (idx, &log) in args.partition_logs.iter().enumerate() {
-        let rounds = args.partition_rounds.get(idx).copied().unwrap_or((1usize << (log - 1)) - 16);
+        let rounds = args
+            .partition_rounds
+            .get(idx)
+            .copied()
+            .unwrap_or((1usize << (log - 1)) - 16);
         let fam = MimcFamily::new(rounds, 1).expect("mimc rounds in range");
         let mut r = rng_from(seed, 7000 + log as u64);
         let input = b"cuzk-gpu-check partition";
@@ -461,8 +658,15 @@ fn run_partition_bench(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Repor
         // CPU backend: one prove (seconds long).
         let cpu_be = cuzk_prover::CpuBackend;
         let cpu_srs = cpu_be.load_srs(params.clone()).unwrap();
-        let (p_cpu, tc) = cuzk_prover::prove_timed(&cpu_be, &cpu_srs, &params.vk, asg.clone(), rr, ss).expect("cpu prove");
-        println!("  cpu: H {:.1} ms, MSM {:.1} ms, total {:.1} ms", ms(tc.h), ms(tc.msm), ms(tc.total));
+        let (p_cpu, tc) =
+            cuzk_prover::prove_timed(&cpu_be, &cpu_srs, &params.vk, asg.clone(), rr, ss)
+                .expect("cpu prove");
+        println!(
+            "  cpu: H {:.1} ms, MSM {:.1} ms, total {:.1} ms",
+            ms(tc.h),
+            ms(tc.msm),
+            ms(tc.total)
+        );
 
         // CUDA backend: SRS upload once, a warm-up prove, then the median of `reps`.
         let t = Instant::now();
@@ -492,15 +696,31 @@ fn run_partition_bench(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Repor
             }
             None => false,
         };
-        let what = if real { "byte-identical + verify" } else { "byte-identical (random bases)" };
-        rep.check(&format!("partition 2^{log} (mimc {rounds} rounds): CPU and CUDA proofs {what}"), ok);
+        let what = if real {
+            "byte-identical + verify"
+        } else {
+            "byte-identical (random bases)"
+        };
+        rep.check(
+            &format!("partition 2^{log} (mimc {rounds} rounds): CPU and CUDA proofs {what}"),
+            ok,
+        );
         if runs.is_empty() {
             continue;
         }
-        let med = |f: &dyn Fn(&cuzk_prover::ProveTimings) -> f64| median(runs.iter().map(f).collect());
-        let (gh, gm, gt) = (med(&|t| ms(t.h)), med(&|t| ms(t.msm)), med(&|t| ms(t.total)));
+        let med =
+            |f: &dyn Fn(&cuzk_prover::ProveTimings) -> f64| median(runs.iter().map(f).collect());
+        let (gh, gm, gt) = (
+            med(&|t| ms(t.h)),
+            med(&|t| ms(t.msm)),
+            med(&|t| ms(t.total)),
+        );
         println!("  gpu: SRS upload {load_ms:.1} ms; H {gh:.1} ms, MSM {gm:.1} ms, total {gt:.1} ms (median of {})", runs.len());
-        for (what, c, g) in [("H", ms(tc.h), gh), ("MSM", ms(tc.msm), gm), ("total", ms(tc.total), gt)] {
+        for (what, c, g) in [
+            ("H", ms(tc.h), gh),
+            ("MSM", ms(tc.msm), gm),
+            ("total", ms(tc.total), gt),
+        ] {
             let line = format!(
                 "| 2^{log} mimc r={rounds:<8}{} | {what:<5} | {c:>10.1} | {g:>9.1} | {:>7.1}x |",
                 if real { " SRS " } else { " rand" },
@@ -517,20 +737,35 @@ fn run_partition_bench(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Repor
         cuzk_kernels::push_dense(&mut b_s, &asg.aux, &asg.b_aux_density);
         let h = gpu.compute_h(&asg.a, &asg.b, &asg.c).unwrap();
         let reps = args.reps.max(1);
-        let t_h = time_ms(reps, || { gpu.compute_h(&asg.a, &asg.b, &asg.c).unwrap(); });
+        let t_h = time_ms(reps, || {
+            gpu.compute_h(&asg.a, &asg.b, &asg.c).unwrap();
+        });
         let dv = gpu.upload_scalars(&asg.a).unwrap();
         let t_ntt = time_ms(reps, || {
-            gpu.transform_device(&dv, domain.trailing_zeros(), NttKind::Forward).unwrap();
+            gpu.transform_device(&dv, domain.trailing_zeros(), NttKind::Forward)
+                .unwrap();
             gpu.synchronize().unwrap();
         });
         drop(dv);
-        let t_up = time_ms(reps, || { drop(gpu.upload_many(&[&h, &asg.aux, &a_s, &b_s]).unwrap()); });
+        let t_up = time_ms(reps, || {
+            drop(gpu.upload_many(&[&h, &asg.aux, &a_s, &b_s]).unwrap());
+        });
         let d = gpu.upload_many(&[&h, &asg.aux, &a_s, &b_s]).unwrap();
-        let t_mh = time_ms(reps, || { gpu.msm_g1_device(&gpu_srs.h, &d[0], h.len()).unwrap(); });
-        let t_ml = time_ms(reps, || { gpu.msm_g1_device(&gpu_srs.l, &d[1], asg.aux.len()).unwrap(); });
-        let t_ma = time_ms(reps, || { gpu.msm_g1_device(&gpu_srs.a, &d[2], a_s.len()).unwrap(); });
-        let t_mb1 = time_ms(reps, || { gpu.msm_g1_device(&gpu_srs.b_g1, &d[3], b_s.len()).unwrap(); });
-        let t_mb2 = time_ms(reps, || { gpu.msm_g2_device(&gpu_srs.b_g2, &d[3], b_s.len()).unwrap(); });
+        let t_mh = time_ms(reps, || {
+            gpu.msm_g1_device(&gpu_srs.h, &d[0], h.len()).unwrap();
+        });
+        let t_ml = time_ms(reps, || {
+            gpu.msm_g1_device(&gpu_srs.l, &d[1], asg.aux.len()).unwrap();
+        });
+        let t_ma = time_ms(reps, || {
+            gpu.msm_g1_device(&gpu_srs.a, &d[2], a_s.len()).unwrap();
+        });
+        let t_mb1 = time_ms(reps, || {
+            gpu.msm_g1_device(&gpu_srs.b_g1, &d[3], b_s.len()).unwrap();
+        });
+        let t_mb2 = time_ms(reps, || {
+            gpu.msm_g2_device(&gpu_srs.b_g2, &d[3], b_s.len()).unwrap();
+        });
         drop(d);
         let line = format!(
             "  gpu split 2^{log}: H host->host {t_h:.1} ms (7 NTTs on device ~ {:.1} ms, rest transfers/host); \
@@ -551,7 +786,11 @@ fn run_partition_bench(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Repor
 /// Parameters of the right shape for `asg` with random bases: the MSMs cost what a real SRS
 /// costs, proofs from two backends can be compared byte for byte, but they do not verify.
 #[cfg(cuzk_fatbin)]
-fn random_params(asg: &cuzk_common::witness::Assignment, h_len: usize, seed: u64) -> bellperson::groth16::Parameters<Bls12> {
+fn random_params(
+    asg: &cuzk_common::witness::Assignment,
+    h_len: usize,
+    seed: u64,
+) -> bellperson::groth16::Parameters<Bls12> {
     let inputs = asg.input.len();
     let a_len = inputs + asg.a_aux_density.count_ones();
     let b_len = asg.b_input_density.count_ones() + asg.b_aux_density.count_ones();
@@ -585,12 +824,23 @@ fn random_params(asg: &cuzk_common::witness::Assignment, h_len: usize, seed: u64
 
 /// G1 MSM only, scalars resident on the device.
 #[cfg(cuzk_fatbin)]
-fn run_g1_bench(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mut Vec<String>) {
+fn run_g1_bench(
+    args: &Args,
+    be: &CudaBackend,
+    seed: u64,
+    rep: &mut Report,
+    rows: &mut Vec<String>,
+) {
     let gpu: &Gpu = be.gpu();
-    let Some(&maxlog) = args.g1_logs.iter().max() else { return };
+    let Some(&maxlog) = args.g1_logs.iter().max() else {
+        return;
+    };
     let t = Instant::now();
     let bases = random_g1(seed + 8000, 1 << maxlog);
-    println!("generated 2^{maxlog} G1 bases in {:.1} s", t.elapsed().as_secs_f64());
+    println!(
+        "generated 2^{maxlog} G1 bases in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     let db = gpu.upload_g1(&bases).unwrap();
     for &log in &args.g1_logs {
         let n = 1usize << log;
@@ -598,7 +848,10 @@ fn run_g1_bench(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows
         let ds = gpu.upload_scalars(&s).unwrap();
         // one exact check against the CPU at this size before timing
         let got = gpu.msm_g1_device(&db, &ds, n).unwrap();
-        rep.check(&format!("msm_g1 2^{log} (bench inputs) = CPU"), got == cpu::msm_g1(&bases[..n], &s));
+        rep.check(
+            &format!("msm_g1 2^{log} (bench inputs) = CPU"),
+            got == cpu::msm_g1(&bases[..n], &s),
+        );
         let all: Vec<f64> = {
             let mut v = Vec::new();
             for _ in 0..args.reps.max(1) {
@@ -608,7 +861,9 @@ fn run_g1_bench(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows
             }
             v
         };
-        let (mn, mx) = all.iter().fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
+        let (mn, mx) = all
+            .iter()
+            .fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
         let line = format!("| G1 MSM 2^{log} (scalars on device)      | median {:>8.2} ms | min {mn:.2} max {mx:.2} (n={}) |", median(all.clone()), all.len());
         println!("{line}");
         rows.push(line);
@@ -642,11 +897,19 @@ fn main() {
             free as f64 / (1u64 << 30) as f64,
             rayon::current_num_threads()
         );
-        let mut rep = Report { fails: 0, checks: 0 };
+        let mut rep = Report {
+            fails: 0,
+            checks: 0,
+        };
         if args.check {
             let t = Instant::now();
             run_checks(&args, &be, seed, &mut rep);
-            println!("checks: {} run, {} failed ({:.1} s)", rep.checks, rep.fails, t.elapsed().as_secs_f64());
+            println!(
+                "checks: {} run, {} failed ({:.1} s)",
+                rep.checks,
+                rep.fails,
+                t.elapsed().as_secs_f64()
+            );
         }
         let mut rows = Vec::new();
         if args.bench {
@@ -661,8 +924,16 @@ fn main() {
             run_g1_bench(&args, &be, seed, &mut rep, &mut grows);
         }
         if !rows.is_empty() {
-            println!("\nbenchmark on {} (median of {} after a warm-up; CPU: rayon, {} threads)", be.device_name(), args.reps, rayon::current_num_threads());
-            println!("| {:<38} | {:>10} | {:>10} | {:>7} |", "what", "GPU ms", "CPU ms", "CPU/GPU");
+            println!(
+                "\nbenchmark on {} (median of {} after a warm-up; CPU: rayon, {} threads)",
+                be.device_name(),
+                args.reps,
+                rayon::current_num_threads()
+            );
+            println!(
+                "| {:<38} | {:>10} | {:>10} | {:>7} |",
+                "what", "GPU ms", "CPU ms", "CPU/GPU"
+            );
             println!("|{:-<40}|{:->12}|{:->12}|{:->9}|", "", "", "", "");
             for r in &rows {
                 println!("{r}");
@@ -670,8 +941,14 @@ fn main() {
         }
         if !prows.is_empty() {
             println!("\nwhole-partition prove on {} (CUDA: median of {} after a warm-up; CPU backend: one run, {} threads)", be.device_name(), args.reps.max(1), rayon::current_num_threads());
-            println!("| {:<32} | {:<5} | {:>10} | {:>9} | {:>8} |", "partition", "stage", "CPU ms", "GPU ms", "CPU/GPU");
-            println!("|{:-<34}|{:-<7}|{:->12}|{:->11}|{:->10}|", "", "", "", "", "");
+            println!(
+                "| {:<32} | {:<5} | {:>10} | {:>9} | {:>8} |",
+                "partition", "stage", "CPU ms", "GPU ms", "CPU/GPU"
+            );
+            println!(
+                "|{:-<34}|{:-<7}|{:->12}|{:->11}|{:->10}|",
+                "", "", "", "", ""
+            );
             for r in prows.iter().filter(|r| !r.starts_with('#')) {
                 println!("{r}");
             }
