@@ -113,45 +113,48 @@ struct alignas(16) Mont {
     DEVI Mont neg() const { return zero() - *this; }
     DEVI Mont dbl() const { return *this + *this; }
 
-    // CIOS Montgomery multiplication: per limb of b, one lo and one hi carry chain for a*b_i,
-    // then the same for m*p with m = t0 * (-p^-1) mod 2^32.
-    DEVI Mont operator*(const Mont& b) const {
-        uint32_t t[N + 2];
+    // acc[k], acc[k+1] += src(k + OFF) · x for even k < N, one carry chain; carry into acc[N].
+    template <int OFF, class Src>
+    static DEVI void mad_pairs(uint32_t* acc, Src src, uint32_t x) {
+        asm volatile("mad.lo.cc.u32 %0, %2, %3, %0; madc.hi.cc.u32 %1, %2, %3, %1;"
+                     : "+r"(acc[0]), "+r"(acc[1]) : "r"(src(OFF)), "r"(x));
 #pragma unroll
-        for (int i = 0; i < N + 2; i++) t[i] = 0;
+        for (int k = 2; k < N; k += 2)
+            asm volatile("madc.lo.cc.u32 %0, %2, %3, %0; madc.hi.cc.u32 %1, %2, %3, %1;"
+                         : "+r"(acc[k]), "+r"(acc[k + 1]) : "r"(src(k + OFF)), "r"(x));
+        asm volatile("addc.u32 %0, %0, 0;" : "+r"(acc[N]));
+    }
+
+    // Montgomery multiplication (CIOS), per limb b_i of b: the products of a's even limbs go into
+    // E as 64-bit pairs on (2k, 2k+1), those of the odd limbs into O one word up, so every
+    // product is a mad.lo/madc.hi pair on adjacent words, which ptxas issues as one
+    // IMAD.WIDE.U32(.X) — a quarter of the instructions of separate lo and hi chains. The same
+    // for m·p; then E[0] is zero and (E + O·2^32) / 2^32 is merged back into E with one add chain.
+    DEVI Mont operator*(const Mont& b) const {
+        static_assert(N % 2 == 0, "limb pairs");
+        uint32_t e[N + 1], o[N + 1];
+#pragma unroll
+        for (int k = 0; k <= N; k++) e[k] = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
             const uint32_t bi = b.v[i];
-            asm volatile("mad.lo.cc.u32 %0, %1, %2, %0;" : "+r"(t[0]) : "r"(v[0]), "r"(bi));
 #pragma unroll
-            for (int j = 1; j < N; j++)
-                asm volatile("madc.lo.cc.u32 %0, %1, %2, %0;" : "+r"(t[j]) : "r"(v[j]), "r"(bi));
-            asm volatile("addc.cc.u32 %0, %0, 0;" : "+r"(t[N]));
-            asm volatile("addc.u32 %0, %0, 0;" : "+r"(t[N + 1]));
-            asm volatile("mad.hi.cc.u32 %0, %1, %2, %0;" : "+r"(t[1]) : "r"(v[0]), "r"(bi));
+            for (int k = 0; k < N; k += 2)
+                asm("mul.lo.u32 %0, %2, %3; mul.hi.u32 %1, %2, %3;"
+                    : "=r"(o[k]), "=r"(o[k + 1]) : "r"(v[k + 1]), "r"(bi));
+            o[N] = 0;
+            mad_pairs<0>(e, [&](int k) { return v[k]; }, bi);
+            const uint32_t m = e[0] * C::INV;
+            mad_pairs<0>(e, C::p, m);
+            mad_pairs<1>(o, C::p, m);
+            asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(e[0]) : "r"(e[1]), "r"(o[0]));
 #pragma unroll
-            for (int j = 1; j < N; j++)
-                asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(t[j + 1]) : "r"(v[j]), "r"(bi));
-            asm volatile("addc.u32 %0, %0, 0;" : "+r"(t[N + 1]));
-
-            const uint32_t m = t[0] * C::INV;
-            asm volatile("mad.lo.cc.u32 %0, %1, %2, %0;" : "+r"(t[0]) : "r"(m), "r"(C::p(0)));
-#pragma unroll
-            for (int j = 1; j < N; j++)
-                asm volatile("madc.lo.cc.u32 %0, %1, %2, %0;" : "+r"(t[j]) : "r"(m), "r"(C::p(j)));
-            asm volatile("addc.cc.u32 %0, %0, 0;" : "+r"(t[N]));
-            asm volatile("addc.u32 %0, %0, 0;" : "+r"(t[N + 1]));
-            asm volatile("mad.hi.cc.u32 %0, %1, %2, %0;" : "+r"(t[1]) : "r"(m), "r"(C::p(0)));
-#pragma unroll
-            for (int j = 1; j < N; j++)
-                asm volatile("madc.hi.cc.u32 %0, %1, %2, %0;" : "+r"(t[j + 1]) : "r"(m), "r"(C::p(j)));
-            asm volatile("addc.u32 %0, %0, 0;" : "+r"(t[N + 1]));
-#pragma unroll
-            for (int j = 0; j < N + 1; j++) t[j] = t[j + 1];
-            t[N + 1] = 0;
+            for (int k = 1; k < N; k++)
+                asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(e[k]) : "r"(e[k + 1]), "r"(o[k]));
+            asm volatile("addc.u32 %0, %1, 0;" : "=r"(e[N]) : "r"(o[N]));
         }
         Mont r;
-        final_sub(r.v, t, t[N]);
+        final_sub(r.v, e, e[N]);
         return r;
     }
 
