@@ -4,7 +4,8 @@
 //!
 //! nvcc is looked up in this order: `$NVCC`; the install script's prefix
 //! (`$CUZK_NVCC_PREFIX`, default `$HOME/.cache/cuzk/nvcc`) + `nvidia/cu13/bin/nvcc`; `PATH`.
-//! `CUZK_CUDA_ARCHS` (e.g. "90") narrows the SASS list for quicker local builds.
+//! `CUZK_CUDA_ARCHS` (e.g. "90") narrows the SASS list for quicker local builds;
+//! `CUZK_NVCC_FLAGS` adds flags (`-lineinfo`, `-D` kernel tuning variants).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=NVCC");
     println!("cargo:rerun-if-env-changed=CUZK_NVCC_PREFIX");
     println!("cargo:rerun-if-env-changed=CUZK_CUDA_ARCHS");
+    println!("cargo:rerun-if-env-changed=CUZK_NVCC_FLAGS");
     println!("cargo:rerun-if-env-changed=PATH");
     let cuda_dir = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("cuda");
     for entry in std::fs::read_dir(&cuda_dir).expect("kernels/cuda") {
@@ -80,6 +82,10 @@ fn main() {
             .arg(format!("arch=compute_{a},code=sm_{a}"));
     }
     cmd.arg("-gencode").arg("arch=compute_90,code=compute_90");
+    // Extra nvcc flags, e.g. `-lineinfo` for profiling or `-D` tuning variants of the kernels.
+    if let Ok(extra) = env::var("CUZK_NVCC_FLAGS") {
+        cmd.args(extra.split_whitespace());
+    }
     cmd.arg("-o").arg(&out).arg(cuda_dir.join("cuzk.cu"));
     match cmd.output() {
         Ok(o) if o.status.success() => {

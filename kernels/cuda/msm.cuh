@@ -1,11 +1,18 @@
 // Pippenger MSM: signed c-bit digits, counting sort of (point, sign) by (window, bucket),
-// load-balanced bucket accumulation in XYZZ (tasks of at most T points), bucket sums,
-// per-window weighted reduction (running sums over segments), window sums returned as
+// bucket accumulation in XYZZ over equal-length chunks of the sorted entries, a per-bucket
+// reduction of the partials of buckets that cross chunks, per-window weighted reduction (running sums over segments), window sums returned as
 // Jacobian points; the host combines the windows.
 #pragma once
 #include "curve.cuh"
 
 #define SKIP_DIGIT 0xffffffffu
+
+// *out = max(*out, max of v over the warp): one atomic per warp.
+__device__ __forceinline__ void warp_max_to(uint32_t v, uint32_t* out) {
+#pragma unroll
+    for (int o = 16; o; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if ((threadIdx.x & 31) == 0 && v) atomicMax(out, v);
+}
 
 // Exclusive scan of u32, 2048 elements per block of 1024 threads; block totals to sums.
 extern "C" __global__ void __launch_bounds__(1024) scan_block(const uint32_t* in, uint32_t* out,
@@ -44,9 +51,11 @@ extern "C" __global__ void scan_add(uint32_t* out, uint64_t n, const uint32_t* b
     if (i < n) out[i] += block_off[i / 2048];
 }
 
-// Signed digits of the (Montgomery-form) scalars; digit word = (|d|-1) | sign<<31 or SKIP.
+// Signed digits of the (Montgomery-form) scalars: digits[w·n + i] = (digit word, rank), the
+// digit word (|d|-1) | sign<<31 or SKIP, the rank the entry's place among its bucket's entries
+// (the counting atomic's old value), so the scatter needs no atomics.
 extern "C" __global__ void msm_digits(const Fr* scalars, uint32_t n, uint32_t c, uint32_t nwin,
-                                      uint32_t* digits, uint32_t* counts) {
+                                      uint2* digits, uint32_t* counts) {
     const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const Fr s = ld(scalars + i).from_mont();
@@ -71,25 +80,25 @@ extern "C" __global__ void msm_digits(const Fr* scalars, uint32_t n, uint32_t c,
         } else {
             carry = 0;
         }
-        uint32_t out = SKIP_DIGIT;
+        uint32_t out = SKIP_DIGIT, rank = 0;
         if (d) {
             out = (d - 1) | (sign << 31);
-            atomicAdd(counts + (size_t)w * B + (d - 1), 1u);
+            rank = atomicAdd(counts + (size_t)w * B + (d - 1), 1u);
         }
-        digits[(size_t)w * n + i] = out;
+        digits[(size_t)w * n + i] = make_uint2(out, rank);
     }
 }
 
-extern "C" __global__ void msm_scatter(const uint32_t* digits, uint32_t n, uint32_t c,
-                                       uint32_t nwin, uint32_t* cursor, uint32_t* sorted) {
+// sorted[offsets[bucket] + rank] = point index | sign<<31, for every non-skipped digit.
+extern "C" __global__ void msm_scatter(const uint2* digits, uint32_t n, uint32_t c, uint32_t nwin,
+                                       const uint32_t* offsets, uint32_t* sorted) {
     const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const uint32_t B = 1u << (c - 1);
     for (uint32_t w = 0; w < nwin; w++) {
-        const uint32_t d = digits[(size_t)w * n + i];
-        if (d == SKIP_DIGIT) continue;
-        const uint32_t pos = atomicAdd(cursor + (size_t)w * B + (d & 0x7fffffffu), 1u);
-        sorted[pos] = i | (d & 0x80000000u);
+        const uint2 d = digits[(size_t)w * n + i];
+        if (d.x == SKIP_DIGIT) continue;
+        sorted[offsets[(size_t)w * B + (d.x & 0x7fffffffu)] + d.y] = i | (d.x & 0x80000000u);
     }
 }
 
@@ -102,10 +111,7 @@ extern "C" __global__ void msm_task_count(const uint32_t* counts, uint32_t nbt, 
         t = (counts[b] + T - 1) / T;
         ntasks[b] = t;
     }
-    // one atomic per warp
-#pragma unroll
-    for (int o = 16; o; o >>= 1) t = max(t, __shfl_xor_sync(0xffffffffu, t, o));
-    if ((threadIdx.x & 31) == 0 && t) atomicMax(max_tasks, t);
+    warp_max_to(t, max_tasks);
 }
 
 extern "C" __global__ void msm_task_fill(const uint32_t* offsets, const uint32_t* counts,
@@ -118,18 +124,85 @@ extern "C" __global__ void msm_task_fill(const uint32_t* offsets, const uint32_t
         tasks[t0 + k] = make_uint2(off + k * T, min(T, cnt - k * T));
 }
 
+// The bucket accumulation gives every thread the same number of sorted entries, L, whatever
+// the buckets' sizes (equal work per thread: no warp waits on its longest bucket). A bucket
+// that lies inside one chunk is summed there; one that crosses chunk boundaries leaves a partial
+// in the tail slot (2t + 1) of its first chunk and the head slots (2t) of the chunks it runs
+// into. Its partials are then the contiguous slots [2 t0 + 1, 2 t1 + 1), which the per-bucket
+// reduction (task planning + msm_sum_ranges) adds up; unused slots hold the identity.
+
+// The last bucket whose offset is <= k: the non-empty bucket holding sorted entry k (empty
+// buckets share the offset of the next one).
+__device__ __forceinline__ uint32_t bucket_of(const uint32_t* offsets, uint32_t lo, uint32_t hi,
+                                              uint32_t k) {
+    while (hi - lo > 1) {
+        const uint32_t mid = (lo + hi) / 2;
+        if (offsets[mid] <= k) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// Per bucket: its partial slots (count, first) when it crosses a chunk boundary, else (0, 0);
+// *max_cnt = the largest count (zeroed by the caller).
+extern "C" __global__ void msm_partial_ranges(const uint32_t* offsets, const uint32_t* counts,
+                                              uint32_t nbt, uint32_t L, uint32_t* pcnt,
+                                              uint32_t* poff, uint32_t* max_cnt) {
+    const uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t c = 0;
+    if (b < nbt) {
+        uint32_t o = 0;
+        const uint32_t n = counts[b];
+        if (n) {
+            const uint32_t t0 = offsets[b] / L, t1 = (offsets[b] + n - 1) / L;
+            if (t1 > t0) {
+                c = 2 * (t1 - t0);
+                o = 2 * t0 + 1;
+            }
+        }
+        pcnt[b] = c;
+        poff[b] = o;
+    }
+    warp_max_to(c, max_cnt);
+}
+
 template <class F>
-__device__ void accumulate(const Affine<F>* bases, const uint32_t* sorted, const uint2* tasks,
-                           uint32_t ntask, Xyzz<F>* out) {
+__device__ void accumulate(const Affine<F>* bases, const uint32_t* sorted, const uint32_t* offsets,
+                           uint32_t nbt, uint32_t total, uint32_t L, Xyzz<F>* buckets,
+                           Xyzz<F>* partials) {
     const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= ntask) return;
-    const uint2 tk = tasks[t];
+    const uint32_t start = t * L;
+    if (start >= total) return;
+    const uint32_t end = min(start + L, total);
+    // Bucket b holds entries [b_begin, b_end); next_end is where bucket b + 1 ends, loaded
+    // ahead so that moving to the next bucket (each thread at its own k, so the warp waits for
+    // every thread's move) costs no memory round trip. Empty buckets are rare where buckets
+    // are many; a run of them is skipped by a search.
+    const auto end_of = [&](uint32_t bk) { return bk + 1 < nbt ? offsets[bk + 1] : total; };
+    uint32_t b = bucket_of(offsets, 0, nbt, start);
+    uint32_t b_begin = offsets[b];
+    uint32_t b_end = end_of(b);
+    uint32_t next_end = b + 1 < nbt ? end_of(b + 1) : total;
+    if (b_begin == start) st(partials + 2 * t, Xyzz<F>::inf());
     Xyzz<F> acc = Xyzz<F>::inf();
-    const uint32_t end = tk.x + tk.y;
     // software pipelining: the next point's load is in flight during this point's addition
-    uint32_t e = sorted[tk.x];
+    uint32_t e = sorted[start];
     Affine<F> next = ld(bases + (e & 0x7fffffffu));
-    for (uint32_t k = tk.x; k < end; k++) {
+    for (uint32_t k = start; k < end; k++) {
+        if (k == b_end) {
+            // bucket b ended inside the chunk: complete unless it began in an earlier chunk
+            st(b_begin < start ? partials + 2 * t : buckets + b, acc);
+            acc = Xyzz<F>::inf();
+            b++;
+            b_begin = b_end;
+            b_end = next_end;
+            if (b_end <= k) {
+                b = bucket_of(offsets, b, nbt, k);
+                b_begin = offsets[b];
+                b_end = end_of(b);
+            }
+            next_end = b + 1 < nbt ? end_of(b + 1) : total;
+        }
         const Affine<F> P = next;
         const uint32_t sign = e >> 31;
         if (k + 1 < end) {
@@ -139,7 +212,10 @@ __device__ void accumulate(const Affine<F>* bases, const uint32_t* sorted, const
         if (P.is_inf()) continue;
         acc.add_affine(P.x, sign ? P.y.neg() : P.y);
     }
-    st(out + t, acc);
+    const bool tail = b_begin >= start && b_end > end;
+    if (b_begin < start) st(partials + 2 * t, acc);
+    else if (!tail) st(buckets + b, acc);
+    st(partials + 2 * t + 1, tail ? acc : Xyzz<F>::inf());
 }
 
 // out[t] = sum of in[tasks[t].x .. +tasks[t].y] (one level of the per-bucket partial-sum tree)
@@ -153,13 +229,12 @@ __device__ void sum_ranges(const Xyzz<F>* in, const uint2* tasks, uint32_t ntask
     st(out + t, acc);
 }
 
-// buckets[b] = the bucket's single remaining partial, or the identity when it has none.
+// buckets[b] = the crossing bucket's single remaining partial (other buckets are already set).
 template <class F>
 __device__ void gather(const Xyzz<F>* in, const uint32_t* off, const uint32_t* cnt, uint32_t nbt,
                        Xyzz<F>* buckets) {
     const uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= nbt) return;
-    st(buckets + b, cnt[b] ? ld(in + off[b]) : Xyzz<F>::inf());
+    if (b < nbt && cnt[b]) st(buckets + b, ld(in + off[b]));
 }
 
 // Per (window, segment of L buckets): sum_j (j+1)·bucket_j over the segment's buckets.
@@ -207,10 +282,10 @@ __device__ void to_jacobian(const Xyzz<F>* in, uint32_t count, F* out) {
 }
 
 #define MSM_INSTANTIATE(SUF, F)                                                                   \
-    extern "C" __global__ void msm_accumulate_##SUF(const Affine<F>* bases, const uint32_t* sorted, \
-                                                    const uint2* tasks, uint32_t ntask,          \
-                                                    Xyzz<F>* out) {                              \
-        accumulate<F>(bases, sorted, tasks, ntask, out);                                         \
+    extern "C" __global__ void msm_accumulate_##SUF(                                             \
+        const Affine<F>* bases, const uint32_t* sorted, const uint32_t* offsets, uint32_t nbt,   \
+        uint32_t total, uint32_t L, Xyzz<F>* buckets, Xyzz<F>* partials) {                       \
+        accumulate<F>(bases, sorted, offsets, nbt, total, L, buckets, partials);                 \
     }                                                                                            \
     extern "C" __global__ void msm_sum_ranges_##SUF(const Xyzz<F>* in, const uint2* tasks,      \
                                                     uint32_t ntask, Xyzz<F>* out) {              \

@@ -4,7 +4,8 @@
 # (kernels/bench/fp_mul_bench.cu, compiled there); check — cuzk-gpu-check's GPU-vs-CPU checks
 # up to 2^CHECK_LOG; g1 — G1 MSM at G1_LOGS, median of 5; durations — every kernel's time in one
 # G1 MSM at 2^LOG under ncu; sections — ncu's occupancy / warp-state / scheduler sections for the
-# bucket accumulation. Expects .device/cuzk-gpu-check.gz and .device/fp_mul_bench.cu.
+# bucket accumulation. Expects .device/cuzk-gpu-check.gz (and variants cuzk-gpu-check-NAME.gz,
+# timed in step g1) and .device/fp_mul_bench.cu.
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-fp,check,g1,durations,sections}
 LOG=${LOG:-24}
@@ -23,9 +24,13 @@ if has check; then
   echo "exit $?"; grep -E "FAIL|checks:" $OUT/check.log | tail -5
 fi
 if has g1; then
-  echo "== G1 MSM"
-  /tmp/gc --no-check --no-bench --reps 5 --g1-logs $G1_LOGS >$OUT/g1.log 2>&1
-  echo "exit $?"; grep -E "^\| G1|FAIL" $OUT/g1.log | sort -u
+  # every build carried: cuzk-gpu-check.gz and variants cuzk-gpu-check-NAME.gz (CUZK_NVCC_FLAGS)
+  for z in .device/cuzk-gpu-check*.gz; do
+    v=$(basename $z .gz); gunzip -c $z > /tmp/$v && chmod +x /tmp/$v
+    echo "== G1 MSM, $v"
+    /tmp/$v --no-check --no-bench --reps 5 --g1-logs $G1_LOGS >$OUT/g1-$v.log 2>&1
+    echo "exit $?"; grep -E "^\| G1|FAIL" $OUT/g1-$v.log | sort -u
+  done
 fi
 if has durations; then
   echo "== kernel durations, G1 MSM 2^$LOG (ms per MSM)"

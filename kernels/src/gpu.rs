@@ -93,6 +93,7 @@ struct Funcs {
     msm_scatter: CudaFunction,
     msm_task_count: CudaFunction,
     msm_task_fill: CudaFunction,
+    msm_partial_ranges: CudaFunction,
     curve: [CurveFuncs; 2],
 }
 
@@ -253,6 +254,7 @@ impl Gpu {
             msm_scatter: lf("msm_scatter")?,
             msm_task_count: lf("msm_task_count")?,
             msm_task_fill: lf("msm_task_fill")?,
+            msm_partial_ranges: lf("msm_partial_ranges")?,
             curve: [cf(Curve::G1)?, cf(Curve::G2)?],
         };
         let name = ctx.name().unwrap_or_else(|_| "unknown".into());
@@ -601,37 +603,53 @@ impl Gpu {
         let nb = 1u32 << (c - 1);
         let nbt = nwin * nb;
         let n32 = n as u32;
-        let digits = self.alloc(n * nwin as usize * 4)?;
+        // Counting sort by (window, bucket): digits with their rank in the bucket, offsets,
+        // then every entry straight to its place.
+        let digits = self.alloc(n * nwin as usize * 8)?;
         let counts = self.alloc_zeroed(nbt as usize * 4)?;
         let offsets = self.alloc(nbt as usize * 4)?;
         let sorted = self.alloc(n * nwin as usize * 4)?;
         launch!(self, self.f.msm_digits, cfg(grid(n as u64, 256), 256, 0);
             scalars, n32, c, nwin, digits.ptr(s), counts.ptr(s))?;
         self.scan(counts.ptr(s), offsets.ptr(s), nbt as u64)?;
-        let mut cursor = self.alloc(nbt as usize * 4)?;
-        self.stream.memcpy_dtod(&offsets.buf, &mut cursor.buf)?;
         launch!(self, self.f.msm_scatter, cfg(grid(n as u64, 256), 256, 0);
-            digits.ptr(s), n32, c, nwin, cursor.ptr(s), sorted.ptr(s))?;
+            digits.ptr(s), n32, c, nwin, offsets.ptr(s), sorted.ptr(s))?;
         drop(digits);
 
-        // Tasks of at most T points per bucket (about half the mean bucket size, so most tasks
-        // are full and a warp's threads run similar lengths).
-        let t_max = ((n as u64).div_ceil(2 * nb as u64) as u32).max(8);
-        let (ntasks, task_off, total_tasks, mut max_tasks) =
-            self.plan_tasks(&counts, nbt, t_max)?;
-        let tasks = self.alloc((total_tasks as usize).max(1) * 8)?;
-        launch!(self, self.f.msm_task_fill, cfg(grid(nbt as u64, 256), 256, 0);
-            offsets.ptr(s), counts.ptr(s), task_off.ptr(s), nbt, t_max, tasks.ptr(s))?;
+        // Equal-length chunks of the sorted entries, one per thread; L is as long as keeps a few
+        // waves of threads in flight (long chunks leave fewer crossing buckets to reduce).
+        let mut last = [0u32; 2];
+        self.download_into(
+            &offsets,
+            (nbt as usize - 1) * 4,
+            as_bytes_mut(&mut last[..1]),
+        )?;
+        self.download_into(
+            &counts,
+            (nbt as usize - 1) * 4,
+            as_bytes_mut(&mut last[1..]),
+        )?;
+        let total = last[0] as u64 + last[1] as u64;
+        let chunk = (total / 200_000).clamp(8, 128) as u32;
+        let nchunks = total.div_ceil(chunk as u64);
         let xb = curve.xyzz_bytes();
-        let mut vals = self.alloc((total_tasks as usize).max(1) * xb)?;
-        if total_tasks > 0 {
-            launch!(self, cf.accumulate, cfg(grid(total_tasks, 128), 128, 0);
-                bases.buf.as_ref().unwrap().ptr(s), sorted.ptr(s), tasks.ptr(s), total_tasks as u32, vals.ptr(s))?;
+        let buckets = self.alloc_zeroed(nbt as usize * xb)?;
+        let mut vals = self.alloc((2 * nchunks as usize).max(1) * xb)?;
+        let (cnt, off) = (self.alloc(nbt as usize * 4)?, self.alloc(nbt as usize * 4)?);
+        let maxc = self.alloc_zeroed(4)?;
+        launch!(self, self.f.msm_partial_ranges, cfg(grid(nbt as u64, 256), 256, 0);
+            offsets.ptr(s), counts.ptr(s), nbt, chunk, cnt.ptr(s), off.ptr(s), maxc.ptr(s))?;
+        if total > 0 {
+            launch!(self, cf.accumulate, cfg(grid(nchunks, 128), 128, 0);
+                bases.buf.as_ref().unwrap().ptr(s), sorted.ptr(s), offsets.ptr(s), nbt,
+                total as u32, chunk, buckets.ptr(s), vals.ptr(s))?;
         }
-        drop((sorted, tasks));
-        // Reduce each bucket's partials in parallel, level by level (a skewed bucket, e.g. all
-        // scalars equal, has many partials), until every bucket has at most one.
-        let (mut cnt, mut off) = (ntasks, task_off);
+        drop(sorted);
+        let mut max_tasks = 0u32;
+        self.download_into(&maxc, 0, as_bytes_mut(std::slice::from_mut(&mut max_tasks)))?;
+        // Reduce each crossing bucket's partials in parallel, level by level (a skewed bucket,
+        // e.g. all scalars equal, has many partials), until every bucket has at most one.
+        let (mut cnt, mut off) = (cnt, off);
         while max_tasks > 1 {
             let t2 = 16u32;
             let (cnt2, off2, total2, max2) = self.plan_tasks(&cnt, nbt, t2)?;
@@ -643,7 +661,6 @@ impl Gpu {
                 vals.ptr(s), tasks2.ptr(s), total2 as u32, vals2.ptr(s))?;
             (vals, cnt, off, max_tasks) = (vals2, cnt2, off2, max2);
         }
-        let buckets = self.alloc(nbt as usize * xb)?;
         launch!(self, cf.gather, cfg(grid(nbt as u64, 128), 128, 0);
             vals.ptr(s), off.ptr(s), cnt.ptr(s), nbt, buckets.ptr(s))?;
         drop((vals, cnt, off));
@@ -668,7 +685,7 @@ impl Gpu {
         launch!(self, cf.to_jacobian, cfg(1, 64, 0); cur.ptr(s), nwin, jac.ptr(s))?;
         let mut out = vec![0u8; nwin as usize * xb / 4 * 3];
         self.download_into(&jac, 0, &mut out)?;
-        drop((counts, offsets, cursor, buckets));
+        drop((counts, offsets, buckets));
         Ok((out, c, nwin))
     }
 
