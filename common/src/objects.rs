@@ -4,6 +4,8 @@
 use async_nats::jetstream::object_store::{
     DeleteErrorKind, InfoErrorKind, ObjectMetadata, ObjectStore,
 };
+use std::time::Duration;
+
 use tokio::io::AsyncReadExt;
 
 use crate::nats::{retry, RetryPolicy};
@@ -23,6 +25,27 @@ impl ObjectError {
     pub fn retryable(&self) -> bool {
         matches!(self, ObjectError::Unavailable { .. })
     }
+}
+
+/// Bound on one whole-object transfer: a stalled chunk stream (the object store reads through an
+/// ordered consumer, which has no deadline of its own) is retried instead of hanging the caller.
+/// 30 s plus one second per 8 MiB: far above any healthy link, far below an operator's patience.
+pub fn transfer_timeout(bytes: u64) -> Duration {
+    Duration::from_secs(30 + bytes / (8 << 20))
+}
+
+async fn bounded<T>(
+    name: &str,
+    bytes: u64,
+    op: impl std::future::Future<Output = Result<T, ObjectError>>,
+) -> Result<T, ObjectError> {
+    let limit = transfer_timeout(bytes);
+    tokio::time::timeout(limit, op).await.unwrap_or_else(|_| {
+        Err(unavailable(
+            name,
+            format!("transfer timed out after {limit:?}"),
+        ))
+    })
 }
 
 fn unavailable(name: &str, e: impl std::fmt::Display) -> ObjectError {
@@ -54,38 +77,42 @@ pub async fn read_bounded(
             limit,
         });
     }
-    retry("read object", RetryPolicy::NETWORK, || async {
-        let object = store.get(name).await.map_err(|e| unavailable(name, e))?;
-        let mut bytes = Vec::with_capacity(size as usize);
-        object
-            .take(limit + 1)
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(|e| unavailable(name, e))?;
-        if bytes.len() as u64 != size {
-            return Err(unavailable(
-                name,
-                format!("read {} bytes, expected {size}", bytes.len()),
-            ));
-        }
-        Ok(bytes)
+    retry("read object", RetryPolicy::NETWORK, || {
+        bounded(name, size, async {
+            let object = store.get(name).await.map_err(|e| unavailable(name, e))?;
+            let mut bytes = Vec::with_capacity(size as usize);
+            object
+                .take(limit + 1)
+                .read_to_end(&mut bytes)
+                .await
+                .map_err(|e| unavailable(name, e))?;
+            if bytes.len() as u64 != size {
+                return Err(unavailable(
+                    name,
+                    format!("read {} bytes, expected {size}", bytes.len()),
+                ));
+            }
+            Ok(bytes)
+        })
     })
     .await
 }
 
 pub async fn put(store: &ObjectStore, name: &str, bytes: &[u8]) -> Result<(), ObjectError> {
-    retry("write object", RetryPolicy::NETWORK, || async {
-        let meta = ObjectMetadata {
-            name: name.to_owned(),
-            chunk_size: Some(BLOB_CHUNK_SIZE),
-            ..Default::default()
-        };
-        let mut reader = bytes;
-        store
-            .put(meta, &mut reader)
-            .await
-            .map(|_| ())
-            .map_err(|e| unavailable(name, e))
+    retry("write object", RetryPolicy::NETWORK, || {
+        bounded(name, bytes.len() as u64, async {
+            let meta = ObjectMetadata {
+                name: name.to_owned(),
+                chunk_size: Some(BLOB_CHUNK_SIZE),
+                ..Default::default()
+            };
+            let mut reader = bytes;
+            store
+                .put(meta, &mut reader)
+                .await
+                .map(|_| ())
+                .map_err(|e| unavailable(name, e))
+        })
     })
     .await
 }

@@ -73,7 +73,10 @@ pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         // A failed listing (the client reconnecting after a fault) is retried.
-        let left = tokio::time::timeout(Duration::from_secs(5), count_blobs(topology)).await.ok().and_then(Result::ok);
+        let left = tokio::time::timeout(Duration::from_secs(5), count_blobs(topology))
+            .await
+            .ok()
+            .and_then(Result::ok);
         match left {
             Some(0) => return 0,
             Some(left) if std::time::Instant::now() > deadline => return left,
