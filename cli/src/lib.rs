@@ -213,35 +213,17 @@ pub fn verify_job_proof(
 /// A table of per-partition stage timings, and the job's totals.
 pub fn timings_table(result: &JobResult) -> String {
     let mut out = String::new();
-    let header = format!(
-        "{:>4} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>10} {:>7}\n",
+    out.push_str(&format!(
+        "{:>4}{} {:>9} {:>7}\n",
         "part",
-        "synth",
-        "encode",
-        "upload",
-        "queue",
-        "fetch",
-        "decode",
-        "H",
-        "MSM",
-        "prove",
+        PartitionTimings::stage_header(),
         "blob KiB",
         "ratio"
-    );
-    out.push_str(&header);
+    ));
     let row = |label: &str, t: &PartitionTimings| {
         format!(
-            "{:>4} {:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>10.1} {:>7.1}\n",
-            label,
-            t.synth_ms,
-            t.encode_ms,
-            t.upload_ms,
-            t.queue_wait_ms,
-            t.fetch_ms,
-            t.decode_ms,
-            t.h_ms,
-            t.msm_ms,
-            t.prove_ms,
+            "{label:>4}{} {:>9.1} {:>7.1}\n",
+            t.stage_cells(),
             t.blob_bytes as f64 / 1024.0,
             t.raw_bytes as f64 / t.blob_bytes.max(1) as f64,
         )

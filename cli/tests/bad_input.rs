@@ -226,7 +226,8 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
     .unwrap();
     let assignment = family.synthesize_partition(b"blob", 0).unwrap();
 
-    let cases: [(&str, fn(Vec<u8>) -> Vec<u8>, &str); 3] = [
+    type Damage = fn(Vec<u8>) -> Vec<u8>;
+    let cases: [(&str, Damage, &str); 3] = [
         ("truncated", |b| b[..b.len() / 2].to_vec(), "truncated"),
         (
             "flipped",

@@ -352,9 +352,9 @@ fn list(kinds: &[VectorKind]) -> String {
         .join(", ")
 }
 
-impl BlobError {
-    /// Whether trying again could succeed; never, see the type's documentation.
-    pub fn retryable(&self) -> bool {
+/// Trying again never helps; see the type's documentation.
+impl crate::Retryable for BlobError {
+    fn retryable(&self) -> bool {
         false
     }
 }
@@ -853,6 +853,7 @@ pub fn decode_blob(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Retryable;
     use rand::{rngs::StdRng, Rng, SeedableRng};
 
     fn value(rng: &mut StdRng) -> Scalar {

@@ -133,6 +133,79 @@ pub struct PartitionTimings {
     pub raw_bytes: u64,
 }
 
+impl PartitionTimings {
+    /// The millisecond stages in pipeline order: (table label, CSV column).
+    pub const STAGES: [(&'static str, &'static str); 9] = [
+        ("synth", "synth_ms"),
+        ("encode", "encode_ms"),
+        ("upload", "upload_ms"),
+        ("queue", "queue_wait_ms"),
+        ("fetch", "fetch_ms"),
+        ("decode", "decode_ms"),
+        ("H", "h_ms"),
+        ("MSM", "msm_ms"),
+        ("prove", "prove_ms"),
+    ];
+
+    /// The millisecond stages, in `STAGES` order.
+    pub fn stage_ms(&self) -> [f64; 9] {
+        [
+            self.synth_ms,
+            self.encode_ms,
+            self.upload_ms,
+            self.queue_wait_ms,
+            self.fetch_ms,
+            self.decode_ms,
+            self.h_ms,
+            self.msm_ms,
+            self.prove_ms,
+        ]
+    }
+
+    /// The stage labels, right-aligned in 9-character columns (a text table's header).
+    pub fn stage_header() -> String {
+        Self::STAGES
+            .iter()
+            .map(|(l, _)| format!("{l:>9}"))
+            .collect()
+    }
+
+    /// The stages in milliseconds, aligned under `stage_header`.
+    pub fn stage_cells(&self) -> String {
+        self.stage_ms()
+            .iter()
+            .map(|v| format!("{v:>9.1}"))
+            .collect()
+    }
+
+    /// The stages' CSV column names and values (`{:.2}`), comma-separated.
+    pub fn stage_csv_header() -> String {
+        Self::STAGES.map(|(_, c)| c).join(",")
+    }
+
+    pub fn stage_csv(&self) -> String {
+        self.stage_ms().map(|v| format!("{v:.2}")).join(",")
+    }
+
+    /// Every field divided by `n`: the mean of `n` partitions whose timings were summed.
+    pub fn mean_of(total: &Self, n: u64) -> Self {
+        let (d, n) = (n.max(1) as f64, n.max(1));
+        PartitionTimings {
+            synth_ms: total.synth_ms / d,
+            encode_ms: total.encode_ms / d,
+            upload_ms: total.upload_ms / d,
+            queue_wait_ms: total.queue_wait_ms / d,
+            fetch_ms: total.fetch_ms / d,
+            decode_ms: total.decode_ms / d,
+            h_ms: total.h_ms / d,
+            msm_ms: total.msm_ms / d,
+            prove_ms: total.prove_ms / d,
+            blob_bytes: total.blob_bytes / n,
+            raw_bytes: total.raw_bytes / n,
+        }
+    }
+}
+
 impl std::iter::Sum for PartitionTimings {
     fn sum<I: Iterator<Item = PartitionTimings>>(parts: I) -> PartitionTimings {
         parts.fold(PartitionTimings::default(), |acc, t| PartitionTimings {

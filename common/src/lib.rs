@@ -14,3 +14,9 @@ pub mod records;
 pub mod telemetry;
 pub mod topology;
 pub mod witness;
+
+/// An error that says whether trying the same work again may succeed: a node hands retryable
+/// failures back to the queue and fails the job on the others.
+pub trait Retryable: std::fmt::Display {
+    fn retryable(&self) -> bool;
+}

@@ -21,8 +21,8 @@ pub enum ObjectError {
     Unavailable { name: String, message: String },
 }
 
-impl ObjectError {
-    pub fn retryable(&self) -> bool {
+impl crate::Retryable for ObjectError {
+    fn retryable(&self) -> bool {
         matches!(self, ObjectError::Unavailable { .. })
     }
 }

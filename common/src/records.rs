@@ -20,8 +20,8 @@ pub enum RecordError {
     Corrupt { job_id: String, message: String },
 }
 
-impl RecordError {
-    pub fn retryable(&self) -> bool {
+impl crate::Retryable for RecordError {
+    fn retryable(&self) -> bool {
         matches!(self, RecordError::Unavailable(_))
     }
 }

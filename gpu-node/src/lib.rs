@@ -20,12 +20,13 @@ use cuzk_common::job::{
 use cuzk_common::metrics::{metrics, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one};
 use cuzk_common::nodes::{self, Held, NodeInfo, NodeLoad};
-use cuzk_common::objects::{self, ObjectError};
-use cuzk_common::records::{self, RecordError};
+use cuzk_common::objects;
+use cuzk_common::records;
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, MAX_DELIVER};
 use cuzk_common::witness::Assignment;
-use cuzk_prover::{Backend, BackendError, CpuBackend};
+use cuzk_common::Retryable;
+use cuzk_prover::{Backend, CpuBackend};
 use ff::Field;
 use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -43,28 +44,8 @@ enum PartitionError {
     Retry(String),
 }
 
-impl From<RecordError> for PartitionError {
-    fn from(e: RecordError) -> Self {
-        if e.retryable() {
-            PartitionError::Retry(e.to_string())
-        } else {
-            PartitionError::Fatal(e.to_string())
-        }
-    }
-}
-
-impl From<ObjectError> for PartitionError {
-    fn from(e: ObjectError) -> Self {
-        if e.retryable() {
-            PartitionError::Retry(e.to_string())
-        } else {
-            PartitionError::Fatal(e.to_string())
-        }
-    }
-}
-
-impl From<BackendError> for PartitionError {
-    fn from(e: BackendError) -> Self {
+impl<E: Retryable> From<E> for PartitionError {
+    fn from(e: E) -> Self {
         if e.retryable() {
             PartitionError::Retry(e.to_string())
         } else {

@@ -58,7 +58,7 @@ pub fn canonical_limbs(s: &Scalar) -> [u32; 8] {
 
 /// Parses canonical little-endian 32-byte scalars, rejecting any value >= r.
 pub fn scalars_from_le_bytes(bytes: &[u8]) -> Result<Vec<Scalar>, CudaError> {
-    if bytes.len() % 32 != 0 {
+    if !bytes.len().is_multiple_of(32) {
         return Err(CudaError::Shape(format!(
             "{} bytes is not a whole number of scalars",
             bytes.len()

@@ -421,30 +421,30 @@ impl Gpu {
         let p = x.ptr(&self.stream);
         let g = Scalar::MULTIPLICATIVE_GENERATOR;
         let n_inv = Scalar::from(n).invert().unwrap();
-        let _keep;
-        match kind {
+        // Tables the launches read stay alive until the stream is synchronised below.
+        let _keep = match kind {
             NttKind::Forward => {
                 self.ntt_core(p, logn, false)?;
-                _keep = None;
+                None
             }
             NttKind::Inverse => {
                 self.ntt_core(p, logn, true)?;
                 let c = self.upload(as_bytes(&[n_inv]))?;
                 launch!(self, self.f.fr_scale, cfg(grid(n, 256).min(1 << 16), 256, 0);
                     p, n, c.ptr(&self.stream))?;
-                _keep = Some((c, None));
+                Some((c, None))
             }
             NttKind::Coset => {
                 let t = self.mul_powers(p, n, g, Scalar::ONE)?;
                 self.ntt_core(p, logn, false)?;
-                _keep = Some((t.0, Some(t.1)));
+                Some((t.0, Some(t.1)))
             }
             NttKind::InverseCoset => {
                 self.ntt_core(p, logn, true)?;
                 let t = self.mul_powers(p, n, g.invert().unwrap(), n_inv)?;
-                _keep = Some((t.0, Some(t.1)));
+                Some((t.0, Some(t.1)))
             }
-        }
+        };
         self.stream.synchronize()?;
         Ok(())
     }

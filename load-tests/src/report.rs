@@ -79,20 +79,7 @@ impl Summary {
             })
             .collect();
         let total: PartitionTimings = parts.iter().copied().sum();
-        let n = parts.len().max(1) as f64;
-        let stages = PartitionTimings {
-            synth_ms: total.synth_ms / n,
-            encode_ms: total.encode_ms / n,
-            upload_ms: total.upload_ms / n,
-            queue_wait_ms: total.queue_wait_ms / n,
-            fetch_ms: total.fetch_ms / n,
-            decode_ms: total.decode_ms / n,
-            h_ms: total.h_ms / n,
-            msm_ms: total.msm_ms / n,
-            prove_ms: total.prove_ms / n,
-            blob_bytes: total.blob_bytes / n as u64,
-            raw_bytes: total.raw_bytes / n as u64,
-        };
+        let stages = PartitionTimings::mean_of(&total, parts.len() as u64);
         let last_sample = data.samples.last();
         let busy = data
             .workers
@@ -155,21 +142,9 @@ pub fn table(data: &RunData, s: &Summary) -> String {
     );
     let _ = writeln!(
         out,
-        "{:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}   (ms per partition, mean)",
-        "synth", "encode", "upload", "queue", "fetch", "decode", "H", "MSM", "prove"
-    );
-    let _ = writeln!(
-        out,
-        "{:>9.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>9.1}",
-        t.synth_ms,
-        t.encode_ms,
-        t.upload_ms,
-        t.queue_wait_ms,
-        t.fetch_ms,
-        t.decode_ms,
-        t.h_ms,
-        t.msm_ms,
-        t.prove_ms
+        "{}   (ms per partition, mean)\n{}",
+        PartitionTimings::stage_header(),
+        t.stage_cells()
     );
     if s.wire_bytes > 0 {
         let _ = writeln!(
@@ -232,14 +207,12 @@ pub fn comparison(runs: &[(&RunData, &Summary)]) -> String {
 }
 
 pub fn write_summary_csv(path: &Path, runs: &[(&RunData, &Summary)]) -> anyhow::Result<()> {
-    let mut out = String::from(
-        "run,description,jobs_done,failed,lost,wall_s,jobs_per_s,partitions_per_s,p50_s,p95_s,p99_s,mean_busy,workers,synth_ms,encode_ms,upload_ms,queue_wait_ms,fetch_ms,decode_ms,h_ms,msm_ms,prove_ms,blob_bytes_per_partition,raw_bytes_per_partition,max_work_depth\n",
-    );
+    let mut out = format!("run,description,jobs_done,failed,lost,wall_s,jobs_per_s,partitions_per_s,p50_s,p95_s,p99_s,mean_busy,workers,{},blob_bytes_per_partition,raw_bytes_per_partition,max_work_depth\n", PartitionTimings::stage_csv_header());
     for (data, s) in runs {
         let t = &s.stages;
         let _ = writeln!(
             out,
-            "{},\"{}\",{},{},{},{:.3},{:.4},{:.4},{:.3},{:.3},{:.3},{:.4},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{},{},{}",
+            "{},\"{}\",{},{},{},{:.3},{:.4},{:.4},{:.3},{:.3},{:.3},{:.4},{},{},{},{},{}",
             data.label,
             data.description.replace('"', "'"),
             s.done,
@@ -253,15 +226,7 @@ pub fn write_summary_csv(path: &Path, runs: &[(&RunData, &Summary)]) -> anyhow::
             s.p99_s,
             s.mean_busy(),
             s.busy.len(),
-            t.synth_ms,
-            t.encode_ms,
-            t.upload_ms,
-            t.queue_wait_ms,
-            t.fetch_ms,
-            t.decode_ms,
-            t.h_ms,
-            t.msm_ms,
-            t.prove_ms,
+            t.stage_csv(),
             t.blob_bytes,
             t.raw_bytes,
             s.work_depth_max.map_or(String::new(), |m| m.to_string()),
@@ -273,8 +238,9 @@ pub fn write_summary_csv(path: &Path, runs: &[(&RunData, &Summary)]) -> anyhow::
 
 /// One row per job: when it went in and out, and its stage sums over partitions.
 pub fn write_jobs_csv(path: &Path, data: &RunData) -> anyhow::Result<()> {
-    let mut out = String::from(
-        "job_id,submitted_s,completed_s,latency_s,status,synth_ms,encode_ms,upload_ms,queue_wait_ms,fetch_ms,decode_ms,h_ms,msm_ms,prove_ms,blob_bytes,raw_bytes,error\n",
+    let mut out = format!(
+        "job_id,submitted_s,completed_s,latency_s,status,{},blob_bytes,raw_bytes,error\n",
+        PartitionTimings::stage_csv_header()
     );
     for o in &data.outcomes {
         let status = o.result.as_ref().map_or("lost".to_owned(), |r| {
@@ -293,21 +259,13 @@ pub fn write_jobs_csv(path: &Path, data: &RunData) -> anyhow::Result<()> {
             .replace('"', "'");
         let _ = writeln!(
             out,
-            "{},{:.3},{},{},{},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{:.2},{},{},\"{}\"",
+            "{},{:.3},{},{},{},{},{},{},\"{}\"",
             o.job_id,
             o.submitted_s,
             o.completed_s.map_or(String::new(), |c| format!("{c:.3}")),
             o.latency_s().map_or(String::new(), |l| format!("{l:.3}")),
             status,
-            t.synth_ms,
-            t.encode_ms,
-            t.upload_ms,
-            t.queue_wait_ms,
-            t.fetch_ms,
-            t.decode_ms,
-            t.h_ms,
-            t.msm_ms,
-            t.prove_ms,
+            t.stage_csv(),
             t.blob_bytes,
             t.raw_bytes,
             error

@@ -20,8 +20,8 @@ pub enum BackendError {
     Unavailable(String),
 }
 
-impl BackendError {
-    pub fn retryable(&self) -> bool {
+impl cuzk_common::Retryable for BackendError {
+    fn retryable(&self) -> bool {
         matches!(self, BackendError::OutOfMemory(_) | BackendError::Device(_))
     }
 }

@@ -124,6 +124,7 @@ mod tests {
     use bellperson::groth16::{
         create_proof_batch, generate_random_parameters, prepare_verifying_key,
     };
+    use cuzk_common::Retryable;
     use ff::Field;
     use rand::SeedableRng;
     use rand_chacha::ChaCha20Rng;

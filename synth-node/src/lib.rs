@@ -19,12 +19,13 @@ use cuzk_common::job::{
 use cuzk_common::metrics::{metrics, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one, retry, RetryPolicy};
 use cuzk_common::nodes::{self, NodeInfo, NodeLoad};
-use cuzk_common::objects::{self, ObjectError};
-use cuzk_common::records::{self, RecordError};
+use cuzk_common::objects;
+use cuzk_common::records;
 use cuzk_common::telemetry;
 use cuzk_common::topology::{
     self, Topology, MAX_DELIVER, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL,
 };
+use cuzk_common::Retryable;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -50,18 +51,8 @@ enum JobError {
     Shutdown,
 }
 
-impl From<RecordError> for JobError {
-    fn from(e: RecordError) -> Self {
-        if e.retryable() {
-            JobError::Retry(e.to_string())
-        } else {
-            JobError::Fatal(e.to_string())
-        }
-    }
-}
-
-impl From<ObjectError> for JobError {
-    fn from(e: ObjectError) -> Self {
+impl<E: Retryable> From<E> for JobError {
+    fn from(e: E) -> Self {
         if e.retryable() {
             JobError::Retry(e.to_string())
         } else {

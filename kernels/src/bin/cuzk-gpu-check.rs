@@ -378,12 +378,12 @@ fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
         &vec![Scalar::ONE; n],
     );
     let mut mix = rnd.clone();
-    for i in 0..n {
+    for (i, m) in mix.iter_mut().enumerate() {
         if i % 3 == 0 {
-            mix[i] = -Scalar::ONE;
+            *m = -Scalar::ONE;
         }
         if i % 4 == 0 {
-            mix[i] = Scalar::ZERO;
+            *m = Scalar::ZERO;
         }
     }
     g1_case(
