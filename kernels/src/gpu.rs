@@ -529,32 +529,22 @@ impl Gpu {
     /// Uploads affine bases (blst layout) to the device.
     pub fn upload_g1(&self, bases: &[G1Affine]) -> Result<DeviceBases> {
         assert_eq!(std::mem::size_of::<G1Affine>(), 96);
-        let buf = if bases.is_empty() {
-            None
-        } else {
-            Some(self.upload(as_bytes(bases))?)
-        };
-        self.stream.synchronize()?;
-        Ok(DeviceBases {
-            buf,
-            len: bases.len(),
-            curve: Curve::G1,
-        })
+        self.upload_bases(as_bytes(bases), bases.len(), Curve::G1)
     }
 
     pub fn upload_g2(&self, bases: &[G2Affine]) -> Result<DeviceBases> {
         assert_eq!(std::mem::size_of::<G2Affine>(), 192);
-        let buf = if bases.is_empty() {
+        self.upload_bases(as_bytes(bases), bases.len(), Curve::G2)
+    }
+
+    fn upload_bases(&self, bytes: &[u8], len: usize, curve: Curve) -> Result<DeviceBases> {
+        let buf = if len == 0 {
             None
         } else {
-            Some(self.upload(as_bytes(bases))?)
+            Some(self.upload(bytes)?)
         };
         self.stream.synchronize()?;
-        Ok(DeviceBases {
-            buf,
-            len: bases.len(),
-            curve: Curve::G2,
-        })
+        Ok(DeviceBases { buf, len, curve })
     }
 
     fn scan(&self, inp: u64, out: u64, n: u64) -> Result<()> {

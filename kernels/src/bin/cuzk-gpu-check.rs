@@ -1,6 +1,6 @@
 //! GPU vs CPU checks on fresh random inputs, then a benchmark table (printed last).
 //!
-//!   cuzk-gpu-check [--max-log N] [--bench-max-log N] [--no-bench] [--no-check] [--reps N]
+//!   cuzk-gpu-check [--max-log N] [--bench-max-log N] [--no-bench] [--no-check] [--reps N] (--help)
 //!                  [--partition-logs 20,22] [--partition-rounds R1,R2] [--g1-logs 24]
 //!
 //! `--partition-logs`: whole-partition Groth16 proves of a MiMC circuit (cuzk-circuits, 2
@@ -18,7 +18,10 @@ use bellperson::groth16::{generate_random_parameters, prepare_verifying_key};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
-use group::{prime::PrimeCurveAffine, Curve, Group};
+use group::{
+    prime::{PrimeCurve, PrimeCurveAffine},
+    Group,
+};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
@@ -29,89 +32,41 @@ use cuzk_prover::cpu;
 #[cfg(cuzk_fatbin)]
 use cuzk_kernels::{CudaBackend, DeviceBases, Gpu, NttKind};
 
+/// GPU vs CPU checks on fresh random inputs, then benchmark tables.
+#[derive(clap::Parser)]
+#[command(version)]
 struct Args {
+    /// Largest NTT / G1 MSM checked, log2.
+    #[arg(long, env = "CUZK_CHECK_MAX_LOG", default_value_t = 24)]
     max_log: u32,
+    /// Largest size benchmarked, log2.
+    #[arg(long, env = "CUZK_CHECK_BENCH_MAX_LOG", default_value_t = 26)]
     bench_max_log: u32,
+    /// Largest G2 MSM checked and benchmarked, log2.
+    #[arg(long, env = "CUZK_CHECK_G2_MAX_LOG", default_value_t = 22)]
     g2_max_log: u32,
-    bench: bool,
-    check: bool,
+    /// Skip the benchmark tables.
+    #[arg(long, env = "CUZK_CHECK_NO_BENCH")]
+    no_bench: bool,
+    /// Skip the GPU-vs-CPU checks.
+    #[arg(long, env = "CUZK_CHECK_NO_CHECK")]
+    no_check: bool,
+    /// Timed repetitions (the median is reported).
+    #[arg(long, env = "CUZK_CHECK_REPS", default_value_t = 5)]
     reps: usize,
+    /// Whole-partition proves at these log2 sizes (comma-separated).
+    #[arg(long, env = "CUZK_CHECK_PARTITION_LOGS", value_delimiter = ',')]
     partition_logs: Vec<u32>,
+    /// MiMC rounds per partition size (default 2^(L-1) - 16).
+    #[arg(long, env = "CUZK_CHECK_PARTITION_ROUNDS", value_delimiter = ',')]
     partition_rounds: Vec<usize>,
     /// Seconds the whole partition bench may take; a size whose parameter generation is
     /// predicted (from the previous size) to overrun it gets random bases instead.
+    #[arg(long, env = "CUZK_CHECK_PARTITION_BUDGET_S", default_value_t = f64::INFINITY)]
     partition_budget_s: f64,
+    /// G1 MSM only (scalars on device) at these log2 sizes, median of `--reps`.
+    #[arg(long, env = "CUZK_CHECK_G1_LOGS", value_delimiter = ',')]
     g1_logs: Vec<u32>,
-}
-
-fn parse_args() -> Args {
-    let mut a = Args {
-        max_log: 24,
-        bench_max_log: 26,
-        g2_max_log: 22,
-        bench: true,
-        check: true,
-        reps: 5,
-        partition_logs: Vec::new(),
-        partition_rounds: Vec::new(),
-        partition_budget_s: f64::INFINITY,
-        g1_logs: Vec::new(),
-    };
-    let v: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    while i < v.len() {
-        let num = |i: usize| {
-            v.get(i + 1)
-                .and_then(|s| s.parse::<u32>().ok())
-                .expect("numeric argument")
-        };
-        let list = |i: usize| -> Vec<u64> {
-            v.get(i + 1)
-                .expect("list argument")
-                .split(',')
-                .map(|x| x.trim().parse::<u64>().expect("comma-separated numbers"))
-                .collect()
-        };
-        match v[i].as_str() {
-            "--max-log" => {
-                a.max_log = num(i);
-                i += 1;
-            }
-            "--bench-max-log" => {
-                a.bench_max_log = num(i);
-                i += 1;
-            }
-            "--g2-max-log" => {
-                a.g2_max_log = num(i);
-                i += 1;
-            }
-            "--reps" => {
-                a.reps = num(i) as usize;
-                i += 1;
-            }
-            "--partition-logs" => {
-                a.partition_logs = list(i).into_iter().map(|x| x as u32).collect();
-                i += 1;
-            }
-            "--partition-rounds" => {
-                a.partition_rounds = list(i).into_iter().map(|x| x as usize).collect();
-                i += 1;
-            }
-            "--partition-budget-s" => {
-                a.partition_budget_s = num(i) as f64;
-                i += 1;
-            }
-            "--g1-logs" => {
-                a.g1_logs = list(i).into_iter().map(|x| x as u32).collect();
-                i += 1;
-            }
-            "--no-bench" => a.bench = false,
-            "--no-check" => a.check = false,
-            other => panic!("unknown argument {other}"),
-        }
-        i += 1;
-    }
-    a
 }
 
 fn rng_from(seed: u64, stream: u64) -> ChaCha20Rng {
@@ -129,40 +84,51 @@ fn random_scalars(seed: u64, n: usize) -> Vec<Scalar> {
     v
 }
 
-/// Random G1 points fast: per chunk of 4096, start·G + k·D (one scalar multiplication per
-/// chunk, then additions), normalised in one batch per chunk.
-fn random_g1(seed: u64, n: usize) -> Vec<G1Affine> {
-    let mut r = rng_from(seed, 1 << 40);
-    let d = G1Projective::generator() * Scalar::random(&mut r);
-    let mut out = vec![G1Affine::identity(); n];
+/// Random points fast: per chunk of 4096, start·G + k·D (one scalar multiplication per chunk,
+/// then additions), normalised in one batch per chunk. `stream` keeps G1 and G2 draws apart.
+fn random_points<G>(seed: u64, stream: u64, n: usize) -> Vec<G::Affine>
+where
+    G: PrimeCurve<Scalar = Scalar> + Send + Sync,
+    G::Affine: Send,
+{
+    let mut r = rng_from(seed, stream);
+    let d = G::generator() * Scalar::random(&mut r);
+    let mut out = vec![G::Affine::identity(); n];
     out.par_chunks_mut(4096).enumerate().for_each(|(i, c)| {
-        let mut r = rng_from(seed, (1 << 41) + i as u64);
-        let mut p = G1Projective::generator() * Scalar::random(&mut r);
+        let mut r = rng_from(seed, stream + (1 << 40) + i as u64);
+        let mut p = G::generator() * Scalar::random(&mut r);
         let mut proj = Vec::with_capacity(c.len());
         for _ in 0..c.len() {
             proj.push(p);
             p += d;
         }
-        G1Projective::batch_normalize(&proj, c);
+        G::batch_normalize(&proj, c);
     });
     out
 }
 
+fn random_g1(seed: u64, n: usize) -> Vec<G1Affine> {
+    random_points::<G1Projective>(seed, 1 << 40, n)
+}
+
 fn random_g2(seed: u64, n: usize) -> Vec<G2Affine> {
-    let mut r = rng_from(seed, 1 << 42);
-    let d = G2Projective::generator() * Scalar::random(&mut r);
-    let mut out = vec![G2Affine::identity(); n];
-    out.par_chunks_mut(4096).enumerate().for_each(|(i, c)| {
-        let mut r = rng_from(seed, (1 << 43) + i as u64);
-        let mut p = G2Projective::generator() * Scalar::random(&mut r);
-        let mut proj = Vec::with_capacity(c.len());
-        for _ in 0..c.len() {
-            proj.push(p);
-            p += d;
-        }
-        G2Projective::batch_normalize(&proj, c);
-    });
-    out
+    random_points::<G2Projective>(seed, 1 << 42, n)
+}
+
+/// The first n bases with identity points (every 7th), one point repeated (every 5th: the
+/// doubling path inside a bucket) and its negation (every 11th: cancellation).
+fn edge_points<A: PrimeCurveAffine>(bases: &[A], n: usize) -> Vec<A> {
+    let mut eb = bases[..n].to_vec();
+    for i in (0..n).step_by(7) {
+        eb[i] = A::identity();
+    }
+    for i in (1..n).step_by(5) {
+        eb[i] = eb[1];
+    }
+    for i in (2..n).step_by(11) {
+        eb[i] = -eb[3];
+    }
+    eb
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -351,17 +317,7 @@ fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
         .map(|_| Scalar::from(r.next_u32() as u64 % 3))
         .collect();
     g1_case(rep, "bits and twos", &bases1, &d1, &small);
-    // identity points, repeated points (same bucket: doubling path), P and -P (cancellation)
-    let mut eb: Vec<G1Affine> = bases1[..n].to_vec();
-    for i in (0..n).step_by(7) {
-        eb[i] = G1Affine::identity();
-    }
-    for i in (1..n).step_by(5) {
-        eb[i] = eb[1];
-    }
-    for i in (2..n).step_by(11) {
-        eb[i] = (-G1Projective::from(eb[3])).to_affine();
-    }
+    let eb = edge_points(&bases1, n);
     let de = gpu.upload_g1(&eb).unwrap();
     g1_case(
         rep,
@@ -428,16 +384,7 @@ fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     g2_case(rep, "all r-1", &bases2, &d2, &vec![-Scalar::ONE; n]);
     g2_case(rep, "all one", &bases2, &d2, &vec![Scalar::ONE; n]);
     g2_case(rep, "mostly-zero", &bases2, &d2, &sparse);
-    let mut eb2: Vec<G2Affine> = bases2[..n].to_vec();
-    for i in (0..n).step_by(7) {
-        eb2[i] = G2Affine::identity();
-    }
-    for i in (1..n).step_by(5) {
-        eb2[i] = eb2[1];
-    }
-    for i in (2..n).step_by(11) {
-        eb2[i] = (-G2Projective::from(eb2[3])).to_affine();
-    }
+    let eb2 = edge_points(&bases2, n);
     let de2 = gpu.upload_g2(&eb2).unwrap();
     g2_case(
         rep,
@@ -877,7 +824,7 @@ fn cuzk_kernels_bytes(v: &[Scalar]) -> &[u8] {
 }
 
 fn main() {
-    let args = parse_args();
+    let args = <Args as clap::Parser>::parse();
     if !cuzk_kernels::cuda_available() {
         eprintln!(
             "no CUDA device available (kernels built: {}); GPU checks skipped",
@@ -901,7 +848,7 @@ fn main() {
             fails: 0,
             checks: 0,
         };
-        if args.check {
+        if !args.no_check {
             let t = Instant::now();
             run_checks(&args, &be, seed, &mut rep);
             println!(
@@ -912,7 +859,7 @@ fn main() {
             );
         }
         let mut rows = Vec::new();
-        if args.bench {
+        if !args.no_bench {
             run_bench(&args, &be, seed, &mut rows);
         }
         let mut prows = Vec::new();
