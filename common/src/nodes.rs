@@ -38,6 +38,26 @@ pub struct NodeInfo {
     pub updated_at_ms: u64,
 }
 
+impl NodeInfo {
+    /// A node's first heartbeat: its identity and size, no load yet. The crates of the workspace
+    /// share one version, so this crate's is the node's.
+    pub fn starting(name: &str, role: &str, backend: &str, devices: u32, workers: u32) -> Self {
+        let now = unix_ms();
+        NodeInfo {
+            node: instance_key(name),
+            role: role.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            backend: backend.into(),
+            devices,
+            workers,
+            partitions_in_flight: 0,
+            busy_fraction: 0.0,
+            started_at_ms: now,
+            updated_at_ms: now,
+        }
+    }
+}
+
 /// Live load counters a node updates while working; the heartbeat reports them.
 #[derive(Debug, Default)]
 pub struct NodeLoad {
@@ -103,7 +123,6 @@ pub async fn heartbeat(
     topology: Topology,
     mut info: NodeInfo,
     load: Arc<NodeLoad>,
-    workers: u32,
     shutdown: CancellationToken,
 ) {
     let mut last = (Instant::now(), load.busy_ns.load(Ordering::Relaxed));
@@ -115,7 +134,8 @@ pub async fn heartbeat(
         }
         let busy_ns = load.busy_ns.load(Ordering::Relaxed);
         let elapsed = last.0.elapsed().as_nanos().max(1) as f64;
-        info.busy_fraction = ((busy_ns - last.1) as f64 / elapsed / workers.max(1) as f64).min(1.0);
+        info.busy_fraction =
+            ((busy_ns - last.1) as f64 / elapsed / info.workers.max(1) as f64).min(1.0);
         last = (Instant::now(), busy_ns);
         info.partitions_in_flight = load.in_flight.load(Ordering::Relaxed).max(0) as u64;
         info.updated_at_ms = unix_ms();

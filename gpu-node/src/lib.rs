@@ -152,28 +152,22 @@ impl GpuNode {
                 ));
             }
         }
-        let now = unix_ms();
-        let heartbeat = NodeInfo {
-            node: nodes::instance_key(&self.name),
-            role: "gpu".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            backend: if use_cuda { "cuda" } else { "cpu" }.into(),
-            devices: if use_cuda {
-                cuzk_kernels::device_count() as u32
-            } else {
-                0
-            },
-            workers: workers.len() as u32,
-            partitions_in_flight: 0,
-            busy_fraction: 0.0,
-            started_at_ms: now,
-            updated_at_ms: now,
+        let devices = if use_cuda {
+            cuzk_kernels::device_count() as u32
+        } else {
+            0
         };
+        let heartbeat = NodeInfo::starting(
+            &self.name,
+            "gpu",
+            if use_cuda { "cuda" } else { "cpu" },
+            devices,
+            workers.len() as u32,
+        );
         let heartbeat = tokio::spawn(nodes::heartbeat(
             self.topology.clone(),
             heartbeat,
             self.load.clone(),
-            workers.len() as u32,
             shutdown.clone(),
         ));
         cuzk_common::metrics::set_ready(true);

@@ -100,24 +100,12 @@ impl SynthNode {
         let consumer = self.topology.synth_consumer().await?;
         let jobs = Arc::new(Semaphore::new(self.config.jobs_in_flight));
         let mut tasks = JoinSet::new();
-        let now = unix_ms();
-        let heartbeat = NodeInfo {
-            node: nodes::instance_key(&self.name),
-            role: "synth".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            backend: "cpu".into(),
-            devices: 0,
-            workers: self.config.threads as u32,
-            partitions_in_flight: 0,
-            busy_fraction: 0.0,
-            started_at_ms: now,
-            updated_at_ms: now,
-        };
+        let heartbeat =
+            NodeInfo::starting(&self.name, "synth", "cpu", 0, self.config.threads as u32);
         let heartbeat = tokio::spawn(nodes::heartbeat(
             self.topology.clone(),
             heartbeat,
             self.load.clone(),
-            self.config.threads as u32,
             shutdown.clone(),
         ));
         let abandoned = tokio::spawn(abandoned::watch(self.topology.clone(), shutdown.clone()));
