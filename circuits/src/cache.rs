@@ -268,10 +268,12 @@ mod tests {
     use rand::RngCore;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Counts parameter generations of the wrapped family.
+    /// Counts parameter generations of the wrapped family; with `file`, the family is proved
+    /// with its own parameter file, like PoRep.
     struct Counting {
         inner: MimcFamily,
         generated: AtomicUsize,
+        file: Option<PathBuf>,
     }
 
     impl CircuitFamily for Counting {
@@ -301,6 +303,9 @@ mod tests {
             self.generated.fetch_add(1, Ordering::SeqCst);
             self.inner.generate_test_params(rng)
         }
+        fn parameter_file(&self) -> Option<PathBuf> {
+            self.file.clone()
+        }
     }
 
     #[test]
@@ -309,6 +314,7 @@ mod tests {
         let family = Counting {
             inner: MimcFamily::new(64, 1).unwrap(),
             generated: AtomicUsize::new(0),
+            file: None,
         };
         // Separate caches stand in for separate processes: only the file lock is shared.
         let (p1, p2) = std::thread::scope(|s| {
@@ -367,52 +373,14 @@ mod tests {
         assert!(e.to_string().contains("cannot open parameter file"), "{e}");
     }
 
-    /// A family proved with its own parameter file, like PoRep.
-    struct WithFile {
-        inner: Counting,
-        file: PathBuf,
-    }
-
-    impl CircuitFamily for WithFile {
-        fn name(&self) -> &'static str {
-            self.inner.name()
-        }
-        fn shape_key(&self) -> String {
-            self.inner.shape_key()
-        }
-        fn partitions(&self) -> usize {
-            self.inner.partitions()
-        }
-        fn synthesize_partition(
-            &self,
-            input: &[u8],
-            index: usize,
-        ) -> Result<Assignment, CircuitError> {
-            self.inner.synthesize_partition(input, index)
-        }
-        fn public_inputs(&self, input: &[u8], index: usize) -> Result<Vec<Scalar>, CircuitError> {
-            self.inner.public_inputs(input, index)
-        }
-        fn generate_test_params(
-            &self,
-            rng: &mut dyn RngCore,
-        ) -> Result<Parameters<Bls12>, CircuitError> {
-            self.inner.generate_test_params(rng)
-        }
-        fn parameter_file(&self) -> Option<PathBuf> {
-            Some(self.file.clone())
-        }
-    }
-
     #[test]
     fn a_family_parameter_file_is_loaded_never_generated() {
         let dir = tempfile::tempdir().unwrap();
-        let family = WithFile {
-            inner: Counting {
-                inner: MimcFamily::new(32, 1).unwrap(),
-                generated: AtomicUsize::new(0),
-            },
-            file: dir.path().join("ceremony.params"),
+        let file = dir.path().join("ceremony.params");
+        let family = Counting {
+            inner: MimcFamily::new(32, 1).unwrap(),
+            generated: AtomicUsize::new(0),
+            file: Some(file.clone()),
         };
         let cache = ParamCache::new(dir.path().join("cache"));
         let e = cache
@@ -424,18 +392,18 @@ mod tests {
         assert!(e.contains("ceremony.params"), "{e}");
 
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
-        let params = family.inner.inner.generate_test_params(&mut rng).unwrap();
-        write_params(&params, &family.file).unwrap();
+        let params = family.inner.generate_test_params(&mut rng).unwrap();
+        write_params(&params, &file).unwrap();
         let loaded = cache.get_or_generate(&family).unwrap();
         assert!(*loaded == params);
         assert!(Arc::ptr_eq(
             &loaded,
             &cache.get_or_generate(&family).unwrap()
         ));
-        assert_eq!(family.inner.generated.load(Ordering::SeqCst), 0);
+        assert_eq!(family.generated.load(Ordering::SeqCst), 0);
         assert!(!cache.path_for("mimc-r32").exists());
 
-        std::fs::write(&family.file, b"truncated").unwrap();
+        std::fs::write(&file, b"truncated").unwrap();
         let e = ParamCache::new(dir.path())
             .get_or_generate(&family)
             .err()
