@@ -17,6 +17,19 @@ pub mod porep;
 mod sha256;
 
 pub use cache::{check_params_fit, load_from_file, ParamCache, CACHE_ENV};
+
+/// Synthesizes one partition's circuit, naming the shape and partition in any error.
+pub(crate) fn synthesize_as<C: bellperson::Circuit<Scalar>>(
+    shape: String,
+    partition: usize,
+    circuit: C,
+) -> Result<Assignment, CircuitError> {
+    cuzk_prover::synthesize(circuit).map_err(|source| CircuitError::Synthesis {
+        shape,
+        partition,
+        source,
+    })
+}
 pub use mimc::{MimcCircuit, MimcFamily};
 pub use sha256::{Sha256Circuit, Sha256Family};
 

@@ -565,11 +565,7 @@ impl PorepC2Family {
                 Some(index),
             )
             .map_err(|e| input_err(format!("cannot build partition {index}'s circuit: {e:#}")))?;
-            cuzk_prover::synthesize(circuit).map_err(|source| CircuitError::Synthesis {
-                shape: shape_key(self.size),
-                partition: index,
-                source,
-            })
+            crate::synthesize_as(shape_key(self.size), index, circuit)
         }))
         .unwrap_or_else(|_| {
             Err(input_err(format!(

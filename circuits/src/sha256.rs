@@ -89,13 +89,7 @@ impl CircuitFamily for Sha256Family {
     }
 
     fn synthesize_partition(&self, input: &[u8], index: usize) -> Result<Assignment, CircuitError> {
-        cuzk_prover::synthesize(self.circuit(input, index)?).map_err(|source| {
-            CircuitError::Synthesis {
-                shape: self.shape_key(),
-                partition: index,
-                source,
-            }
-        })
+        crate::synthesize_as(self.shape_key(), index, self.circuit(input, index)?)
     }
 
     fn public_inputs(&self, input: &[u8], index: usize) -> Result<Vec<Scalar>, CircuitError> {
