@@ -128,29 +128,24 @@ impl GpuNode {
                     device,
                     self.config.memory_budget,
                 )?);
-                for w in 0..self.config.workers {
-                    let label = format!("cuda{device}.{w}");
-                    workers.spawn(self.clone().worker(
-                        backend.clone(),
-                        pool.clone(),
-                        label,
-                        consumers.clone(),
-                        shutdown.clone(),
-                    ));
-                }
+                self.spawn_workers(
+                    &mut workers,
+                    backend,
+                    &format!("cuda{device}"),
+                    &pool,
+                    &consumers,
+                    &shutdown,
+                );
             }
         } else {
-            let backend = Arc::new(CpuBackend);
-            for w in 0..self.config.workers {
-                let label = format!("cpu.{w}");
-                workers.spawn(self.clone().worker(
-                    backend.clone(),
-                    pool.clone(),
-                    label,
-                    consumers.clone(),
-                    shutdown.clone(),
-                ));
-            }
+            self.spawn_workers(
+                &mut workers,
+                Arc::new(CpuBackend),
+                "cpu",
+                &pool,
+                &consumers,
+                &shutdown,
+            );
         }
         let devices = if use_cuda {
             cuzk_kernels::device_count() as u32
@@ -179,6 +174,27 @@ impl GpuNode {
         cuzk_common::metrics::set_ready(false);
         let _ = heartbeat.await;
         Ok(())
+    }
+
+    /// `--workers` proving workers on one backend, labelled `{prefix}.{index}`.
+    fn spawn_workers<B: Backend>(
+        self: &Arc<Self>,
+        workers: &mut JoinSet<()>,
+        backend: Arc<B>,
+        prefix: &str,
+        pool: &Arc<rayon::ThreadPool>,
+        consumers: &Arc<[PullConsumer; 2]>,
+        shutdown: &CancellationToken,
+    ) {
+        for w in 0..self.config.workers {
+            workers.spawn(self.clone().worker(
+                backend.clone(),
+                pool.clone(),
+                format!("{prefix}.{w}"),
+                consumers.clone(),
+                shutdown.clone(),
+            ));
+        }
     }
 
     async fn worker<B: Backend>(
