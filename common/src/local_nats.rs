@@ -2,10 +2,12 @@
 //! embedded default of `cuzk local`, the process launcher, the benchmarks and the tests. A
 //! server can be killed and restarted on the same port and store (fault tests).
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
@@ -32,11 +34,30 @@ pub fn nats_server_binary() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// A loopback port free right now, for a server about to start. Drawn at random below Linux's
+/// ephemeral range (32768 and up), where the kernel picks the source ports of outgoing
+/// connections — one of those could otherwise take the port before the server binds it — and
+/// never one this process has handed out before. Falls back to a kernel-chosen port.
 pub fn free_port() -> std::io::Result<u16> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
+    use rand::Rng;
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rng = rand::thread_rng();
+    for _ in 0..256 {
+        let port = rng.gen_range(20_000..32_000);
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return Ok(port);
+        }
+    }
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    given.insert(port);
+    Ok(port)
 }
+
+/// Attempts at starting private servers on fresh ports when one exits at start (its port was
+/// taken between choosing and binding it).
+const START_ATTEMPTS: usize = 3;
 
 /// One nats-server process; killed on drop.
 pub struct NatsServer {
@@ -51,6 +72,10 @@ pub struct NatsServer {
 impl NatsServer {
     /// A standalone JetStream server with its own temporary store.
     pub fn start() -> Result<NatsServer, LocalNatsError> {
+        retry_start(Self::start_once)
+    }
+
+    fn start_once() -> Result<NatsServer, LocalNatsError> {
         let store = tempfile::tempdir()?;
         let port = free_port()?;
         let args: Vec<OsString> = vec![
@@ -149,9 +174,34 @@ impl Drop for NatsServer {
     }
 }
 
+fn retry_start<T>(
+    mut start: impl FnMut() -> Result<T, LocalNatsError>,
+) -> Result<T, LocalNatsError> {
+    let mut attempt = 1;
+    loop {
+        match start() {
+            Err(LocalNatsError::Exited(why)) if attempt < START_ATTEMPTS => {
+                tracing::warn!(%why, attempt, "nats-server exited at start; trying fresh ports");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// `n` JetStream servers routed into one cluster on loopback, each with its own store under
 /// `dir` (kept across restarts).
 pub fn start_cluster(n: usize, dir: &Path) -> Result<Vec<NatsServer>, LocalNatsError> {
+    let mut attempt = 0;
+    retry_start(|| {
+        attempt += 1;
+        let dir = dir.join(format!("attempt-{attempt}"));
+        std::fs::create_dir_all(&dir)?;
+        start_cluster_once(n, &dir)
+    })
+}
+
+fn start_cluster_once(n: usize, dir: &Path) -> Result<Vec<NatsServer>, LocalNatsError> {
     let client_ports = (0..n).map(|_| free_port()).collect::<Result<Vec<_>, _>>()?;
     let route_ports = (0..n).map(|_| free_port()).collect::<Result<Vec<_>, _>>()?;
     let mut configs = Vec::new();
