@@ -155,14 +155,19 @@ impl ProcessCluster {
             .collect()
     }
 
-    /// SIGKILLs a node, as a crash would.
-    pub fn kill_node(&mut self, name: &str) -> anyhow::Result<()> {
+    /// Removes a node from the cluster's list, to stop it.
+    fn take_node(&mut self, name: &str) -> anyhow::Result<NodeProcess> {
         let index = self
             .nodes
             .iter()
             .position(|n| n.name == name)
             .with_context(|| format!("no node {name}"))?;
-        let mut node = self.nodes.remove(index);
+        Ok(self.nodes.remove(index))
+    }
+
+    /// SIGKILLs a node, as a crash would.
+    pub fn kill_node(&mut self, name: &str) -> anyhow::Result<()> {
+        let mut node = self.take_node(name)?;
         node.child.kill()?;
         node.child.wait()?;
         Ok(())
@@ -174,12 +179,7 @@ impl ProcessCluster {
         name: &str,
         timeout: Duration,
     ) -> anyhow::Result<std::process::ExitStatus> {
-        let index = self
-            .nodes
-            .iter()
-            .position(|n| n.name == name)
-            .with_context(|| format!("no node {name}"))?;
-        let mut node = self.nodes.remove(index);
+        let mut node = self.take_node(name)?;
         terminate(&mut node.child);
         let deadline = std::time::Instant::now() + timeout;
         loop {

@@ -9,7 +9,7 @@ use cuzk_cli::{submit_and_wait, verify_job_proof};
 use cuzk_common::job::{JobStatus, PartitionStatus};
 use cuzk_common::records;
 use serde_json::json;
-use support::{blobs_left, cluster, job, TIMEOUT};
+use support::{blobs_left, cluster, cluster_with, job, TIMEOUT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_partition_jobs_come_back_verified() {
@@ -90,7 +90,7 @@ async fn a_tampered_result_does_not_verify() {
 async fn gpu_node_proves_with_a_parameter_file_from_a_path() {
     use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
     use cuzk_circuits::CircuitSpec;
-    use cuzk_common::config::{BackendKind, GpuArgs, SynthArgs};
+    use cuzk_common::config::GpuArgs;
     use rand::SeedableRng;
 
     let params_json = json!({"rounds": 77, "partitions": 2});
@@ -107,21 +107,11 @@ async fn gpu_node_proves_with_a_parameter_file_from_a_path() {
     let path = dir.path().join("ceremony.params");
     cuzk_prover::params::write_params(&params, &path).unwrap();
 
-    let synth = SynthArgs {
-        threads: Some(2),
-        ..Default::default()
-    }
-    .resolve()
-    .unwrap();
-    let gpu = GpuArgs {
-        backend: Some(BackendKind::Cpu),
-        cpu_threads: Some(2),
+    let cluster = cluster_with(GpuArgs {
         params_files: Some(vec![format!("{}={}", family.shape_key(), path.display())]),
         ..Default::default()
-    }
-    .resolve()
-    .unwrap();
-    let cluster = cuzk_cli::LocalCluster::start(synth, gpu).await.unwrap();
+    })
+    .await;
     let spec = job("from-file", "mimc", params_json, "file");
     let result = submit_and_wait(&cluster.client, &spec, TIMEOUT)
         .await

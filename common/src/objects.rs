@@ -30,7 +30,7 @@ impl crate::Retryable for ObjectError {
 /// Bound on one whole-object transfer: a stalled chunk stream (the object store reads through an
 /// ordered consumer, which has no deadline of its own) is retried instead of hanging the caller.
 /// 30 s plus one second per 8 MiB: far above any healthy link, far below an operator's patience.
-pub fn transfer_timeout(bytes: u64) -> Duration {
+fn transfer_timeout(bytes: u64) -> Duration {
     Duration::from_secs(30 + bytes / (8 << 20))
 }
 

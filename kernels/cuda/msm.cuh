@@ -178,11 +178,12 @@ __device__ void accumulate(const Affine<F>* bases, const uint32_t* sorted, const
     // ahead so that moving to the next bucket (each thread at its own k, so the warp waits for
     // every thread's move) costs no memory round trip. Empty buckets are rare where buckets
     // are many; a run of them is skipped by a search.
+    // end of bucket bk; any bk at or past the last bucket ends at total
     const auto end_of = [&](uint32_t bk) { return bk + 1 < nbt ? offsets[bk + 1] : total; };
     uint32_t b = bucket_of(offsets, 0, nbt, start);
     uint32_t b_begin = offsets[b];
     uint32_t b_end = end_of(b);
-    uint32_t next_end = b + 1 < nbt ? end_of(b + 1) : total;
+    uint32_t next_end = end_of(b + 1);
     if (b_begin == start) st(partials + 2 * t, Xyzz<F>::inf());
     Xyzz<F> acc = Xyzz<F>::inf();
     // software pipelining: the next point's load is in flight during this point's addition
@@ -201,7 +202,7 @@ __device__ void accumulate(const Affine<F>* bases, const uint32_t* sorted, const
                 b_begin = offsets[b];
                 b_end = end_of(b);
             }
-            next_end = b + 1 < nbt ? end_of(b + 1) : total;
+            next_end = end_of(b + 1);
         }
         const Affine<F> P = next;
         const uint32_t sign = e >> 31;

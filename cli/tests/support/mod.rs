@@ -12,6 +12,11 @@ use futures::StreamExt;
 pub const TIMEOUT: Duration = Duration::from_secs(300);
 
 pub async fn cluster() -> LocalCluster {
+    cluster_with(GpuArgs::default()).await
+}
+
+/// A local cluster on the CPU backend with 2 threads per node; `gpu` adds GPU-node settings.
+pub async fn cluster_with(gpu: GpuArgs) -> LocalCluster {
     cuzk_common::telemetry::init_logging();
     let synth = SynthArgs {
         threads: Some(2),
@@ -20,9 +25,9 @@ pub async fn cluster() -> LocalCluster {
     .resolve()
     .unwrap();
     let gpu = GpuArgs {
-        cpu_threads: Some(2),
-        backend: Some(cuzk_common::config::BackendKind::Cpu),
-        ..Default::default()
+        cpu_threads: gpu.cpu_threads.or(Some(2)),
+        backend: gpu.backend.or(Some(cuzk_common::config::BackendKind::Cpu)),
+        ..gpu
     }
     .resolve()
     .unwrap();
