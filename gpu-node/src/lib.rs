@@ -116,7 +116,13 @@ impl GpuNode {
         let use_cuda = match self.config.backend {
             BackendKind::Cpu => false,
             BackendKind::Cuda => true,
-            BackendKind::Auto => cuzk_kernels::cuda_available() && cuzk_kernels::device_count() > 0,
+            BackendKind::Auto => match cuzk_kernels::cuda_unavailable_reason() {
+                None => true,
+                Some(reason) => {
+                    warn!(%reason, "--gpu-backend auto: proving on the CPU backend");
+                    false
+                }
+            },
         };
         if use_cuda {
             let devices = cuzk_kernels::device_count();

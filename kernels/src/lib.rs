@@ -30,6 +30,25 @@ pub fn cuda_available() -> bool {
     device_count() > 0
 }
 
+/// Why the CUDA backend cannot run here, or `None` when it can: what `--gpu-backend auto` logs
+/// when it falls back to the CPU backend.
+pub fn cuda_unavailable_reason() -> Option<String> {
+    if !KERNELS_BUILT {
+        return Some(
+            "this build has no GPU kernels (nvcc was not found when it was compiled; \
+             run scripts/install-nvcc.sh, then rebuild with NVCC set to the path it prints)"
+                .into(),
+        );
+    }
+    #[cfg(cuzk_fatbin)]
+    {
+        if !gpu::driver_present() {
+            return Some("no CUDA driver (libcuda) on this machine".into());
+        }
+    }
+    (device_count() == 0).then(|| "no CUDA device is visible (check CUDA_VISIBLE_DEVICES)".into())
+}
+
 /// Number of CUDA devices (0 without kernels, driver or devices).
 pub fn device_count() -> usize {
     #[cfg(cuzk_fatbin)]
@@ -42,14 +61,49 @@ pub fn device_count() -> usize {
     }
 }
 
-/// Stand-in when the crate was built without nvcc: construction always fails.
+/// Stand-in when the crate was built without nvcc: an uninhabited type, so code generic over
+/// backends compiles the same with or without kernels, and [`CudaBackend::new`] always fails.
 #[cfg(not(cuzk_fatbin))]
-pub struct CudaBackend;
+pub enum CudaBackend {}
 
 #[cfg(not(cuzk_fatbin))]
 impl CudaBackend {
     pub fn new(_ordinal: usize, _memory_budget_bytes: Option<u64>) -> Result<Self, CudaError> {
         Err(CudaError::NotBuilt)
+    }
+}
+
+#[cfg(not(cuzk_fatbin))]
+impl cuzk_prover::Backend for CudaBackend {
+    type Srs = std::convert::Infallible;
+
+    fn name(&self) -> &'static str {
+        match *self {}
+    }
+
+    fn load_srs(
+        &self,
+        _: std::sync::Arc<bellperson::groth16::Parameters<blstrs::Bls12>>,
+    ) -> Result<Self::Srs, cuzk_prover::BackendError> {
+        match *self {}
+    }
+
+    fn compute_h(
+        &self,
+        _: Vec<blstrs::Scalar>,
+        _: Vec<blstrs::Scalar>,
+        _: Vec<blstrs::Scalar>,
+    ) -> Result<Vec<blstrs::Scalar>, cuzk_prover::BackendError> {
+        match *self {}
+    }
+
+    fn msms(
+        &self,
+        srs: &Self::Srs,
+        _: &[blstrs::Scalar],
+        _: &cuzk_common::witness::Assignment,
+    ) -> Result<cuzk_prover::MsmResults, cuzk_prover::BackendError> {
+        match *srs {}
     }
 }
 
