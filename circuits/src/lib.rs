@@ -76,6 +76,15 @@ pub enum CircuitError {
     Params { shape: String, reason: String },
 }
 
+/// The size of one partition, known from a family's parameters without synthesis: what intake
+/// checks against the cluster's caps and what a synth node reserves memory for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionShape {
+    pub constraints: u64,
+    /// Inputs (ONE included) and aux variables.
+    pub variables: u64,
+}
+
 /// One circuit family with fixed parameters: every partition has the same shape, so one
 /// Groth16 parameter set (named by [`shape_key`](Self::shape_key)) proves them all.
 pub trait CircuitFamily: Send + Sync {
@@ -83,6 +92,8 @@ pub trait CircuitFamily: Send + Sync {
     /// Identifies the Groth16 parameters, e.g. `sha256-b4`.
     fn shape_key(&self) -> String;
     fn partitions(&self) -> usize;
+    /// Every partition's size, from the parameters alone (exact, or a close upper estimate).
+    fn partition_shape(&self) -> PartitionShape;
     /// Synthesizes partition `index` of the job with input `input`.
     fn synthesize_partition(&self, input: &[u8], index: usize) -> Result<Assignment, CircuitError>;
     /// The public inputs of partition `index`, without ONE; computed natively, no synthesis.
@@ -234,6 +245,28 @@ mod tests {
         let family = resolve(&spec).unwrap();
         assert_eq!((family.name(), family.partitions()), ("mimc", 3));
         assert_eq!(family.shape_key(), "mimc-r8");
+    }
+
+    #[test]
+    fn partition_shapes_match_synthesis() {
+        for (name, params) in [
+            ("mimc", json!({"rounds": 1, "partitions": 1})),
+            ("mimc", json!({"rounds": 300, "partitions": 1})),
+            ("sha256", json!({"blocks": 1, "partitions": 1})),
+            ("sha256", json!({"blocks": 3, "partitions": 1})),
+            ("sha256", json!({"blocks": 4, "partitions": 1})),
+        ] {
+            let family = resolve(&spec(name, params.clone())).unwrap();
+            let a = family.synthesize_partition(b"shape", 0).unwrap();
+            let shape = family.partition_shape();
+            let variables = (a.input.len() + a.aux.len()) as u64;
+            assert_eq!(
+                shape.constraints,
+                a.num_constraints() as u64,
+                "{name} {params}"
+            );
+            assert_eq!(shape.variables, variables, "{name} {params}");
+        }
     }
 
     #[test]

@@ -7,11 +7,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use cuzk_circuits::ParamCache;
-use cuzk_cli::{submit_and_wait, timings_table, verify_job_proof, LocalCluster};
+use cuzk_cli::{submit, submit_and_wait, timings_table, verify_job_proof, LocalCluster};
 use cuzk_common::config::{ConfigFile, GpuArgs, NatsArgs, SynthArgs};
 use cuzk_common::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
-use cuzk_common::records;
+use cuzk_common::lifecycle::Ledger;
 use cuzk_common::telemetry::{self, TelemetryArgs, TelemetryOptions};
+use cuzk_common::topology::{jetstream_context, JOBS_BUCKET};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, Instrument};
 
@@ -384,24 +385,23 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
         ..Default::default()
     });
     let client = cuzk_common::nats::connect(&nats).await?;
+    let js = jetstream_context(client.clone(), nats.timeout);
     if !args.wait {
-        client
-            .publish(
-                cuzk_common::topology::SUBJECT_SUBMIT,
-                serde_json::to_vec(&spec)?.into(),
-            )
-            .await?;
-        client.flush().await?;
-        println!("{}", spec.job_id);
+        match submit::publish_job(&js, &spec).await? {
+            submit::Accepted::Stored(_) => println!("{}", spec.job_id),
+            submit::Accepted::Duplicate => println!(
+                "{} (a duplicate of a submission from the last minutes; the original stands)",
+                spec.job_id
+            ),
+        }
         return Ok(());
     }
     // Progress from the job's record, where this user may read the jobs bucket.
-    let js = cuzk_common::topology::jetstream_context(client.clone(), nats.timeout);
-    let progress = match js.get_key_value(cuzk_common::topology::JOBS_BUCKET).await {
+    let progress = match js.get_key_value(JOBS_BUCKET).await {
         Ok(kv) => {
-            let job_id = spec.job_id.clone();
+            let (ledger, job_id) = (Ledger::open(js.clone(), kv), spec.job_id.clone());
             Some(tokio::spawn(async move {
-                cuzk_cli::status::follow(&kv, &job_id).await
+                cuzk_cli::status::follow(&ledger, &job_id).await
             }))
         }
         Err(e) => {
@@ -409,11 +409,12 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
             None
         }
     };
-    let result = submit_and_wait(&client, &spec, Duration::from_secs(args.wait_secs))
+    let timeout = Duration::from_secs(args.wait_secs);
+    let result = submit::submit_and_wait(&client, &spec, submit::Via::JetStream, timeout)
         .instrument(info_span!("submit", job_id = %spec.job_id, otel.kind = "producer"))
         .await;
     if let Some(progress) = progress {
-        // It ends on the final record, which lands right after the result; don't wait long.
+        // The record is final before the result is published: this ends at once.
         let _ = tokio::time::timeout(Duration::from_secs(2), progress).await;
     }
     let result = result?;
@@ -431,7 +432,8 @@ async fn status(args: StatusArgs, file: ConfigFile) -> anyhow::Result<()> {
     let (_client, topology) = cuzk_cli::connect(&nats).await?;
     match args.job_id {
         Some(job_id) => {
-            let (record, _) = records::load(&topology.jobs_kv, &job_id)
+            let record = Ledger::new(&topology)
+                .get(&job_id)
                 .await?
                 .with_context(|| format!("no job {job_id}"))?;
             println!(
@@ -458,10 +460,10 @@ async fn status(args: StatusArgs, file: ConfigFile) -> anyhow::Result<()> {
 async fn watch(args: WatchArgs, file: ConfigFile) -> anyhow::Result<()> {
     let nats = args.nats.merge(file.nats).resolve("cuzk-watch")?;
     let client = cuzk_common::nats::connect(&nats).await?;
-    let js = cuzk_common::topology::jetstream_context(client, nats.timeout);
-    let kv = js.get_key_value(cuzk_common::topology::JOBS_BUCKET).await?;
+    let js = jetstream_context(client, nats.timeout);
+    let ledger = Ledger::open(js.clone(), js.get_key_value(JOBS_BUCKET).await?);
     let timeout = Duration::from_secs(args.wait_secs);
-    let record = tokio::time::timeout(timeout, cuzk_cli::status::follow(&kv, &args.job_id))
+    let record = tokio::time::timeout(timeout, cuzk_cli::status::follow(&ledger, &args.job_id))
         .await
         .with_context(|| format!("job {} did not end within {timeout:?}", args.job_id))??;
     match record.result {

@@ -10,11 +10,11 @@ use cuzk_circuits::{CircuitFamily, CircuitSpec};
 use cuzk_cli::submit_and_wait;
 use cuzk_common::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
 use cuzk_common::job::{
-    unix_ms, JobRecord, JobStatus, PartitionRecord, PartitionTimings, WorkItem, JOB_ID_HEADER,
-    WORK_ITEM_VERSION,
+    unix_ms, JobStatus, PartitionTimings, WorkItem, JOB_ID_HEADER, WORK_ITEM_VERSION,
 };
+use cuzk_common::lifecycle::{Admission, Ledger};
+use cuzk_common::objects;
 use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_NORMAL};
-use cuzk_common::{objects, records};
 use futures::StreamExt;
 use serde_json::json;
 use support::{blobs_left, cluster, job, submit_raw, TIMEOUT};
@@ -157,7 +157,8 @@ async fn duplicate_job_ids_keep_the_original() {
         extra.is_err(),
         "a duplicate produced a second result: {extra:?}"
     );
-    let (record, _) = records::load(&cluster.topology.jobs_kv, "dup")
+    let record = Ledger::new(&cluster.topology)
+        .get("dup")
         .await
         .unwrap()
         .unwrap();
@@ -173,22 +174,12 @@ async fn inject_partition(
     family: &dyn CircuitFamily,
     params: serde_json::Value,
 ) {
-    let record = JobRecord {
-        job_id: job_id.into(),
-        circuit: family.name().into(),
-        params: params.clone(),
-        status: JobStatus::Proving,
-        submission_seq: 0,
-        submitted_at_ms: unix_ms(),
-        synth_started_at_ms: unix_ms(),
-        updated_at_ms: unix_ms(),
-        partitions: vec![PartitionRecord::default()],
-        error: None,
-        result: None,
-    };
-    assert!(records::create(&cluster.topology.jobs_kv, &record)
+    let spec = job(job_id, family.name(), params.clone(), "");
+    let admitted = Ledger::new(&cluster.topology)
+        .admit(&spec, 1, 0, unix_ms(), 1)
         .await
-        .unwrap());
+        .unwrap();
+    assert!(matches!(admitted, Admission::New(_)), "{admitted:?}");
     let object = format!("{job_id}/0/0");
     objects::put(&cluster.topology.blobs, &object, blob)
         .await

@@ -1,31 +1,32 @@
-//! The GPU node: pulls partition work items one at a time per worker, prefetches and decodes the
-//! next blob while the current partition is proved, proves through a [`Backend`], records the
-//! partition proof, and — on the node that completes a job's set — assembles and reports the
-//! job's proof exactly once.
+//! The GPU node: per worker, a fetcher pulls partition work items one at a time and prefetches
+//! and decodes the next blob while the current partition is proved (the picker); the executor
+//! proves through a [`Backend`] (`executor`); the saver records the proof through the ledger,
+//! which assembles and reports the job on the node that completes its set (`saver`). A work
+//! item whose partition is already proved, or whose job has ended, is acknowledged and skipped.
+
+mod executor;
+mod saver;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
+use async_nats::jetstream::{self, consumer::PullConsumer};
 use bellperson::groth16::{prepare_verifying_key, Parameters, PreparedVerifyingKey, VerifyingKey};
 use blstrs::{Bls12, Scalar};
 use cuzk_circuits::{CircuitSpec, ParamCache};
 use cuzk_common::blob::{self, DecodeLimits};
 use cuzk_common::config::{BackendKind, GpuConfig};
-use cuzk_common::job::{
-    unix_ms, JobRecord, JobResult, JobStatus, JobTimings, PartitionStatus, PartitionTimings,
-    WorkItem, RESULT_VERSION,
-};
+use cuzk_common::job::{unix_ms, PartitionTimings, WorkItem};
+use cuzk_common::lifecycle::{machine, Ledger, Proved, ProvedPartition};
 use cuzk_common::metrics::{metrics, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one};
 use cuzk_common::nodes::{self, Held, NodeInfo, NodeLoad};
 use cuzk_common::objects;
-use cuzk_common::records;
+use cuzk_common::policy::{Settle, StepError as PartitionError};
 use cuzk_common::telemetry;
-use cuzk_common::topology::{Topology, MAX_DELIVER};
+use cuzk_common::topology::Topology;
 use cuzk_common::witness::Assignment;
-use cuzk_common::Retryable;
 use cuzk_prover::{Backend, CpuBackend};
 use ff::Field;
 use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
@@ -33,26 +34,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{field, info, info_span, warn, Instrument};
 
-/// How handling one work item ended, when it did not succeed.
-#[derive(Debug, thiserror::Error)]
-enum PartitionError {
-    /// This partition can never be proved: the job fails with this reason.
-    #[error("{0}")]
-    Fatal(String),
-    /// Transient: hand the item back for a later attempt.
-    #[error("{0}")]
-    Retry(String),
-}
-
-impl<E: Retryable> From<E> for PartitionError {
-    fn from(e: E) -> Self {
-        if e.retryable() {
-            PartitionError::Retry(e.to_string())
-        } else {
-            PartitionError::Fatal(e.to_string())
-        }
-    }
-}
+use crate::saver::Outcome;
 
 /// A work item whose blob is fetched and decoded, ready for the backend.
 struct Prepared {
@@ -78,6 +60,7 @@ struct Loaded<B: Backend> {
 
 pub struct GpuNode {
     topology: Topology,
+    ledger: Ledger,
     config: GpuConfig,
     name: String,
     params: Arc<ParamCache>,
@@ -92,6 +75,7 @@ impl GpuNode {
             None => ParamCache::from_env()?,
         };
         Ok(GpuNode {
+            ledger: Ledger::new(&topology),
             topology,
             config,
             name,
@@ -221,7 +205,7 @@ impl GpuNode {
         while let Some(prepared) = rx.recv().await {
             let prepared: Prepared = prepared;
             if shutdown.is_cancelled() {
-                self.settle(&prepared, AckKind::Nak(None)).await;
+                self.settle(&prepared, Settle::Nak(None)).await;
                 continue;
             }
             let span = prepared.span.clone();
@@ -280,7 +264,7 @@ impl GpuNode {
             Ok(item) => item,
             Err(e) => {
                 warn!(err = %e, "dropping an unreadable work item");
-                let _ = message.ack_with(AckKind::Term).await;
+                let _ = message.ack_with(jetstream::AckKind::Term).await;
                 return None;
             }
         };
@@ -327,14 +311,11 @@ impl GpuNode {
                     Some(prepared)
                 }
                 Ok(None) => {
-                    self.settle(&prepared, AckKind::Ack).await;
-                    objects::delete(&self.topology.blobs, &prepared.item.blob_object)
-                        .await
-                        .ok();
+                    self.save(&prepared, Outcome::Skipped).await;
                     None
                 }
                 Err(e) => {
-                    self.handle_failure(&prepared, e).await;
+                    self.save(&prepared, Outcome::Failed(e)).await;
                     None
                 }
             }
@@ -348,9 +329,19 @@ impl GpuNode {
         item: &WorkItem,
         timings: &mut PartitionTimings,
     ) -> Result<Option<Assignment>, PartitionError> {
-        match records::load(&self.topology.jobs_kv, &item.job_id).await? {
-            Some((record, _)) if !record.status.is_final() => {}
-            _ => return Ok(None),
+        // A redelivered item of a proved partition (lost ack, server restart, leader change)
+        // finds its blob deleted: skip it, and finish what a crash may have left of its job.
+        let Some(record) = self.ledger.get(&item.job_id).await? else {
+            warn!(job_id = %item.job_id, "work item of a job without a record; skipping");
+            return Ok(None);
+        };
+        match machine::partition_state(&record, item.partition as usize) {
+            Proved::Recorded => {}
+            state => {
+                info!(job_id = %item.job_id, partition = item.partition, ?state, "nothing to prove; skipping");
+                self.ledger.catch_up(&record).await?;
+                return Ok(None);
+            }
         }
         let started = Instant::now();
         let bytes = objects::read_bounded(
@@ -400,20 +391,29 @@ impl GpuNode {
         mut prepared: Prepared,
     ) {
         let assignment = std::mem::take(&mut prepared.assignment);
-        match self
+        let outcome = match self
             .prove(backend, pool, loaded, label, &prepared, assignment)
             .await
         {
-            Ok(()) => {
-                self.settle(&prepared, AckKind::Ack).await;
-                if let Err(e) =
-                    objects::delete(&self.topology.blobs, &prepared.item.blob_object).await
-                {
-                    warn!(err = %e, "deleting a proved blob failed; the bucket's max age reclaims it");
-                }
-            }
-            Err(e) => self.handle_failure(&prepared, e).await,
-        }
+            Ok(proof) => Outcome::Proved(proof),
+            Err(e) => Outcome::Failed(e),
+        };
+        self.save(&prepared, outcome).await;
+    }
+
+    async fn save(&self, prepared: &Prepared, outcome: Outcome) {
+        prepared.ticker.abort();
+        let held = saver::Item {
+            message: &prepared.message,
+            item: &prepared.item,
+            delivered: prepared.delivered,
+        };
+        saver::save(&self.topology, &self.ledger, held, outcome).await;
+    }
+
+    async fn settle(&self, prepared: &Prepared, settle: Settle) {
+        prepared.ticker.abort();
+        saver::settle_message(&prepared.message, &prepared.item, settle).await;
     }
 
     async fn prove<B: Backend>(
@@ -424,30 +424,33 @@ impl GpuNode {
         label: &str,
         prepared: &Prepared,
         assignment: Assignment,
-    ) -> Result<(), PartitionError> {
+    ) -> Result<ProvedPartition, PartitionError> {
         let item = &prepared.item;
         let shape = self
             .load_shape(backend, loaded, item)
             .instrument(info_span!("load_params"))
             .await?;
-        let public_inputs = assignment.input.get(1..).unwrap_or_default().to_vec();
         let mut rng = rand::rngs::OsRng;
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let started = Instant::now();
         let (backend_ref, shape_ref, pool) = (backend.clone(), shape.clone(), pool.clone());
+        let (verify, partition) = (self.config.verify, item.partition);
         // Spans do not follow work onto other threads: enter `prove` on the pool thread so the
         // prover's H and MSM spans are its children.
         let span = info_span!("prove");
         let (proof, prove_timings) = tokio::task::spawn_blocking(move || {
             pool.install(|| {
                 span.in_scope(|| {
-                    cuzk_prover::prove_timed(
+                    let pvk = verify.then_some(&shape_ref.pvk);
+                    let srs = &shape_ref.srs;
+                    executor::prove(
                         &*backend_ref,
-                        &shape_ref.srs,
+                        srs,
                         &shape_ref.vk,
+                        pvk,
                         assignment,
-                        r,
-                        s,
+                        (r, s),
+                        partition,
                     )
                 })
             })
@@ -464,18 +467,6 @@ impl GpuNode {
         timings.prove_ms = ms(elapsed);
         timings.h_ms = ms(prove_timings.h);
         timings.msm_ms = ms(prove_timings.msm);
-        let verified = self.config.verify;
-        if verified
-            && !matches!(
-                cuzk_prover::verify(&shape.pvk, &proof, &public_inputs),
-                Ok(true)
-            )
-        {
-            return Err(PartitionError::Fatal(format!(
-                "partition {} proof does not verify: the parameters do not match the circuit",
-                item.partition
-            )));
-        }
         let proof_hex = hex::encode(cuzk_prover::proof_bytes(&proof));
         info!(
             h_ms = timings.h_ms,
@@ -487,29 +478,13 @@ impl GpuNode {
             "partition proved"
         );
 
-        let index = item.partition as usize;
-        let record = records::update(&self.topology.jobs_kv, &item.job_id, |record| {
-            let Some(partition) = record.partitions.get_mut(index) else {
-                return false;
-            };
-            if record.status.is_final() || partition.status == PartitionStatus::Proved {
-                return false;
-            }
-            partition.status = PartitionStatus::Proved;
-            partition.proof = Some(proof_hex.clone());
-            partition.timings = timings;
-            partition.attempts = prepared.delivered as u32;
-            partition.prover = Some(format!("{}/{label}", self.name));
-            partition.verified = verified;
-            true
+        Ok(ProvedPartition {
+            proof: proof_hex,
+            timings,
+            attempts: prepared.delivered as u32,
+            prover: format!("{}/{label}", self.name),
+            verified: self.config.verify,
         })
-        .await?;
-        if let Some(record) = record.filter(|r| r.all_proved() && !r.status.is_final()) {
-            self.assemble(&record)
-                .instrument(info_span!("assemble"))
-                .await?;
-        }
-        Ok(())
     }
 
     /// Parameters for the item's circuit shape, loaded into the backend once per worker.
@@ -564,108 +539,6 @@ impl GpuNode {
         let shape = Arc::new(Loaded { srs, vk, pvk });
         loaded.insert(item.shape_key.clone(), shape.clone());
         Ok(shape)
-    }
-
-    /// Builds the job's result from its complete record and reports it (idempotent).
-    async fn assemble(&self, record: &JobRecord) -> Result<(), PartitionError> {
-        let started = Instant::now();
-        let mut proof = Vec::with_capacity(record.partitions.len() * 192);
-        for partition in &record.partitions {
-            let bytes = partition
-                .proof
-                .as_deref()
-                .and_then(|h| hex::decode(h).ok())
-                .filter(|b| b.len() == 192);
-            let bytes = bytes.ok_or_else(|| {
-                PartitionError::Fatal("a stored partition proof is malformed".into())
-            })?;
-            proof.extend_from_slice(&bytes);
-        }
-        let partition_timings: Vec<PartitionTimings> =
-            record.partitions.iter().map(|p| p.timings).collect();
-        let now = unix_ms();
-        let result = JobResult {
-            version: RESULT_VERSION,
-            job_id: record.job_id.clone(),
-            status: JobStatus::Done,
-            circuit: Some(record.circuit.clone()),
-            proof: Some(hex::encode(&proof)),
-            partitions: record.partitions.len() as u32,
-            verified: record.partitions.iter().all(|p| p.verified),
-            error: None,
-            timings: JobTimings {
-                total_ms: now.saturating_sub(record.submitted_at_ms) as f64,
-                job_queue_ms: record
-                    .synth_started_at_ms
-                    .saturating_sub(record.submitted_at_ms) as f64,
-                stages: partition_timings.iter().copied().sum(),
-                assemble_ms: ms(started.elapsed()),
-            },
-            partition_timings,
-        };
-        records::report_result(&self.topology, &result).await?;
-        metrics().stage("assemble", started.elapsed());
-        metrics().stage_ms("job_total", result.timings.total_ms);
-        metrics().jobs.add(1, &[KeyValue::new("status", "done")]);
-        info!(job_id = %record.job_id, partitions = result.partitions, total_ms = result.timings.total_ms, "job done");
-        Ok(())
-    }
-
-    async fn handle_failure(&self, prepared: &Prepared, error: PartitionError) {
-        let item = &prepared.item;
-        let ack = match error {
-            PartitionError::Retry(reason) if prepared.delivered < MAX_DELIVER => {
-                metrics().error("gpu", "retry");
-                warn!(job_id = %item.job_id, partition = item.partition, %reason, "partition attempt failed; will retry");
-                AckKind::Nak(Some(
-                    cuzk_common::nats::RetryPolicy::NETWORK.delay(prepared.delivered as u32 + 2),
-                ))
-            }
-            PartitionError::Retry(reason) => {
-                self.fail_job(
-                    item,
-                    format!(
-                        "partition {} gave up after {} attempts: {reason}",
-                        item.partition, prepared.delivered
-                    ),
-                )
-                .await
-            }
-            PartitionError::Fatal(reason) => self.fail_job(item, reason).await,
-        };
-        self.settle(prepared, ack).await;
-    }
-
-    async fn fail_job(&self, item: &WorkItem, reason: String) -> AckKind {
-        warn!(job_id = %item.job_id, partition = item.partition, %reason, "job failed");
-        metrics().error("gpu", "fatal");
-        metrics().jobs.add(1, &[KeyValue::new("status", "failed")]);
-        match records::report_result(&self.topology, &JobResult::failed(&item.job_id, reason)).await
-        {
-            Ok(()) => {
-                objects::delete(&self.topology.blobs, &item.blob_object)
-                    .await
-                    .ok();
-                AckKind::Term
-            }
-            Err(e) => {
-                warn!(err = %e, "could not report the failure; the item will be retried");
-                AckKind::Nak(Some(Duration::from_secs(5)))
-            }
-        }
-    }
-
-    async fn settle(&self, prepared: &Prepared, ack: AckKind) {
-        prepared.ticker.abort();
-        let settled = if matches!(ack, AckKind::Ack) {
-            prepared.message.double_ack().await
-        } else {
-            prepared.message.ack_with(ack).await
-        };
-        if let Err(e) = settled {
-            warn!(err = %e, job_id = %prepared.item.job_id, partition = prepared.item.partition,
-                "settling a work item failed; it will be redelivered");
-        }
     }
 }
 

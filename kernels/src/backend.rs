@@ -1,7 +1,7 @@
 //! `CudaBackend`: the `cuzk_prover::Backend` on one GPU, SRS resident in device memory.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bellperson::groth16::Parameters;
 use blstrs::{Bls12, Scalar};
@@ -44,7 +44,9 @@ pub struct CudaBackend {
     gpu: Gpu,
     budget: u64,
     resident: Arc<AtomicU64>,
-    /// One proving job at a time on this device (they share streams and staging memory).
+    /// One proving job at a time on this device (they share streams and staging memory). A
+    /// panic while holding it fails that partition only (gpu-node/src/executor.rs), so a
+    /// poisoned lock is taken as is: the device is not left half-used.
     job: Mutex<()>,
 }
 
@@ -125,7 +127,7 @@ impl Backend for CudaBackend {
     }
 
     fn load_srs(&self, params: Arc<Parameters<Bls12>>) -> Result<CudaSrs, BackendError> {
-        let _job = self.job.lock().unwrap();
+        let _job = self.job.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(self.load(params)?)
     }
 
@@ -135,7 +137,7 @@ impl Backend for CudaBackend {
         b: Vec<Scalar>,
         c: Vec<Scalar>,
     ) -> Result<Vec<Scalar>, BackendError> {
-        let _job = self.job.lock().unwrap();
+        let _job = self.job.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(self.gpu.compute_h(&a, &b, &c)?)
     }
 
@@ -159,7 +161,7 @@ impl Backend for CudaBackend {
         push_dense(&mut b_s, &assignment.input, &assignment.b_input_density);
         push_dense(&mut b_s, &assignment.aux, &assignment.b_aux_density);
 
-        let _job = self.job.lock().unwrap();
+        let _job = self.job.lock().unwrap_or_else(PoisonError::into_inner);
         let g = &self.gpu;
         let run = || -> Result<MsmResults, CudaError> {
             let d = g.upload_many(&[h, &assignment.aux, &a_s, &b_s])?;

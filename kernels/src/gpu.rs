@@ -1,6 +1,6 @@
 //! Device side: the embedded fatbin on cudarc, NTTs, the H pipeline and Pippenger MSMs.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use blst::{blst_fp, blst_fp2};
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
@@ -319,7 +319,7 @@ impl Gpu {
         bytes: usize,
         f: impl FnOnce(&mut PinnedHostSlice<u8>) -> Result<R>,
     ) -> Result<R> {
-        let mut st = self.staging.lock().unwrap();
+        let mut st = self.staging.lock().unwrap_or_else(PoisonError::into_inner);
         if st.buf.as_ref().is_none_or(|b| b.len() < bytes) {
             st.buf = None;
             // write-combined page-locked memory: fast to fill and to upload.
@@ -357,7 +357,7 @@ impl Gpu {
     // ---------------------------------------------------------------- NTT
 
     fn twiddles(&self, logn: u32) -> Result<std::sync::MutexGuard<'_, Option<Twiddles>>> {
-        let mut tw = self.tw.lock().unwrap();
+        let mut tw = self.tw.lock().unwrap_or_else(PoisonError::into_inner);
         if tw.as_ref().is_none_or(|t| t.log < logn) {
             *tw = None;
             let log = logn.max(1);
