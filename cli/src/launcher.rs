@@ -118,18 +118,13 @@ impl ProcessCluster {
         self.started += 1;
         let log = File::create(self.dir.path().join(format!("{name}.log")))?;
         let threads = self.spec.threads.to_string();
-        let local = cuzk_common::topology::Limits::local();
         let mut command = Command::new(&self.cuzk);
         command
             .arg(role.command())
             .args(["--nats-url", &self.urls(), "--nats-name", &name])
             .args(["--nats-replicas", &self.replicas().to_string()])
             .args(["--nats-ack-wait-secs", &self.spec.ack_wait_secs.to_string()])
-            .args(["--nats-blobs-max-bytes", &local.blobs_max_bytes.to_string()])
-            .args([
-                "--nats-inputs-max-bytes",
-                &local.inputs_max_bytes.to_string(),
-            ])
+            .args(["--nats-limits", "local"])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);

@@ -10,7 +10,7 @@ use async_nats::Client;
 use base64::Engine;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
 use cuzk_circuits::{CircuitSpec, ParamCache};
-use cuzk_common::config::{GpuConfig, NatsArgs, SynthConfig};
+use cuzk_common::config::{GpuConfig, LimitsProfile, NatsArgs, SynthConfig};
 use cuzk_common::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionTimings};
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::nats::{retry, RetryPolicy};
@@ -26,11 +26,9 @@ pub mod submit;
 /// Connects with the default configuration to a private server at `url` and provisions the
 /// topology with the limits for private servers.
 pub async fn connect_url(url: &str, name: &str) -> anyhow::Result<(Client, Topology)> {
-    let local = topology::Limits::local();
     let config = NatsArgs {
         urls: Some(vec![url.to_owned()]),
-        blobs_max_bytes: Some(local.blobs_max_bytes),
-        inputs_max_bytes: Some(local.inputs_max_bytes),
+        limits: Some(LimitsProfile::Local),
         ..Default::default()
     }
     .resolve(name)?;

@@ -9,9 +9,7 @@ use async_nats::HeaderMap;
 use cuzk_circuits::{CircuitFamily, CircuitSpec};
 use cuzk_cli::submit_and_wait;
 use cuzk_common::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
-use cuzk_common::job::{
-    unix_ms, JobStatus, PartitionTimings, WorkItem, JOB_ID_HEADER, WORK_ITEM_VERSION,
-};
+use cuzk_common::job::{unix_ms, JobStatus, JOB_ID_HEADER};
 use cuzk_common::lifecycle::{Admission, Ledger};
 use cuzk_common::objects;
 use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_NORMAL};
@@ -46,6 +44,14 @@ async fn bad_submissions_fail_cleanly() {
     headers.insert(JOB_ID_HEADER, "hdr-1");
     let result = submit_raw(client, b"[1,2", Some(headers), &results_subject("hdr-1")).await;
     assert_failed(&result, "not valid JSON");
+
+    // High priority is for roles allowed to publish on cuzk.jobs.submit.high.
+    let body = br#"{"version":1,"job_id":"hi","circuit":"mimc","params":{"rounds":8,"partitions":1},"priority":"high"}"#;
+    let result = submit_raw(client, body, None, &results_subject("hi")).await;
+    assert_failed(
+        &result,
+        "priority high must be submitted on cuzk.jobs.submit.high",
+    );
 
     let body = br#"{"version":1,"job_id":"unknown-field","circuit":"mimc","colour":"red"}"#;
     let result = submit_raw(client, body, None, &results_subject("unknown-field")).await;
@@ -184,18 +190,7 @@ async fn inject_partition(
     objects::put(&cluster.topology.blobs, &object, blob)
         .await
         .unwrap();
-    let item = WorkItem {
-        version: WORK_ITEM_VERSION,
-        job_id: job_id.into(),
-        partition: 0,
-        partitions: 1,
-        circuit: family.name().into(),
-        params_json: params.to_string(),
-        shape_key: family.shape_key(),
-        blob_object: object,
-        published_at_ms: unix_ms(),
-        timings: PartitionTimings::default(),
-    };
+    let item = support::work_item(job_id, 0, 1, family, &params, &object);
     cluster
         .topology
         .js

@@ -40,6 +40,7 @@ async fn client_for(cluster: &ProcessCluster) -> (async_nats::Client, Topology) 
     let urls = cluster.servers.iter().map(|s| s.url()).collect();
     let config = NatsArgs {
         urls: Some(urls),
+        limits: Some(cuzk_common::config::LimitsProfile::Local),
         replicas: Some(cluster.replicas()),
         ack_wait_secs: Some(3),
         ..Default::default()
@@ -324,7 +325,8 @@ async fn stream_leader(topology: &Topology, stream: &str, not: Option<&str>) -> 
             Some(leader) if !leader.is_empty() && Some(leader.as_str()) != not => return leader,
             _ => {}
         }
-        assert!(Instant::now() < deadline, "{stream} has no leader");
+        let other = not.map(|n| format!(" other than {n}")).unwrap_or_default();
+        assert!(Instant::now() < deadline, "{stream} has no leader{other}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -391,6 +393,7 @@ async fn partition_that_kills_every_worker_fails_the_job() {
     let server = NatsServer::start().unwrap();
     let config = NatsArgs {
         urls: Some(vec![server.url()]),
+        limits: Some(cuzk_common::config::LimitsProfile::Local),
         ack_wait_secs: Some(3),
         ..Default::default()
     }

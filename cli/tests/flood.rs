@@ -48,6 +48,7 @@ async fn a_burst_and_a_flood_of_maximum_size_jobs_lose_nothing() {
     let mut cluster = ProcessCluster::start(spec, Path::new(env!("CARGO_BIN_EXE_cuzk"))).unwrap();
     let config = NatsArgs {
         urls: Some(vec![cluster.urls()]),
+        limits: Some(cuzk_common::config::LimitsProfile::Local),
         ..Default::default()
     }
     .resolve("flood-test")

@@ -12,7 +12,7 @@ use cuzk_circuits::CircuitSpec;
 use cuzk_cli::LocalCluster;
 use cuzk_common::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
 use cuzk_common::config::{GpuArgs, SynthArgs};
-use cuzk_common::job::{unix_ms, JobInput, JobResult, JobStatus, WorkItem, WORK_ITEM_VERSION};
+use cuzk_common::job::{unix_ms, JobInput, JobResult, JobStatus};
 use cuzk_common::topology::{results_subject, RESULTS_STREAM, SUBJECT_SUBMIT, SUBJECT_WORK_NORMAL};
 use futures::StreamExt;
 use serde_json::json;
@@ -65,6 +65,17 @@ async fn stored(cluster: &LocalCluster, job_id: &str) -> u64 {
         count += entry.unwrap().1 as u64;
     }
     count
+}
+
+/// A job record as nodes store it (its JSON form), written directly.
+async fn store_record(cluster: &LocalCluster, job_id: &str, record: &serde_json::Value) {
+    let value = serde_json::to_vec(record).unwrap();
+    cluster
+        .topology
+        .jobs_kv
+        .create(job_id, value.into())
+        .await
+        .unwrap();
 }
 
 fn synth_args(args: &[&str]) -> SynthArgs {
@@ -184,12 +195,7 @@ async fn a_redelivered_proved_partition_is_skipped() {
             {"status": "queued"},
         ],
     });
-    cluster
-        .topology
-        .jobs_kv
-        .create(job_id, serde_json::to_vec(&record).unwrap().into())
-        .await
-        .unwrap();
+    store_record(&cluster, job_id, &record).await;
     let info = BlobHeaderInfo::new(job_id, 1, family.shape_key()).unwrap();
     let blob = encode_blob(
         &info,
@@ -202,18 +208,8 @@ async fn a_redelivered_proved_partition_is_skipped() {
     let mut listener = Listener::new(&cluster.client, job_id).await;
     // Partition 0 again (its blob is gone), then partition 1.
     for partition in [0u32, 1] {
-        let item = WorkItem {
-            version: WORK_ITEM_VERSION,
-            job_id: job_id.into(),
-            partition,
-            partitions: 2,
-            circuit: "mimc".into(),
-            params_json: params.to_string(),
-            shape_key: family.shape_key(),
-            blob_object: format!("reproved/0/{partition}"),
-            published_at_ms: unix_ms(),
-            timings: Default::default(),
-        };
+        let blob_object = format!("reproved/0/{partition}");
+        let item = support::work_item(job_id, partition, 2, &*family, &params, &blob_object);
         cluster
             .topology
             .js
@@ -244,12 +240,7 @@ async fn a_job_without_progress_is_ended_by_the_sweeper() {
         "partitions": [{"status": "queued"}],
     });
     let mut listener = Listener::new(&cluster.client, job_id).await;
-    cluster
-        .topology
-        .jobs_kv
-        .create(job_id, serde_json::to_vec(&record).unwrap().into())
-        .await
-        .unwrap();
+    store_record(&cluster, job_id, &record).await;
     let result = listener.only(Duration::from_secs(5)).await;
     assert_eq!(result.status, JobStatus::Failed);
     let error = result.error.unwrap_or_default();

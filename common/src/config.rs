@@ -119,8 +119,12 @@ pub struct NatsArgs {
     /// the consumers are first created).
     #[arg(long = "nats-ack-wait-secs", env = "CUZK_NATS_ACK_WAIT_SECS")]
     pub ack_wait_secs: Option<u64>,
-    /// Jobs the jobs stream holds at most; a submission beyond it is refused (set when the
-    /// stream is first created, like the two limits below).
+    /// Sizes of the streams and buckets this process creates: `production` (23.3 GiB reserved
+    /// per server) or `local` (2.1 GiB, for private servers and tests); the three settings below
+    /// override parts of it. Set when a stream is first created.
+    #[arg(long = "nats-limits", env = "CUZK_NATS_LIMITS", value_enum)]
+    pub limits: Option<LimitsProfile>,
+    /// Jobs the jobs stream holds at most; a submission beyond it is refused.
     #[arg(long = "nats-max-queued-jobs", env = "CUZK_NATS_MAX_QUEUED_JOBS")]
     pub max_queued_jobs: Option<i64>,
     /// Bytes the blobs bucket holds at most; an upload beyond it is refused and retried later.
@@ -129,6 +133,13 @@ pub struct NatsArgs {
     /// Bytes the inputs bucket holds at most; an upload beyond it is refused.
     #[arg(long = "nats-inputs-max-bytes", env = "CUZK_NATS_INPUTS_MAX_BYTES")]
     pub inputs_max_bytes: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitsProfile {
+    Production,
+    Local,
 }
 
 /// Resolved connection settings. `Debug` and `Serialize` leave the password out: configs are
@@ -193,6 +204,7 @@ impl NatsArgs {
             replicas,
             timeout_secs,
             ack_wait_secs,
+            limits,
             max_queued_jobs,
             blobs_max_bytes,
             inputs_max_bytes
@@ -260,11 +272,15 @@ impl NatsArgs {
                 "must be at least 3 (progress acks go every third)",
             ));
         }
-        let defaults = crate::topology::Limits::default();
+        let defaults = match self.limits.unwrap_or(LimitsProfile::Production) {
+            LimitsProfile::Production => crate::topology::Limits::default(),
+            LimitsProfile::Local => crate::topology::Limits::local(),
+        };
         let limits = crate::topology::Limits {
             max_queued_jobs: self.max_queued_jobs.unwrap_or(defaults.max_queued_jobs),
             blobs_max_bytes: self.blobs_max_bytes.unwrap_or(defaults.blobs_max_bytes),
             inputs_max_bytes: self.inputs_max_bytes.unwrap_or(defaults.inputs_max_bytes),
+            ..defaults
         };
         if limits.max_queued_jobs < 1 || limits.blobs_max_bytes < 1 || limits.inputs_max_bytes < 1 {
             return Err(invalid(
@@ -315,7 +331,7 @@ pub struct SynthArgs {
     /// Threads for circuit synthesis (default: all cores).
     #[arg(long = "synth-threads", env = "CUZK_SYNTH_THREADS")]
     pub threads: Option<usize>,
-    /// Partitions synthesized at once; each holds its whole assignment in memory.
+    /// Partitions synthesized and encoded at once (uploads hold memory, not a slot).
     #[arg(
         long = "synth-partitions-in-flight",
         env = "CUZK_SYNTH_PARTITIONS_IN_FLIGHT"

@@ -1,12 +1,16 @@
 //! Object-store access with the cluster's size bounds and retry policy: witness blobs and large
-//! job inputs.
+//! job inputs. Objects are read chunk by chunk from the bucket's stream leader
+//! (`$JS.API.STREAM.MSG.GET`) rather than through the ephemeral consumer the object store would
+//! create, so that no role needs the right to create consumers; the SHA-256 digest the writer
+//! stored is checked.
 
 use async_nats::jetstream::object_store::{
-    DeleteErrorKind, InfoErrorKind, ObjectMetadata, ObjectStore,
+    DeleteErrorKind, InfoErrorKind, ObjectInfo, ObjectMetadata, ObjectStore,
 };
+use async_nats::jetstream::stream::Stream;
+use base64::Engine;
+use sha2::{Digest, Sha256};
 use std::time::Duration;
-
-use tokio::io::AsyncReadExt;
 
 use crate::nats::{retry, RetryPolicy};
 use crate::topology::BLOB_CHUNK_SIZE;
@@ -55,10 +59,12 @@ fn unavailable(name: &str, e: impl std::fmt::Display) -> ObjectError {
     }
 }
 
-/// Reads a whole object after checking its declared size against `limit`; the read itself is
-/// capped too, so a lying header cannot make us allocate more.
+/// Reads a whole object of `store` (whose stream is `stream`) after checking its declared size
+/// against `limit`; the read itself is capped too, so a lying header cannot make us allocate
+/// more.
 pub async fn read_bounded(
     store: &ObjectStore,
+    stream: &Stream<()>,
     name: &str,
     limit: u64,
 ) -> Result<Vec<u8>, ObjectError> {
@@ -78,24 +84,48 @@ pub async fn read_bounded(
         });
     }
     retry("read object", RetryPolicy::NETWORK, || {
-        bounded(name, size, async {
-            let object = store.get(name).await.map_err(|e| unavailable(name, e))?;
-            let mut bytes = Vec::with_capacity(size as usize);
-            object
-                .take(limit + 1)
-                .read_to_end(&mut bytes)
-                .await
-                .map_err(|e| unavailable(name, e))?;
-            if bytes.len() as u64 != size {
-                return Err(unavailable(
-                    name,
-                    format!("read {} bytes, expected {size}", bytes.len()),
-                ));
-            }
-            Ok(bytes)
-        })
+        bounded(name, size, read_chunks(stream, &info))
     })
     .await
+}
+
+async fn read_chunks(stream: &Stream<()>, info: &ObjectInfo) -> Result<Vec<u8>, ObjectError> {
+    let name = info.name.as_str();
+    let size = info.size;
+    let subject = format!("$O.{}.C.{}", info.bucket, info.nuid);
+    let mut bytes = Vec::with_capacity(size);
+    let mut next = 1;
+    for _ in 0..info.chunks {
+        let chunk = stream
+            .raw_message_builder()
+            .sequence(next)
+            .next_by_subject(subject.clone())
+            .send()
+            .await
+            .map_err(|e| unavailable(name, e))?;
+        next = chunk.sequence + 1;
+        if bytes.len() + chunk.payload.len() > size {
+            return Err(unavailable(
+                name,
+                format!("chunks exceed the declared {size} bytes"),
+            ));
+        }
+        bytes.extend_from_slice(&chunk.payload);
+    }
+    if bytes.len() != size {
+        return Err(unavailable(
+            name,
+            format!("read {} bytes, expected {size}", bytes.len()),
+        ));
+    }
+    let digest = format!(
+        "SHA-256={}",
+        base64::engine::general_purpose::URL_SAFE.encode(Sha256::digest(&bytes))
+    );
+    if info.digest.as_deref().is_some_and(|d| d != digest) {
+        return Err(unavailable(name, "digest mismatch"));
+    }
+    Ok(bytes)
 }
 
 pub async fn put(store: &ObjectStore, name: &str, bytes: &[u8]) -> Result<(), ObjectError> {

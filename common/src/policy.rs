@@ -23,6 +23,22 @@ pub enum StepError {
     Shutdown,
 }
 
+impl StepError {
+    /// A panic caught while doing `what`: fatal, with the panic's message.
+    pub fn panicked(what: &str, panic: &(dyn std::any::Any + Send)) -> StepError {
+        StepError::Fatal(format!("{what} panicked: {}", panic_message(panic)))
+    }
+}
+
+/// The text a panic was raised with, where it has one.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
 impl<E: Retryable> From<E> for StepError {
     fn from(e: E) -> Self {
         if e.retryable() {

@@ -64,47 +64,57 @@ pub const BLOB_CHUNK_SIZE: usize = 1024 * 1024 - 4096;
 /// Upper bounds of the streams and buckets. Everything a client or node adds is refused once
 /// its store is full (discard new) — a refused submission is reported to a publisher that asks
 /// (`nats req`, `cuzk submit`), a refused upload is retried later — except results, which must
-/// always be publishable and drop their oldest instead.
+/// always be publishable and drop their oldest instead. A server reserves every byte limit from
+/// its `max_file_store` when the stream is created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Limits {
     pub max_queued_jobs: i64,
     pub blobs_max_bytes: i64,
     pub inputs_max_bytes: i64,
+    /// Job messages are at most `MAX_JOB_MESSAGE`; most are small.
+    pub jobs_max_bytes: i64,
+    /// Work items are a few hundred bytes each, one per queued partition.
+    pub work_max_bytes: i64,
+    /// About 5 KB per job for its result, and again for its record.
+    pub results_max_bytes: i64,
+    pub records_max_bytes: i64,
 }
 
-/// A server reserves every stream's and bucket's byte limit from its `max_file_store` when it
-/// is created: with the defaults, 23.3 GiB per server (docs/deploy.md).
+/// 23.3 GiB reserved per server (docs/deploy.md).
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_queued_jobs: 100_000,
             blobs_max_bytes: 16 << 30,
             inputs_max_bytes: 4 << 30,
+            jobs_max_bytes: 1 << 30,
+            work_max_bytes: 256 << 20,
+            results_max_bytes: 1 << 30,
+            records_max_bytes: 1 << 30,
         }
     }
 }
 
 impl Limits {
-    /// For private servers on a developer's machine or in tests (`cuzk local`, `cuzk launch`):
-    /// 5.3 GiB reserved per server.
+    /// For private servers on a developer's machine or in tests (`cuzk local`, `cuzk launch`,
+    /// the test clusters): 2.1 GiB reserved per server.
     pub fn local() -> Limits {
         Limits {
-            blobs_max_bytes: 2 << 30,
-            inputs_max_bytes: 1 << 30,
+            blobs_max_bytes: 1 << 30,
+            inputs_max_bytes: 256 << 20,
+            jobs_max_bytes: 256 << 20,
+            work_max_bytes: 64 << 20,
+            results_max_bytes: 256 << 20,
+            records_max_bytes: 256 << 20,
             ..Limits::default()
         }
     }
 }
 
-/// Bytes of the jobs stream (job messages are at most `MAX_JOB_MESSAGE`; most are small).
-const JOBS_MAX_BYTES: i64 = 1 << 30;
-/// Work items are a few hundred bytes each; one per queued partition.
+/// Heartbeats: one small entry per node.
+const NODES_KV_MAX_BYTES: i64 = 16 << 20;
+/// More work items than this cannot wait (a byte limit binds first at a few hundred bytes each).
 const WORK_MAX_MESSAGES: i64 = 1_000_000;
-const WORK_MAX_BYTES: i64 = 256 << 20;
-/// About 5 KB per job (result and record): some 200,000 jobs each.
-const RESULTS_MAX_BYTES: i64 = 1 << 30;
-const JOBS_KV_MAX_BYTES: i64 = 1 << 30;
-const NODES_KV_MAX_BYTES: i64 = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 #[error("provisioning {what} failed: {message}")]
@@ -128,6 +138,9 @@ pub struct Topology {
     pub nodes_kv: kv::Store,
     pub blobs: ObjectStore,
     pub inputs: ObjectStore,
+    /// The buckets' streams, for reading objects without a consumer (`objects.rs`).
+    pub blobs_stream: Stream<()>,
+    pub inputs_stream: Stream<()>,
 }
 
 async fn ensure_stream(js: &Context, config: stream::Config) -> Result<Stream, TopologyError> {
@@ -182,7 +195,7 @@ pub async fn provision(
             num_replicas: replicas,
             max_message_size: MAX_JOB_MESSAGE,
             max_messages: limits.max_queued_jobs,
-            max_bytes: JOBS_MAX_BYTES,
+            max_bytes: limits.jobs_max_bytes,
             discard: DiscardPolicy::New,
             max_age: RETENTION,
             ..Default::default()
@@ -198,7 +211,7 @@ pub async fn provision(
             storage: StorageType::File,
             num_replicas: replicas,
             max_messages: WORK_MAX_MESSAGES,
-            max_bytes: WORK_MAX_BYTES,
+            max_bytes: limits.work_max_bytes,
             discard: DiscardPolicy::New,
             max_age: BLOB_MAX_AGE,
             ..Default::default()
@@ -214,7 +227,7 @@ pub async fn provision(
             storage: StorageType::File,
             num_replicas: replicas,
             max_age: RETENTION,
-            max_bytes: RESULTS_MAX_BYTES,
+            max_bytes: limits.results_max_bytes,
             discard: DiscardPolicy::Old,
             duplicate_window: RESULTS_DEDUP_WINDOW,
             ..Default::default()
@@ -225,7 +238,7 @@ pub async fn provision(
         js,
         JOBS_BUCKET,
         RETENTION,
-        JOBS_KV_MAX_BYTES,
+        limits.records_max_bytes,
         StorageType::File,
         replicas,
     )
@@ -256,6 +269,14 @@ pub async fn provision(
         replicas,
     )
     .await?;
+    let bucket_stream = |bucket: &str| {
+        let name = format!("OBJ_{bucket}");
+        async move {
+            js.get_stream_no_info(&name)
+                .await
+                .map_err(|e| failed(format!("stream {name}"))(e.to_string()))
+        }
+    };
     Ok(Topology {
         js: js.clone(),
         ack_wait,
@@ -263,6 +284,8 @@ pub async fn provision(
         nodes_kv,
         blobs,
         inputs,
+        blobs_stream: bucket_stream(BLOBS_BUCKET).await?,
+        inputs_stream: bucket_stream(INPUTS_BUCKET).await?,
     })
 }
 

@@ -26,10 +26,7 @@ pub fn prove<B: Backend>(
     }))
     .map_err(|panic| {
         cuzk_common::metrics::metrics().error("gpu", "panic");
-        StepError::Fatal(format!(
-            "partition {partition}: proving panicked: {}",
-            panic_message(&*panic)
-        ))
+        StepError::panicked(&format!("partition {partition}: proving"), &*panic)
     })?;
     let (proof, timings) = proved?;
     if let Some(pvk) = pvk {
@@ -40,14 +37,6 @@ pub fn prove<B: Backend>(
         }
     }
     Ok((proof, timings))
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
 }
 
 #[cfg(test)]

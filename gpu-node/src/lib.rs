@@ -346,6 +346,7 @@ impl GpuNode {
         let started = Instant::now();
         let bytes = objects::read_bounded(
             &self.topology.blobs,
+            &self.topology.blobs_stream,
             &item.blob_object,
             self.limits.max_blob_bytes,
         )

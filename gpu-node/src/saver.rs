@@ -8,7 +8,7 @@ use cuzk_common::lifecycle::{Ledger, ProvedPartition};
 use cuzk_common::objects;
 use cuzk_common::policy::{self, Decision, Settle, StepError};
 use cuzk_common::topology::{Topology, MAX_DELIVER};
-use tracing::{info_span, warn, Instrument};
+use tracing::warn;
 
 /// How a work item ended on this worker.
 pub enum Outcome {
@@ -30,7 +30,6 @@ pub async fn save(topology: &Topology, ledger: &Ledger, held: Item<'_>, outcome:
     let stored = match outcome {
         Outcome::Proved(proof) => ledger
             .proved(&item.job_id, item.partition as usize, &proof)
-            .instrument(info_span!("record"))
             .await
             .map(|_| ())
             .map_err(StepError::from),

@@ -468,6 +468,7 @@ async fn flood(args: FloodArgs) -> anyhow::Result<()> {
     let mut cluster = cuzk_cli::launcher::ProcessCluster::start(launch, &shape.cuzk)?;
     let nats = NatsArgs {
         urls: Some(cluster.servers.iter().map(|s| s.url()).collect()),
+        limits: Some(cuzk_common::config::LimitsProfile::Local),
         replicas: Some(cluster.replicas()),
         ..Default::default()
     };

@@ -32,10 +32,10 @@ pub fn run(
     }))
     .unwrap_or_else(|panic| {
         metrics().error("synth", "panic");
-        Err(StepError::Fatal(format!(
-            "partition {index}: synthesis panicked: {}",
-            panic_message(&*panic)
-        )))
+        Err(StepError::panicked(
+            &format!("partition {index}: synthesis"),
+            &*panic,
+        ))
     })
 }
 
@@ -78,15 +78,6 @@ fn synthesize_and_encode(
         &[],
     );
     Ok(Synthesized { blob, timings })
-}
-
-/// The text a panic was raised with, where it has one.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
 }
 
 #[cfg(test)]

@@ -179,7 +179,8 @@ async fn load_input(
             .decode(text)
             .map_err(|e| StepError::Fatal(format!("input is not valid base64: {e}"))),
         JobInput::Object(name) => {
-            Ok(objects::read_bounded(&topology.inputs, name, MAX_OBJECT_INPUT).await?)
+            let (store, stream) = (&topology.inputs, &topology.inputs_stream);
+            Ok(objects::read_bounded(store, stream, name, MAX_OBJECT_INPUT).await?)
         }
     }
 }
@@ -207,7 +208,7 @@ mod tests {
         let ok = cuzk_circuits::MimcFamily::new(100_000, 4).unwrap();
         assert_eq!(
             check_size(&ok, &limits()).unwrap(),
-            2 * 32 * (3 * 200_002 + 200_004)
+            2 * 32 * (3 * 200_002 + 200_003)
         );
         let small_budget = Limits {
             memory_budget: 1 << 20,

@@ -58,7 +58,7 @@ impl SynthNode {
             // The executor catches its own panics; this keeps any other one from aborting the
             // process (rayon's default for a panic in a spawned task).
             .panic_handler(|panic| {
-                tracing::error!(panic = %executor::panic_message(&*panic), "a synthesis task panicked");
+                tracing::error!(panic = %policy::panic_message(&*panic), "a synthesis task panicked");
             })
             .build()?;
         Ok(SynthNode {
@@ -348,8 +348,13 @@ impl SynthNode {
             level: self.config.zstd_level,
             ..Default::default()
         };
+        // Spans do not follow work onto the pool's threads: the executor's stages are children
+        // of this partition's span.
+        let span = tracing::Span::current();
         let done = self
-            .on_pool(move || executor::run(&*circuit, &input, &job_id, index, &options))
+            .on_pool(move || {
+                span.in_scope(|| executor::run(&*circuit, &input, &job_id, index, &options))
+            })
             .await??;
         drop(slot);
         saver::save(

@@ -105,3 +105,26 @@ async fn count_blobs(
     }
     Ok(count)
 }
+
+/// A partition's work item as a synth node publishes it.
+pub fn work_item(
+    job_id: &str,
+    partition: u32,
+    partitions: u32,
+    family: &dyn cuzk_circuits::CircuitFamily,
+    params: &serde_json::Value,
+    blob_object: &str,
+) -> cuzk_common::job::WorkItem {
+    cuzk_common::job::WorkItem {
+        version: cuzk_common::job::WORK_ITEM_VERSION,
+        job_id: job_id.into(),
+        partition,
+        partitions,
+        circuit: family.name().into(),
+        params_json: params.to_string(),
+        shape_key: family.shape_key(),
+        blob_object: blob_object.into(),
+        published_at_ms: cuzk_common::job::unix_ms(),
+        timings: Default::default(),
+    }
+}

@@ -184,7 +184,10 @@ impl Ledger {
         // Already proved and complete: whoever stored the last proof died before finishing.
         let stored = matches!(outcome, Proved::Recorded | Proved::AlreadyProved);
         if stored && machine::complete(&record) {
-            self.assemble(&record).await?;
+            use tracing::Instrument;
+            self.assemble(&record)
+                .instrument(tracing::info_span!("assemble"))
+                .await?;
         }
         Ok(outcome)
     }
