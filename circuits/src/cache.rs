@@ -264,7 +264,7 @@ mod tests {
     use crate::{MimcFamily, Sha256Family};
     use bellperson::SynthesisError;
     use blstrs::Scalar;
-    use cuzk_common::witness::Assignment;
+    use cuzk_wire::witness::Assignment;
     use rand::RngCore;
     use std::sync::atomic::{AtomicUsize, Ordering};
 

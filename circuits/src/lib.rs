@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bellperson::groth16::Parameters;
 use bellperson::SynthesisError;
 use blstrs::{Bls12, Scalar};
-use cuzk_common::witness::Assignment;
+use cuzk_wire::witness::Assignment;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::Client;
-use cuzk_common::job::{JobResult, JobSpec, JobStatus};
 use cuzk_common::topology::jetstream_context;
+use cuzk_wire::job::{JobResult, JobSpec, JobStatus};
 use futures::StreamExt;
 
 use crate::launcher::{ProcessCluster, Role};

@@ -11,10 +11,10 @@ use base64::Engine;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
 use cuzk_circuits::{CircuitSpec, ParamCache};
 use cuzk_common::config::{GpuConfig, LimitsProfile, NatsArgs, SynthConfig};
-use cuzk_common::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionTimings};
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::nats::{retry, RetryPolicy};
 use cuzk_common::topology::{self, Topology};
+use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionTimings};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 

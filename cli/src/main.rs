@@ -9,10 +9,10 @@ use clap::{Args, Parser, Subcommand};
 use cuzk_circuits::ParamCache;
 use cuzk_cli::{submit, submit_and_wait, timings_table, verify_job_proof, LocalCluster};
 use cuzk_common::config::{ConfigFile, GpuArgs, NatsArgs, SynthArgs};
-use cuzk_common::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::telemetry::{self, TelemetryArgs, TelemetryOptions};
 use cuzk_common::topology::{jetstream_context, JOBS_BUCKET};
+use cuzk_wire::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, Instrument};
 

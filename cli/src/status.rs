@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use cuzk_common::job::{unix_ms, JobRecord, JobStatus, PartitionStatus};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::nodes;
 use cuzk_common::topology::{Topology, JOBS_STREAM, WORK_STREAM};
+use cuzk_wire::job::{unix_ms, JobRecord, JobStatus, PartitionStatus};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// How many of the most recent job-record writes `cuzk status` reads: bounds the scan on a

@@ -9,11 +9,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use async_nats::jetstream::{self, context::PublishErrorKind};
 use async_nats::Client;
-use cuzk_common::job::{JobResult, JobSpec, Priority};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::topology::{
     jetstream_context, results_subject, JOBS_BUCKET, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH,
 };
+use cuzk_wire::job::{JobResult, JobSpec, Priority};
 use futures::StreamExt;
 
 /// The subject a job is submitted on: high priority has its own, which only roles allowed to

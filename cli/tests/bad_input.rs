@@ -8,16 +8,16 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use cuzk_circuits::{CircuitFamily, CircuitSpec};
 use cuzk_cli::submit_and_wait;
-use cuzk_common::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
-use cuzk_common::job::{unix_ms, JobStatus, JOB_ID_HEADER};
 use cuzk_common::lifecycle::{Admission, Ledger};
 use cuzk_common::objects;
 use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_NORMAL};
+use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
+use cuzk_wire::job::{unix_ms, JobStatus, JOB_ID_HEADER};
 use futures::StreamExt;
 use serde_json::json;
 use support::{blobs_left, cluster, job, submit_raw, TIMEOUT};
 
-fn assert_failed(result: &cuzk_common::job::JobResult, needle: &str) {
+fn assert_failed(result: &cuzk_wire::job::JobResult, needle: &str) {
     assert_eq!(result.status, JobStatus::Failed, "{result:?}");
     let error = result.error.as_deref().unwrap_or_default();
     assert!(
@@ -101,7 +101,7 @@ async fn bad_submissions_fail_cleanly() {
         json!({"rounds": 10, "partitions": 1}),
         "",
     );
-    missing.input = cuzk_common::job::JobInput::Object("no-such-object".into());
+    missing.input = cuzk_wire::job::JobInput::Object("no-such-object".into());
     let result = submit_and_wait(client, &missing, TIMEOUT).await.unwrap();
     assert_failed(&result, "not found");
 
@@ -144,7 +144,7 @@ async fn duplicate_job_ids_keep_the_original() {
         .await
         .unwrap()
         .unwrap();
-    let first: cuzk_common::job::JobResult = serde_json::from_slice(&first.payload).unwrap();
+    let first: cuzk_wire::job::JobResult = serde_json::from_slice(&first.payload).unwrap();
     assert_eq!(first.status, JobStatus::Done, "{:?}", first.error);
     assert_eq!(
         first.partitions, 2,
@@ -239,7 +239,7 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
             .await
             .unwrap()
             .unwrap();
-        let result: cuzk_common::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
+        let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
         assert_failed(&result, needle);
     }
 
@@ -256,7 +256,7 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
         .await
         .unwrap()
         .unwrap();
-    let result: cuzk_common::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
+    let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
     assert_failed(&result, "not this work item");
 
     assert_eq!(

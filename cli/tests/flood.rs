@@ -10,7 +10,7 @@ use std::time::Duration;
 use cuzk_cli::flood::{self, FloodSpec};
 use cuzk_cli::launcher::{LaunchSpec, ProcessCluster};
 use cuzk_common::config::NatsArgs;
-use cuzk_common::job::{JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
+use cuzk_wire::job::{JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
 use serde_json::json;
 
 const BUDGET: u64 = 384 << 20;

@@ -8,7 +8,7 @@ mod support;
 use std::process::Command;
 
 use cuzk_circuits::ParamCache;
-use cuzk_common::job::{JobResult, JobStatus};
+use cuzk_wire::job::{JobResult, JobStatus};
 use serde_json::json;
 
 /// Runs one of the nats-py scripts in tests/py with `args`; returns its stdout.

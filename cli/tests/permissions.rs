@@ -13,12 +13,12 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::push, stream};
 use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs};
-use cuzk_common::job::{JobInput, JobStatus, Priority};
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::topology::{
     BLOBS_BUCKET, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SUBMIT,
     SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
+use cuzk_wire::job::{JobInput, JobStatus, Priority};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

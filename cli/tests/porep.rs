@@ -14,7 +14,7 @@ use base64::Engine;
 use cuzk_circuits::porep::{generate_test_parameters, seal_sector, verify_seal, SectorSize};
 use cuzk_circuits::ParamCache;
 use cuzk_cli::{submit_and_wait, verify_job_proof};
-use cuzk_common::job::{JobInput, JobSpec, JobStatus};
+use cuzk_wire::job::{JobInput, JobSpec, JobStatus};
 use rand::SeedableRng;
 use serde_json::json;
 use support::{cluster, job, TIMEOUT};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::blob::EncodeOptions;
+use cuzk_wire::blob::EncodeOptions;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

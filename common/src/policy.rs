@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_nats::jetstream::AckKind;
 
 use crate::nats::RetryPolicy;
-use crate::Retryable;
+use cuzk_wire::Retryable;
 
 /// How a step on a message ended, when it did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -7,8 +7,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use bellperson::groth16::{PreparedVerifyingKey, Proof, VerifyingKey};
 use blstrs::{Bls12, Scalar};
 use cuzk_common::policy::StepError;
-use cuzk_common::witness::Assignment;
 use cuzk_prover::{Backend, ProveTimings};
+use cuzk_wire::witness::Assignment;
 
 /// Proves `assignment` with `srs`/`vk`, and checks the proof against `pvk` when given.
 pub fn prove<B: Backend>(

@@ -3,11 +3,11 @@
 //! the blob is deleted and the work item settled by the shared failure policy.
 
 use async_nats::jetstream;
-use cuzk_common::job::WorkItem;
 use cuzk_common::lifecycle::{Ledger, ProvedPartition};
 use cuzk_common::objects;
 use cuzk_common::policy::{self, Decision, Settle, StepError};
 use cuzk_common::topology::{Topology, MAX_DELIVER};
+use cuzk_wire::job::WorkItem;
 use tracing::warn;
 
 /// How a work item ended on this worker.

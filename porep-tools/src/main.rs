@@ -17,9 +17,9 @@ use cuzk_circuits::porep::{
     SealedSector, SectorSize,
 };
 use cuzk_circuits::CircuitSpec;
-use cuzk_common::blob::{encode_blob_with_stats, BlobHeaderInfo, EncodeOptions};
 use cuzk_common::config::{BackendKind, GpuArgs, SynthArgs};
-use cuzk_common::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
+use cuzk_wire::blob::{encode_blob_with_stats, BlobHeaderInfo, EncodeOptions};
+use cuzk_wire::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use rand::RngCore;
 
 /// The largest input a job carries inline (the default `max_inline_input`); larger C1 outputs

@@ -6,11 +6,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 use cuzk_circuits::CircuitFamily;
-use cuzk_common::blob::{self, BlobHeaderInfo, EncodeOptions};
-use cuzk_common::job::PartitionTimings;
 use cuzk_common::metrics::{metrics, KeyValue};
 use cuzk_common::nats::ms;
 use cuzk_common::policy::StepError;
+use cuzk_wire::blob::{self, BlobHeaderInfo, EncodeOptions};
+use cuzk_wire::job::PartitionTimings;
 use tracing::info_span;
 
 /// A partition ready for upload.
@@ -86,7 +86,7 @@ mod tests {
     use bellperson::groth16::Parameters;
     use blstrs::{Bls12, Scalar};
     use cuzk_circuits::{CircuitError, PartitionShape};
-    use cuzk_common::witness::Assignment;
+    use cuzk_wire::witness::Assignment;
 
     /// A circuit whose synthesis panics, as a bug in a gadget would.
     struct Panics;

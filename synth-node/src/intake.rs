@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use base64::Engine;
 use cuzk_circuits::{CircuitFamily, CircuitSpec};
-use cuzk_common::job::{JobInput, JobSpec, Priority};
 use cuzk_common::lifecycle::{Admission, Ledger};
 use cuzk_common::objects;
 use cuzk_common::policy::StepError;
 use cuzk_common::topology::{self, Topology, SUBJECT_SUBMIT_HIGH};
+use cuzk_wire::job::{JobInput, JobSpec, Priority};
 use tracing::info;
 
 use crate::budget::partition_bytes;
@@ -123,7 +123,7 @@ pub async fn admit(
         .partitions
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.status == cuzk_common::job::PartitionStatus::Pending)
+        .filter(|(_, p)| p.status == cuzk_wire::job::PartitionStatus::Pending)
         .map(|(i, _)| i)
         .collect();
     Ok(Intake::Run(Admitted {

@@ -17,9 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use cuzk_common::blob::EncodeOptions;
 use cuzk_common::config::SynthConfig;
-use cuzk_common::job::{JobResult, JobStatus, JOB_ID_HEADER};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::metrics::metrics;
 use cuzk_common::nats::{progress_ticker, pull_one};
@@ -27,6 +25,8 @@ use cuzk_common::nodes::{self, NodeInfo, NodeLoad};
 use cuzk_common::policy::{self, Decision, Settle, StepError};
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, MAX_DELIVER};
+use cuzk_wire::blob::EncodeOptions;
+use cuzk_wire::job::{JobResult, JobStatus, JOB_ID_HEADER};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -178,7 +178,7 @@ impl SynthNode {
             .as_ref()
             .and_then(|h| h.get(JOB_ID_HEADER))
             .map(|v| v.as_str().to_owned())
-            .filter(|id| cuzk_common::job::valid_job_id(id));
+            .filter(|id| cuzk_wire::job::valid_job_id(id));
         // The job's span on this node; a submitter's `traceparent` header makes it part of the
         // caller's trace, otherwise it is the root of the job's trace.
         let span = info_span!(

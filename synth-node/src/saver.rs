@@ -5,7 +5,6 @@
 use std::time::Instant;
 
 use async_nats::jetstream::message::PublishMessage;
-use cuzk_common::job::{unix_ms, PartitionTimings, Priority, WorkItem, WORK_ITEM_VERSION};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::metrics::metrics;
 use cuzk_common::nats::{ms, retry, RetryPolicy};
@@ -13,6 +12,7 @@ use cuzk_common::objects;
 use cuzk_common::policy::StepError;
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL};
+use cuzk_wire::job::{unix_ms, PartitionTimings, Priority, WorkItem, WORK_ITEM_VERSION};
 use tracing::{info, info_span, Instrument};
 
 use crate::intake::Admitted;

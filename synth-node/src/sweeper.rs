@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use cuzk_common::job::PartitionStatus;
 use cuzk_common::lifecycle::{sweep::Sweeper, Ledger};
 use cuzk_common::objects;
 use cuzk_common::topology::Topology;
+use cuzk_wire::job::PartitionStatus;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cuzk_cli::LocalCluster;
 use cuzk_common::config::{GpuArgs, SynthArgs};
-use cuzk_common::job::{JobInput, JobResult, JobSpec, Priority, JOB_SPEC_VERSION};
+use cuzk_wire::job::{JobInput, JobResult, JobSpec, Priority, JOB_SPEC_VERSION};
 use futures::StreamExt;
 
 pub const TIMEOUT: Duration = Duration::from_secs(300);
@@ -114,9 +114,9 @@ pub fn work_item(
     family: &dyn cuzk_circuits::CircuitFamily,
     params: &serde_json::Value,
     blob_object: &str,
-) -> cuzk_common::job::WorkItem {
-    cuzk_common::job::WorkItem {
-        version: cuzk_common::job::WORK_ITEM_VERSION,
+) -> cuzk_wire::job::WorkItem {
+    cuzk_wire::job::WorkItem {
+        version: cuzk_wire::job::WORK_ITEM_VERSION,
         job_id: job_id.into(),
         partition,
         partitions,
@@ -124,7 +124,7 @@ pub fn work_item(
         params_json: params.to_string(),
         shape_key: family.shape_key(),
         blob_object: blob_object.into(),
-        published_at_ms: cuzk_common::job::unix_ms(),
+        published_at_ms: cuzk_wire::job::unix_ms(),
         timings: Default::default(),
     }
 }

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use crate::job::{
+use cuzk_wire::job::{
     JobRecord, JobResult, JobSpec, JobStatus, JobTimings, PartitionRecord, PartitionStatus,
     PartitionTimings, RESULT_VERSION,
 };
@@ -256,7 +256,7 @@ pub fn assemble(record: &JobRecord, now_ms: u64) -> Result<JobResult, AssembleEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{JobInput, Priority, JOB_SPEC_VERSION};
+    use cuzk_wire::job::{JobInput, Priority, JOB_SPEC_VERSION};
 
     fn spec() -> JobSpec {
         JobSpec {

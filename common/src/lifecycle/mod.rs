@@ -16,8 +16,8 @@ use async_nats::jetstream::{kv, Context};
 
 pub use machine::{Proved, ProvedPartition};
 
-use crate::job::{unix_ms, JobRecord, JobResult, JobSpec, PartitionTimings};
 use crate::topology::Topology;
+use cuzk_wire::job::{unix_ms, JobRecord, JobResult, JobSpec, PartitionTimings};
 
 /// How long a final record may wait for its finisher to publish the result before someone else
 /// does: longer than a publish's whole retry policy, so the finisher is gone, not slow.
@@ -36,7 +36,7 @@ pub enum RecordError {
     Publish { job_id: String, message: String },
 }
 
-impl crate::Retryable for RecordError {
+impl cuzk_wire::Retryable for RecordError {
     fn retryable(&self) -> bool {
         !matches!(self, RecordError::Corrupt { .. })
     }
@@ -272,7 +272,7 @@ impl Ledger {
     /// Counts and publishes a result whose record this process just made final.
     async fn report(&self, result: &JobResult) -> Result<(), RecordError> {
         let status = match result.status {
-            crate::job::JobStatus::Done => "done",
+            cuzk_wire::job::JobStatus::Done => "done",
             _ => "failed",
         };
         crate::metrics::metrics()

@@ -6,9 +6,9 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 
 use super::RecordError;
-use crate::job::JobResult;
 use crate::nats::{retry, RetryPolicy};
 use crate::topology::{results_subject, SUBJECT_RESULTS_MALFORMED};
+use cuzk_wire::job::JobResult;
 
 /// The job's result on `cuzk.results.<job_id>`, with the job id as message id: the stream keeps
 /// one copy even if a crash makes the ledger publish twice within its dedup window.

@@ -6,8 +6,8 @@ use async_nats::jetstream::kv::{self, CreateErrorKind, UpdateErrorKind};
 use bytes::Bytes;
 
 use super::RecordError;
-use crate::job::{unix_ms, JobRecord};
 use crate::nats::{retry, RetryPolicy};
+use cuzk_wire::job::{unix_ms, JobRecord};
 
 fn unavailable(e: impl std::fmt::Display) -> RecordError {
     RecordError::Unavailable(e.to_string())

@@ -9,8 +9,8 @@ use async_nats::jetstream::stream::{DirectGetErrorKind, Stream};
 use async_nats::jetstream::Context;
 
 use super::{machine, Ledger, RecordError};
-use crate::job::{unix_ms, JobRecord};
 use crate::topology::JOBS_BUCKET;
+use cuzk_wire::job::{unix_ms, JobRecord};
 
 fn unavailable(e: impl std::fmt::Display) -> RecordError {
     RecordError::Unavailable(e.to_string())
