@@ -64,6 +64,10 @@ pub async fn publish_job(js: &jetstream::Context, spec: &JobSpec) -> Result<Acce
         Err(e) if e.kind() == PublishErrorKind::StreamNotFound => Err(SubmitError::Refused(
             format!("{e} (has `cuzk provision` run?)"),
         )),
+        // A permission violation shows only as a missing acknowledgement.
+        Err(e) if spec.priority == Priority::High => Err(SubmitError::Failed(format!(
+            "{e} (only roles allowed high priority may publish on {SUBJECT_SUBMIT_HIGH})"
+        ))),
         Err(e) => Err(SubmitError::Failed(e.to_string())),
     }
 }

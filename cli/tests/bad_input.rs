@@ -10,7 +10,7 @@ use cuzk_circuits::{CircuitFamily, CircuitSpec};
 use cuzk_cli::submit_and_wait;
 use cuzk_common::lifecycle::{Admission, Ledger};
 use cuzk_common::objects;
-use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_NORMAL};
+use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED};
 use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
 use cuzk_wire::job::{unix_ms, JobStatus, JOB_ID_HEADER};
 use futures::StreamExt;
@@ -190,15 +190,7 @@ async fn inject_partition(
     objects::put(&cluster.topology.blobs, &object, blob)
         .await
         .unwrap();
-    let item = support::work_item(job_id, 0, 1, family, &params, &object);
-    cluster
-        .topology
-        .js
-        .publish(SUBJECT_WORK_NORMAL, item.encode().into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    support::queue_work(cluster, (job_id, 0, 1), family, &params, &object).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

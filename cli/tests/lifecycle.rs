@@ -11,7 +11,7 @@ use async_nats::Client;
 use cuzk_circuits::CircuitSpec;
 use cuzk_cli::LocalCluster;
 use cuzk_common::config::{GpuArgs, SynthArgs};
-use cuzk_common::topology::{results_subject, RESULTS_STREAM, SUBJECT_SUBMIT, SUBJECT_WORK_NORMAL};
+use cuzk_common::topology::{results_subject, RESULTS_STREAM, SUBJECT_SUBMIT};
 use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
 use cuzk_wire::job::{unix_ms, JobInput, JobResult, JobStatus};
 use futures::StreamExt;
@@ -209,15 +209,8 @@ async fn a_redelivered_proved_partition_is_skipped() {
     // Partition 0 again (its blob is gone), then partition 1.
     for partition in [0u32, 1] {
         let blob_object = format!("reproved/0/{partition}");
-        let item = support::work_item(job_id, partition, 2, &*family, &params, &blob_object);
-        cluster
-            .topology
-            .js
-            .publish(SUBJECT_WORK_NORMAL, item.encode().into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        let item = (job_id, partition, 2);
+        support::queue_work(&cluster, item, &*family, &params, &blob_object).await;
     }
     let result = listener.only(Duration::from_secs(5)).await;
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);

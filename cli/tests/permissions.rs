@@ -104,6 +104,15 @@ fn loosen(config: &str) -> String {
     out
 }
 
+/// The permission violations the server has logged so far.
+fn violations(log: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter(|line| line.contains("Violation"))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// What the negative checks act on: a job message waiting in the jobs stream (no synth node
 /// runs yet) and a stored result, at known sequences.
 struct Targets {
@@ -270,6 +279,14 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         assert!(!allowed, "shipped config: {check}");
     }
 
+    // From here on nothing may be refused: what the nodes do in the background (heartbeats,
+    // the sweeper, queue depths) included.
+    let log = dir.path().join("nats.log");
+    let refusals_before = violations(&log);
+    assert!(
+        !refusals_before.is_empty(),
+        "the server logs the refusals above"
+    );
     let shutdown = CancellationToken::new();
     let (_synth_client, synth_topology) = cuzk_cli::connect(&role(&url, "synth")).await.unwrap();
     let synth = SynthArgs {
@@ -325,6 +342,12 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         .await
         .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
+
+    let refused = &violations(&log)[refusals_before.len()..];
+    assert!(
+        refused.is_empty(),
+        "the server refused the roles' own work: {refused:#?}"
+    );
 
     // Wrong password: refused at connect; the right one connects (the check's control).
     for (password, admitted) in [("guess", false), ("gpu-secret", true)] {

@@ -407,8 +407,9 @@ impl Topology {
         Ok(info.state.messages)
     }
 
-    /// Bytes of witness blobs waiting to be proved (blobs are deleted once proved).
-    pub async fn queued_blob_bytes(&self) -> Result<u64, TopologyError> {
+    /// Bytes of witness blobs waiting to be proved (blobs are deleted once proved), and the
+    /// most the blobs bucket holds.
+    pub async fn queued_blob_bytes(&self) -> Result<(u64, u64), TopologyError> {
         let name = format!("OBJ_{BLOBS_BUCKET}");
         let mut stream = self
             .js
@@ -419,7 +420,8 @@ impl Topology {
             .info()
             .await
             .map_err(|e| failed(format!("stream {name} info"))(e.to_string()))?;
-        Ok(info.state.bytes)
+        let limit = u64::try_from(info.config.max_bytes).unwrap_or(u64::MAX);
+        Ok((info.state.bytes, limit))
     }
 }
 

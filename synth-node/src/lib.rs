@@ -332,7 +332,7 @@ impl SynthNode {
         };
         drop(waiting);
         let _held = self.load.hold("synth");
-        self.wait_for_queue_room(cancel)
+        self.wait_for_queue_room(job.partition_bytes, cancel)
             .instrument(info_span!("queue_room_wait"))
             .await?;
         let job_id = job.spec.job_id.clone();
@@ -368,25 +368,31 @@ impl SynthNode {
         .await
     }
 
-    /// Waits while the blobs bucket holds `max_queued_bytes` or more, so synthesis never runs
-    /// far ahead of the GPUs.
-    async fn wait_for_queue_room(&self, cancel: &CancellationToken) -> Result<(), StepError> {
+    /// Waits while the blobs bucket holds `max_queued_bytes` or more — or has no room left for
+    /// a blob of `bytes` — so synthesis never runs far ahead of the GPUs and uploads are not
+    /// refused by a full bucket.
+    async fn wait_for_queue_room(
+        &self,
+        bytes: u64,
+        cancel: &CancellationToken,
+    ) -> Result<(), StepError> {
         let mut waited = false;
         loop {
-            let queued = self
+            let (queued, bucket) = self
                 .topology
                 .queued_blob_bytes()
                 .await
                 .map_err(|e| StepError::Retry(e.to_string()))?;
-            if queued < self.config.max_queued_bytes {
+            // A lone blob larger than what is left goes anyway once the bucket is empty.
+            let limit = self
+                .config
+                .max_queued_bytes
+                .min(bucket.saturating_sub(bytes));
+            if queued < limit || queued == 0 {
                 return Ok(());
             }
             if !waited {
-                info!(
-                    queued,
-                    limit = self.config.max_queued_bytes,
-                    "work queue full; waiting"
-                );
+                info!(queued, limit, "work queue full; waiting");
                 waited = true;
             }
             tokio::select! {

@@ -106,16 +106,15 @@ async fn count_blobs(
     Ok(count)
 }
 
-/// A partition's work item as a synth node publishes it.
-pub fn work_item(
-    job_id: &str,
-    partition: u32,
-    partitions: u32,
+/// Publishes a partition's work item as a synth node does, its blob at `blob_object`.
+pub async fn queue_work(
+    cluster: &cuzk_cli::LocalCluster,
+    (job_id, partition, partitions): (&str, u32, u32),
     family: &dyn cuzk_circuits::CircuitFamily,
     params: &serde_json::Value,
     blob_object: &str,
-) -> cuzk_wire::job::WorkItem {
-    cuzk_wire::job::WorkItem {
+) {
+    let item = cuzk_wire::job::WorkItem {
         version: cuzk_wire::job::WORK_ITEM_VERSION,
         job_id: job_id.into(),
         partition,
@@ -126,5 +125,12 @@ pub fn work_item(
         blob_object: blob_object.into(),
         published_at_ms: cuzk_wire::job::unix_ms(),
         timings: Default::default(),
-    }
+    };
+    let subject = cuzk_common::topology::SUBJECT_WORK_NORMAL;
+    let js = &cluster.topology.js;
+    js.publish(subject, item.encode().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
 }
