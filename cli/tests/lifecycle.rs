@@ -8,9 +8,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use async_nats::Client;
-use cuzk_circuits::CircuitSpec;
+use cuzk_circuits::{CircuitSpec, ShapeCache};
 use cuzk_cli::LocalCluster;
-use cuzk_common::config::{GpuArgs, SynthArgs};
+use cuzk_common::config::{GpuArgs, ParamArgs, SynthArgs};
 use cuzk_common::topology::{results_subject, RESULTS_STREAM, SUBJECT_SUBMIT};
 use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
 use cuzk_wire::job::{unix_ms, JobInput, JobResult, JobStatus};
@@ -95,9 +95,14 @@ async fn cluster_with_synth(args: &[&str]) -> LocalCluster {
         backend: Some(cuzk_common::config::BackendKind::Cpu),
         ..Default::default()
     };
-    LocalCluster::start(synth_args(args).resolve().unwrap(), gpu.resolve().unwrap())
-        .await
-        .unwrap()
+    let params = ParamArgs::default().resolve(true);
+    LocalCluster::start(
+        synth_args(args).resolve().unwrap(),
+        gpu.resolve().unwrap(),
+        params,
+    )
+    .await
+    .unwrap()
 }
 
 /// A submission that fails at intake uses its id up: resubmitting the id — even fixed — gets
@@ -196,10 +201,17 @@ async fn a_redelivered_proved_partition_is_skipped() {
         ],
     });
     store_record(&cluster, job_id, &record).await;
-    let info = BlobHeaderInfo::new(job_id, 1, family.shape_key()).unwrap();
+    let hash = ShapeCache::open_default(true)
+        .unwrap()
+        .shape_id(&*family)
+        .unwrap()
+        .hash;
+    let info = BlobHeaderInfo::new(job_id, 1, family.shape_key(), hash).unwrap();
+    let witness = family.witness(b"in", 1, None).unwrap();
     let blob = encode_blob(
         &info,
-        &family.synthesize_partition(b"in", 1).unwrap(),
+        &witness.input,
+        &witness.aux,
         &EncodeOptions::default(),
     );
     cuzk_common::objects::put(&cluster.topology.blobs, "reproved/0/1", &blob)

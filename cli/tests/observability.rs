@@ -286,6 +286,7 @@ async fn one_job_is_one_trace_across_both_nodes() {
                 "encode",
                 "publish_work",
                 "queue_room_wait",
+                "shape",
                 "synthesize",
                 "upload"
             ],
@@ -316,7 +317,10 @@ async fn one_job_is_one_trace_across_both_nodes() {
             .into_iter()
             .find(|s| s.name == "prove")
             .unwrap();
-        assert_eq!(child_names(&spans, prove), ["compute_h", "msms"]);
+        assert_eq!(
+            child_names(&spans, prove),
+            ["compute_h", "evaluate", "msms", "upload"]
+        );
         proved += names.iter().filter(|n| *n == "assemble").count();
     }
     assert_eq!(

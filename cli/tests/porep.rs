@@ -12,7 +12,7 @@ mod support;
 
 use base64::Engine;
 use cuzk_circuits::porep::{generate_test_parameters, seal_sector, verify_seal, SectorSize};
-use cuzk_circuits::ParamCache;
+use cuzk_circuits::ShapeCache;
 use cuzk_cli::{submit_and_wait, verify_job_proof};
 use cuzk_wire::job::{JobInput, JobSpec, JobStatus};
 use rand::SeedableRng;
@@ -35,7 +35,8 @@ fn a_real_2kib_c1_is_proved_and_verify_seal_accepts_it() {
         // reads its settings once, on first use, which is after this.
         unsafe { std::env::set_var(PARAM_CACHE, dir) };
     }
-    generate_test_parameters(SectorSize::S2KiB).expect("2 KiB parameters");
+    generate_test_parameters(SectorSize::S2KiB, &cuzk_prover::setup::CpuFixedBase::new())
+        .expect("2 KiB parameters");
 
     let work = tempfile::tempdir().unwrap();
     let mut rng = rand_chacha::ChaCha20Rng::from_entropy();
@@ -97,7 +98,7 @@ fn a_real_2kib_c1_is_proved_and_verify_seal_accepts_it() {
                 "verify_seal rejected the cluster's proof"
             );
             // Our own verifier agrees: public inputs from `get_seal_inputs`, VK from the same file.
-            verify_job_proof(&spec, &result, &ParamCache::from_env().unwrap()).unwrap();
+            verify_job_proof(&spec, &result, &ShapeCache::open_default(true).unwrap()).unwrap();
             // And a proof for another sector is rejected.
             let other = seal_sector(
                 SectorSize::S2KiB,

@@ -47,6 +47,8 @@ pub struct ConfigFile {
     pub synth: SynthArgs,
     #[serde(default)]
     pub gpu: GpuArgs,
+    #[serde(default)]
+    pub params: ParamArgs,
 }
 
 impl ConfigFile {
@@ -486,9 +488,6 @@ pub struct GpuArgs {
     /// Threads for the CPU backend (default: all cores).
     #[arg(long = "gpu-cpu-threads", env = "CUZK_GPU_CPU_THREADS")]
     pub cpu_threads: Option<usize>,
-    /// Directory of cached Groth16 parameters.
-    #[arg(long = "param-cache", env = "CUZK_PARAM_CACHE")]
-    pub param_cache: Option<PathBuf>,
     /// Device memory the backend may use, bytes (default: what the device reports free).
     #[arg(long = "gpu-memory-budget", env = "CUZK_GPU_MEMORY_BUDGET")]
     pub memory_budget: Option<u64>,
@@ -511,7 +510,6 @@ pub struct GpuConfig {
     pub workers: usize,
     pub prefetch: usize,
     pub cpu_threads: usize,
-    pub param_cache: Option<PathBuf>,
     pub memory_budget: Option<u64>,
     pub verify: bool,
     pub params_files: Vec<(String, PathBuf)>,
@@ -527,7 +525,6 @@ impl GpuArgs {
             workers,
             prefetch,
             cpu_threads,
-            param_cache,
             memory_budget,
             verify,
             params_files,
@@ -542,7 +539,6 @@ impl GpuArgs {
             workers: self.workers.unwrap_or(1),
             prefetch: self.prefetch.unwrap_or(1),
             cpu_threads: self.cpu_threads.unwrap_or_else(default_threads),
-            param_cache: self.param_cache,
             memory_budget: self.memory_budget,
             verify: self.verify.unwrap_or(true),
             params_files: parse_params_files(self.params_files.unwrap_or_default())?,
@@ -561,6 +557,64 @@ impl GpuArgs {
             ));
         }
         Ok(config)
+    }
+}
+
+/// Where each circuit shape's constraint matrices and Groth16 parameters live; both node roles
+/// read them (synth nodes stamp blobs with the matrices' hash).
+#[derive(clap::Args, Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamArgs {
+    /// Directory of constraint matrices and generated parameters, by circuit shape (default:
+    /// $XDG_CACHE_HOME/cuzk/params or ~/.cache/cuzk/params).
+    #[arg(long = "param-cache", env = "CUZK_PARAM_CACHE")]
+    pub cache: Option<PathBuf>,
+    /// Generate TEST-ONLY, INSECURE Groth16 parameters for shapes that have none. Never in
+    /// production: anyone can derive their toxic waste and forge proofs.
+    #[arg(long = "allow-test-params", env = "CUZK_ALLOW_TEST_PARAMS",
+        num_args = 0..=1, default_missing_value = "true")]
+    pub allow_test: Option<bool>,
+    /// Host memory for proving keys kept between uses, bytes (least recently used evicted first).
+    #[arg(long = "param-host-cache-bytes", env = "CUZK_PARAM_HOST_CACHE_BYTES")]
+    pub host_cache_bytes: Option<u64>,
+    /// Accept jobs on synthetic inputs (random data of a real shape, for timings; their proofs
+    /// prove nothing and are not verified).
+    #[arg(long = "allow-synthetic", env = "CUZK_ALLOW_SYNTHETIC",
+        num_args = 0..=1, default_missing_value = "true")]
+    pub allow_synthetic: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParamConfig {
+    /// `None`: the default directory, resolved where it is used.
+    pub cache: Option<PathBuf>,
+    pub allow_test: bool,
+    pub host_cache_bytes: u64,
+    pub allow_synthetic: bool,
+}
+
+impl ParamArgs {
+    pub fn merge(mut self, file: ParamArgs) -> ParamArgs {
+        fill!(
+            self,
+            file,
+            cache,
+            allow_test,
+            host_cache_bytes,
+            allow_synthetic
+        );
+        self
+    }
+
+    /// `allow_test_default`: what an unset `--allow-test-params` means for this command (`cuzk
+    /// local` and the tests allow test parameters; the node commands never do by default).
+    pub fn resolve(self, allow_test_default: bool) -> ParamConfig {
+        ParamConfig {
+            cache: self.cache,
+            allow_test: self.allow_test.unwrap_or(allow_test_default),
+            host_cache_bytes: self.host_cache_bytes.unwrap_or(8 << 30),
+            allow_synthetic: self.allow_synthetic.unwrap_or(false),
+        }
     }
 }
 

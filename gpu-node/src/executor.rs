@@ -4,25 +4,24 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use bellperson::groth16::{PreparedVerifyingKey, Proof, VerifyingKey};
+use bellperson::groth16::{PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
 use cuzk_common::policy::StepError;
 use cuzk_prover::{Backend, ProveTimings};
-use cuzk_wire::witness::Assignment;
+use cuzk_wire::witness::Witness;
 
-/// Proves `assignment` with `srs`/`vk`, and checks the proof against `pvk` when given.
+/// Proves `witness` with the shape's `key`, and checks the proof against `pvk` when given.
 pub fn prove<B: Backend>(
     backend: &B,
-    srs: &B::Srs,
-    vk: &VerifyingKey<Bls12>,
+    key: &B::Key,
     pvk: Option<&PreparedVerifyingKey<Bls12>>,
-    assignment: Assignment,
+    witness: Witness,
     (r, s): (Scalar, Scalar),
     partition: u32,
 ) -> Result<(Proof<Bls12>, ProveTimings), StepError> {
-    let public_inputs = assignment.input.get(1..).unwrap_or_default().to_vec();
+    let public_inputs = witness.public_inputs().to_vec();
     let proved = catch_unwind(AssertUnwindSafe(|| {
-        cuzk_prover::prove_timed(backend, srs, vk, assignment, r, s)
+        cuzk_prover::prove_timed(backend, key, witness, r, s)
     }))
     .map_err(|panic| {
         cuzk_common::metrics::metrics().error("gpu", "panic");
@@ -45,9 +44,9 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex, PoisonError};
 
-    use bellperson::groth16::{prepare_verifying_key, Parameters};
-    use cuzk_circuits::{CircuitFamily, MimcFamily};
-    use cuzk_prover::{BackendError, CpuBackend, MsmResults};
+    use bellperson::groth16::prepare_verifying_key;
+    use cuzk_circuits::{CircuitFamily, MimcFamily, ShapeCache};
+    use cuzk_prover::{BackendError, CpuBackend, KeyInfo, MsmResults, ProvingKey};
     use ff::Field;
 
     /// The CPU backend behind a device-style lock, panicking once while holding it: what a
@@ -58,64 +57,78 @@ mod tests {
         armed: AtomicBool,
     }
 
+    type Inner = CpuBackend;
+
     impl Backend for PanicsOnce {
-        type Srs = <CpuBackend as Backend>::Srs;
+        type Key = <Inner as Backend>::Key;
+        type Witness = <Inner as Backend>::Witness;
+        type Scalars = <Inner as Backend>::Scalars;
         fn name(&self) -> &'static str {
             "panics-once"
         }
-        fn load_srs(&self, params: Arc<Parameters<Bls12>>) -> Result<Self::Srs, BackendError> {
-            self.inner.load_srs(params)
+        fn load_key(&self, key: Arc<ProvingKey>) -> Result<Self::Key, BackendError> {
+            self.inner.load_key(key)
+        }
+        fn key_info<'k>(&self, key: &'k Self::Key) -> &'k KeyInfo {
+            self.inner.key_info(key)
+        }
+        fn upload(&self, key: &Self::Key, w: Witness) -> Result<Self::Witness, BackendError> {
+            self.inner.upload(key, w)
+        }
+        fn evaluate(
+            &self,
+            key: &Self::Key,
+            w: &Self::Witness,
+        ) -> Result<[Self::Scalars; 3], BackendError> {
+            self.inner.evaluate(key, w)
         }
         fn compute_h(
             &self,
-            a: Vec<Scalar>,
-            b: Vec<Scalar>,
-            c: Vec<Scalar>,
-        ) -> Result<Vec<Scalar>, BackendError> {
+            key: &Self::Key,
+            abc: [Self::Scalars; 3],
+        ) -> Result<Self::Scalars, BackendError> {
             // As kernels/src/backend.rs does: a lock poisoned by an earlier panic still guards
             // the device; the panic did not leave it half-used.
             let _device = self.device.lock().unwrap_or_else(PoisonError::into_inner);
             if self.armed.swap(false, Ordering::SeqCst) {
                 panic!("kernel launch failed");
             }
-            self.inner.compute_h(a, b, c)
+            self.inner.compute_h(key, abc)
         }
         fn msms(
             &self,
-            srs: &Self::Srs,
-            h: &[Scalar],
-            assignment: &Assignment,
+            key: &Self::Key,
+            w: &Self::Witness,
+            h: &Self::Scalars,
         ) -> Result<MsmResults, BackendError> {
-            self.inner.msms(srs, h, assignment)
+            self.inner.msms(key, w, h)
+        }
+        fn download(&self, v: &Self::Scalars) -> Result<Vec<Scalar>, BackendError> {
+            self.inner.download(v)
         }
     }
 
     #[test]
     fn a_panic_fails_one_partition_and_the_next_one_proves() {
+        let dir = tempfile::tempdir().unwrap();
+        let shapes = ShapeCache::new(dir.path(), true, 0);
         let family = MimcFamily::new(32, 2).unwrap();
-        let params = Arc::new(family.generate_test_params(&mut rand::rngs::OsRng).unwrap());
+        let pk = shapes.proving_key(&family).unwrap();
+        let pvk = prepare_verifying_key(&pk.info.vk);
         let backend = PanicsOnce {
             inner: CpuBackend,
             device: Mutex::new(()),
             armed: AtomicBool::new(true),
         };
-        let srs = backend.load_srs(params.clone()).unwrap();
-        let pvk = prepare_verifying_key(&params.vk);
+        let key = backend.load_key(pk).unwrap();
         let rs = || {
             (
                 Scalar::random(rand::rngs::OsRng),
                 Scalar::random(rand::rngs::OsRng),
             )
         };
-        let first = prove(
-            &backend,
-            &srs,
-            &params.vk,
-            Some(&pvk),
-            family.synthesize_partition(b"x", 0).unwrap(),
-            rs(),
-            0,
-        );
+        let witness = |i| family.witness(b"x", i, None).unwrap();
+        let first = prove(&backend, &key, Some(&pvk), witness(0), rs(), 0);
         let Err(StepError::Fatal(reason)) = first else {
             panic!("the panic must fail the partition");
         };
@@ -127,15 +140,7 @@ mod tests {
             backend.device.is_poisoned(),
             "the panic happened under the device lock"
         );
-        prove(
-            &backend,
-            &srs,
-            &params.vk,
-            Some(&pvk),
-            family.synthesize_partition(b"x", 1).unwrap(),
-            rs(),
-            1,
-        )
-        .expect("the next partition on the same device proves and verifies");
+        prove(&backend, &key, Some(&pvk), witness(1), rs(), 1)
+            .expect("the next partition on the same device proves and verifies");
     }
 }

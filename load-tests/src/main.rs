@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use cuzk_circuits::{CircuitSpec, ParamCache};
+use cuzk_circuits::{CircuitSpec, ShapeCache};
 use cuzk_common::config::NatsArgs;
 use cuzk_wire::job::{JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
 
@@ -153,14 +153,14 @@ impl WorkloadArgs {
     }
 
     /// Parameters are generated (test-only) before any clock starts, once for every process.
-    fn prepare_params(&self) -> anyhow::Result<ParamCache> {
+    fn prepare_params(&self) -> anyhow::Result<ShapeCache> {
         let template = self.template()?;
         let family = cuzk_circuits::resolve(&CircuitSpec {
             name: template.circuit,
             params: template.params,
         })?;
-        let cache = ParamCache::from_env()?;
-        cache.get_or_generate(&*family)?;
+        let cache = ShapeCache::open_default(true)?;
+        cache.proving_key(&*family)?;
         Ok(cache)
     }
 }
@@ -329,7 +329,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         Target::launch(args.launch.shape(args.launch.gpu)?).await?
     };
     let cache = if w.verify {
-        Some(ParamCache::from_env()?)
+        Some(ShapeCache::open_default(true)?)
     } else {
         None
     };
@@ -420,7 +420,7 @@ async fn flood(args: FloodArgs) -> anyhow::Result<()> {
         over_cap_jobs: args.over_cap_jobs,
         timeout: Duration::from_secs(args.timeout_secs),
     };
-    let cache = ParamCache::from_env()?;
+    let cache = ShapeCache::open_default(true)?;
     let mut cap = 0;
     for job in [&spec.small, &spec.big] {
         let family = cuzk_circuits::resolve(&CircuitSpec {
@@ -431,7 +431,7 @@ async fn flood(args: FloodArgs) -> anyhow::Result<()> {
             "parameters for {} (generated once, before the clock)",
             family.shape_key()
         );
-        cache.get_or_generate(&*family)?;
+        cache.proving_key(&*family)?;
         cap = family.partition_shape().constraints * family.partitions() as u64;
     }
     let shape = args.launch.shape(args.launch.gpu)?;

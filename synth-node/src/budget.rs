@@ -10,11 +10,10 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 /// Budget accounting unit: tokio's semaphore counts at most u32 permits per acquisition.
 const UNIT: u64 = 1024;
 
-/// Bytes a synth node holds for one partition at its peak: the recorded assignment (a, b, c for
-/// every constraint and one value per variable, 32 bytes each) and its encoded blob, which is
-/// never larger than the assignment.
+/// Bytes a synth node holds for one partition at its peak: the witness (one 32-byte value per
+/// variable; synthesis is witness-only) and its encoded blob, which is never larger.
 pub fn partition_bytes(shape: cuzk_circuits::PartitionShape) -> u64 {
-    2 * 32 * (3 * shape.constraints + shape.variables)
+    2 * 32 * shape.variables
 }
 
 #[derive(Debug, Clone)]
@@ -165,11 +164,11 @@ mod tests {
     }
 
     #[test]
-    fn partition_bytes_cover_assignment_and_blob() {
+    fn partition_bytes_cover_witness_and_blob() {
         let shape = cuzk_circuits::PartitionShape {
             constraints: 1000,
             variables: 500,
         };
-        assert_eq!(partition_bytes(shape), 2 * 32 * 3500);
+        assert_eq!(partition_bytes(shape), 2 * 32 * 500);
     }
 }

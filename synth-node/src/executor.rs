@@ -5,7 +5,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use cuzk_circuits::CircuitFamily;
+use cuzk_circuits::{CircuitFamily, ShapeCache};
 use cuzk_common::metrics::{metrics, KeyValue};
 use cuzk_common::nats::ms;
 use cuzk_common::policy::StepError;
@@ -19,16 +19,23 @@ pub struct Synthesized {
     pub timings: PartitionTimings,
 }
 
-/// Synthesizes partition `index` of `job_id` and encodes its blob.
+/// What the executor needs besides the partition: the shapes' identities (the constraint
+/// matrices' hash every blob carries, captured once per shape and machine) and the encoding.
+pub struct Context<'a> {
+    pub shapes: &'a ShapeCache,
+    pub options: &'a EncodeOptions,
+}
+
+/// Synthesizes partition `index` of `job_id` (witness only) and encodes its blob.
 pub fn run(
     circuit: &dyn CircuitFamily,
     input: &[u8],
     job_id: &str,
     index: usize,
-    options: &EncodeOptions,
+    cx: &Context<'_>,
 ) -> Result<Synthesized, StepError> {
     catch_unwind(AssertUnwindSafe(|| {
-        synthesize_and_encode(circuit, input, job_id, index, options)
+        synthesize_and_encode(circuit, input, job_id, index, cx)
     }))
     .unwrap_or_else(|panic| {
         metrics().error("synth", "panic");
@@ -44,22 +51,30 @@ fn synthesize_and_encode(
     input: &[u8],
     job_id: &str,
     index: usize,
-    options: &EncodeOptions,
+    cx: &Context<'_>,
 ) -> Result<Synthesized, StepError> {
+    let fatal =
+        |e: cuzk_circuits::CircuitError| StepError::Fatal(format!("partition {index}: {e}"));
+    // The shape's matrices are captured once per shape and machine (cached on disk).
+    let shape = info_span!("shape")
+        .in_scope(|| cx.shapes.shape_id(circuit))
+        .map_err(fatal)?;
     let mut timings = PartitionTimings::default();
     let started = Instant::now();
-    let assignment = info_span!("synthesize")
-        .in_scope(|| circuit.synthesize_partition(input, index))
-        .map_err(|e| StepError::Fatal(format!("partition {index}: {e}")))?;
+    let capacity = Some((shape.inputs, shape.aux));
+    let witness = info_span!("synthesize")
+        .in_scope(|| circuit.witness(input, index, capacity))
+        .map_err(fatal)?;
     metrics().stage("synth", started.elapsed());
     timings.synth_ms = ms(started.elapsed());
 
     let started = Instant::now();
-    let header = BlobHeaderInfo::new(job_id, index as u32, circuit.shape_key())
+    let header = BlobHeaderInfo::new(job_id, index as u32, circuit.shape_key(), shape.hash)
         .map_err(|e| StepError::Fatal(e.to_string()))?;
-    let (blob, stats) = info_span!("encode")
-        .in_scope(|| blob::encode_blob_with_stats(&header, &assignment, options));
-    drop(assignment);
+    let (blob, stats) = info_span!("encode").in_scope(|| {
+        blob::encode_blob_with_stats(&header, &witness.input, &witness.aux, cx.options)
+    });
+    drop(witness);
     metrics().stage("encode", started.elapsed());
     timings.encode_ms = ms(started.elapsed());
     timings.blob_bytes = blob.len() as u64;
@@ -83,13 +98,12 @@ fn synthesize_and_encode(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bellperson::groth16::Parameters;
-    use blstrs::{Bls12, Scalar};
-    use cuzk_circuits::{CircuitError, PartitionShape};
-    use cuzk_wire::witness::Assignment;
+    use blstrs::Scalar;
+    use cuzk_circuits::{CircuitError, MimcFamily, PartitionShape, Synthesis};
+    use cuzk_prover::ShapeMatrices;
 
-    /// A circuit whose synthesis panics, as a bug in a gadget would.
-    struct Panics;
+    /// A circuit whose synthesis panics, as a bug in a gadget would; its shape is MiMC's.
+    struct Panics(MimcFamily);
 
     impl CircuitFamily for Panics {
         fn name(&self) -> &'static str {
@@ -102,12 +116,14 @@ mod tests {
             1
         }
         fn partition_shape(&self) -> PartitionShape {
-            PartitionShape {
-                constraints: 1,
-                variables: 1,
-            }
+            self.0.partition_shape()
         }
-        fn synthesize_partition(&self, _: &[u8], _: usize) -> Result<Assignment, CircuitError> {
+        fn synthesize(
+            &self,
+            _: &[u8],
+            _: usize,
+            _: Synthesis,
+        ) -> Result<cuzk_circuits::Synthesized, CircuitError> {
             // The way real gadgets fail: inside the rayon pool, from a parallel iterator.
             use rayon::prelude::*;
             (0..4)
@@ -115,15 +131,21 @@ mod tests {
                 .for_each(|i| assert!(i < 2, "gadget bug {i}"));
             unreachable!()
         }
+        fn capture_matrices(&self) -> Result<ShapeMatrices, CircuitError> {
+            self.0.capture_matrices()
+        }
         fn public_inputs(&self, _: &[u8], _: usize) -> Result<Vec<Scalar>, CircuitError> {
             Ok(Vec::new())
         }
-        fn generate_test_params(
-            &self,
-            _: &mut dyn rand::RngCore,
-        ) -> Result<Parameters<Bls12>, CircuitError> {
-            unreachable!()
-        }
+    }
+
+    fn with_context<T>(f: impl FnOnce(&Context<'_>) -> T) -> T {
+        let dir = tempfile::tempdir().unwrap();
+        let shapes = ShapeCache::new(dir.path(), false, 0);
+        f(&Context {
+            shapes: &shapes,
+            options: &EncodeOptions::default(),
+        })
     }
 
     #[test]
@@ -135,7 +157,8 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         // The node runs the executor as a task on its pool (`SynthNode::on_pool`).
         pool.spawn(move || {
-            let _ = tx.send(run(&Panics, b"", "j", 0, &EncodeOptions::default()));
+            let circuit = Panics(MimcFamily::new(4, 1).unwrap());
+            let _ = tx.send(with_context(|cx| run(&circuit, b"", "j", 0, cx)));
         });
         let outcome = rx.recv().expect("the pool survived and answered");
         let Err(StepError::Fatal(reason)) = outcome else {
@@ -153,12 +176,12 @@ mod tests {
 
     #[test]
     fn a_real_partition_is_synthesized_and_encoded() {
-        let family = cuzk_circuits::MimcFamily::new(16, 1).unwrap();
-        let done = run(&family, b"in", "j", 0, &EncodeOptions::default()).unwrap();
-        let (header, assignment) =
+        let family = MimcFamily::new(16, 1).unwrap();
+        let done = with_context(|cx| run(&family, b"in", "j", 0, cx)).unwrap();
+        let (header, witness) =
             blob::decode_blob(&done.blob, &blob::DecodeLimits::default()).unwrap();
         assert_eq!((header.job_id.as_str(), header.partition), ("j", 0));
-        assert_eq!(assignment.num_constraints(), 34);
+        assert_eq!(witness.input.len() + witness.aux.len(), 35);
         assert_eq!(done.timings.blob_bytes, done.blob.len() as u64);
     }
 }

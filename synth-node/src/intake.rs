@@ -36,6 +36,8 @@ pub struct Limits {
     pub max_inline_input: usize,
     /// The node's memory budget: one partition must fit in it.
     pub memory_budget: u64,
+    /// Whether synthetic jobs (random data, for timings) are accepted.
+    pub allow_synthetic: bool,
 }
 
 /// A job admitted for synthesis.
@@ -100,12 +102,17 @@ pub async fn admit(
         params: spec.params.clone(),
     })
     .map_err(|e| StepError::Fatal(e.to_string()))?;
+    if circuit.synthetic() && !limits.allow_synthetic {
+        return Err(StepError::Fatal(
+            "synthetic jobs (random data, for timings) are not accepted here: start the nodes with --allow-synthetic".into(),
+        ));
+    }
     let bytes = check_size(&*circuit, limits)?;
     let input = load_input(topology, limits, &spec.input).await?;
     let admission = ledger
         .admit(
             &spec,
-            circuit.partitions(),
+            (circuit.partitions(), circuit.synthetic()),
             submission.seq,
             submission.published_ms,
             submission.delivered as u32,
@@ -194,6 +201,7 @@ mod tests {
             max_job_constraints: 1_000_000,
             max_inline_input: 1024,
             memory_budget: 1 << 30,
+            allow_synthetic: false,
         }
     }
 

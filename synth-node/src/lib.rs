@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use cuzk_common::config::SynthConfig;
+use cuzk_circuits::ShapeCache;
+use cuzk_common::config::{ParamConfig, SynthConfig};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::metrics::metrics;
 use cuzk_common::nats::{progress_ticker, pull_one};
@@ -41,6 +42,9 @@ pub struct SynthNode {
     topology: Topology,
     ledger: Ledger,
     config: SynthConfig,
+    allow_synthetic: bool,
+    /// Shape identities (the matrices' hash, stamped on every blob) and variable counts.
+    shapes: Arc<ShapeCache>,
     pool: Arc<rayon::ThreadPool>,
     /// CPU slots: partitions synthesized or encoded at once.
     slots: Arc<Semaphore>,
@@ -51,7 +55,18 @@ pub struct SynthNode {
 }
 
 impl SynthNode {
-    pub fn new(topology: Topology, config: SynthConfig, name: String) -> anyhow::Result<SynthNode> {
+    pub fn new(
+        topology: Topology,
+        config: SynthConfig,
+        params: &ParamConfig,
+        name: String,
+    ) -> anyhow::Result<SynthNode> {
+        let dir = match &params.cache {
+            Some(dir) => dir.clone(),
+            None => ShapeCache::default_dir()?,
+        };
+        // Synth nodes never load parameters: no host key budget, no test parameters.
+        let shapes = Arc::new(ShapeCache::new(dir, false, 0));
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(config.threads)
             .thread_name(|i| format!("synth-{i}"))
@@ -63,6 +78,8 @@ impl SynthNode {
             .build()?;
         Ok(SynthNode {
             ledger: Ledger::new(&topology),
+            allow_synthetic: params.allow_synthetic,
+            shapes,
             slots: Arc::new(Semaphore::new(config.partitions_in_flight)),
             memory: MemoryBudget::new(
                 config.memory_budget - cuzk_common::config::SYNTH_PROCESS_ALLOWANCE,
@@ -266,6 +283,7 @@ impl SynthNode {
             max_job_constraints: self.config.max_job_constraints,
             max_inline_input: self.config.max_inline_input,
             memory_budget: self.memory.total(),
+            allow_synthetic: self.allow_synthetic,
         };
         let intake = intake::admit(
             &self.topology,
@@ -343,7 +361,8 @@ impl SynthNode {
                 ));
             }
         }
-        let (circuit, input) = (job.circuit.clone(), job.input.clone());
+        let (circuit, input, shapes) =
+            (job.circuit.clone(), job.input.clone(), self.shapes.clone());
         let options = EncodeOptions {
             level: self.config.zstd_level,
             ..Default::default()
@@ -353,7 +372,11 @@ impl SynthNode {
         let span = tracing::Span::current();
         let done = self
             .on_pool(move || {
-                span.in_scope(|| executor::run(&*circuit, &input, &job_id, index, &options))
+                let cx = executor::Context {
+                    shapes: &shapes,
+                    options: &options,
+                };
+                span.in_scope(|| executor::run(&*circuit, &input, &job_id, index, &cx))
             })
             .await??;
         drop(slot);

@@ -24,7 +24,7 @@ pub const PROOF_BYTES: usize = 192;
 /// A new record for a job that passed intake.
 pub fn admitted(
     spec: &JobSpec,
-    partitions: usize,
+    (partitions, synthetic): (usize, bool),
     submission_seq: u64,
     submitted_at_ms: u64,
     delivered: u32,
@@ -44,6 +44,7 @@ pub fn admitted(
         result: None,
         result_published: false,
         intake_attempts: delivered,
+        synthetic,
     }
 }
 
@@ -70,6 +71,7 @@ pub fn ended(
         result: Some(result.clone()),
         result_published: false,
         intake_attempts: 1,
+        synthetic: result.synthetic,
     }
 }
 
@@ -240,6 +242,7 @@ pub fn assemble(record: &JobRecord, now_ms: u64) -> Result<JobResult, AssembleEr
         proof: Some(proof),
         partitions: record.partitions.len() as u32,
         verified: record.partitions.iter().all(|p| p.verified),
+        synthetic: record.synthetic,
         error: None,
         timings: JobTimings {
             total_ms: now_ms.saturating_sub(record.submitted_at_ms) as f64,
@@ -284,7 +287,7 @@ mod tests {
 
     #[test]
     fn a_job_runs_through_every_state_once() {
-        let mut r = admitted(&spec(), 2, 7, 100, 1, 150);
+        let mut r = admitted(&spec(), (2, false), 7, 100, 1, 150);
         assert_eq!((r.status, r.partitions.len()), (JobStatus::Synthesizing, 2));
         assert!(queued(&mut r, 0, PartitionTimings::default()));
         assert!(
@@ -331,7 +334,7 @@ mod tests {
 
     #[test]
     fn a_failed_job_keeps_its_first_failure() {
-        let mut r = admitted(&spec(), 2, 7, 100, 1, 150);
+        let mut r = admitted(&spec(), (2, false), 7, 100, 1, 150);
         assert!(finish(&mut r, &JobResult::failed("j", "first")));
         assert!(!finish(&mut r, &JobResult::failed("j", "second")));
         assert_eq!(r.error.as_deref(), Some("first"));
@@ -349,7 +352,7 @@ mod tests {
 
     #[test]
     fn malformed_proofs_are_not_assembled() {
-        let mut r = admitted(&spec(), 1, 7, 100, 1, 150);
+        let mut r = admitted(&spec(), (1, false), 7, 100, 1, 150);
         let mut bad = proof(1);
         bad.proof.pop();
         assert_eq!(proved(&mut r, 0, &bad), Proved::Recorded);
@@ -358,7 +361,7 @@ mod tests {
 
     #[test]
     fn staleness_counts_from_the_last_update() {
-        let mut r = admitted(&spec(), 1, 7, 100, 1, 1_000);
+        let mut r = admitted(&spec(), (1, false), 7, 100, 1, 1_000);
         assert!(!stale(&r, 1_999, Duration::from_secs(1)));
         assert!(stale(&r, 2_000, Duration::from_secs(1)));
         assert!(resumed(&mut r, 2));

@@ -87,16 +87,16 @@ impl Ledger {
     }
 
     /// Records a submission that passed intake, or says who else holds its id.
+    /// `shape`: the job's partition count and whether it is synthetic.
     pub async fn admit(
         &self,
         spec: &JobSpec,
-        partitions: usize,
+        shape: (usize, bool),
         seq: u64,
         submitted_at_ms: u64,
         delivered: u32,
     ) -> Result<Admission, RecordError> {
-        let record =
-            machine::admitted(spec, partitions, seq, submitted_at_ms, delivered, unix_ms());
+        let record = machine::admitted(spec, shape, seq, submitted_at_ms, delivered, unix_ms());
         loop {
             if store::create(&self.kv, &record).await? {
                 return Ok(Admission::New(record));
