@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use bellperson::groth16::VerifyingKey;
 use blstrs::Bls12;
+use cuzk_prover::key::Srs;
 use cuzk_prover::params::{read_params, ParamsFile};
 use cuzk_prover::r1cs::file;
 use cuzk_prover::setup::{self, CpuFixedBase};
@@ -320,9 +321,20 @@ impl ShapeCache {
         let matrices = self.matrices(family)?;
         let (path, checked) = self.params_path(family, &matrices)?;
         let started = Instant::now();
-        let params = read_params(&path, checked).map_err(|e| Self::err(&key, e.to_string()))?;
-        let pk = ProvingKey::new(Arc::new(params), matrices)
-            .map_err(|e| Self::err(&key, format!("{}: {e}", path.display())))?;
+        let err = |e: String| Self::err(&key, format!("{}: {e}", path.display()));
+        // Our own and the family's files are mapped, and parsed by whoever loads the key (a GPU
+        // streams a 44 GiB SRS to the device); an operator's file is parsed here, every point
+        // checked, before anything uses it.
+        let srs = if checked {
+            Srs::Memory(Arc::new(
+                read_params(&path, true).map_err(|e| err(e.to_string()))?,
+            ))
+        } else {
+            Srs::File(Arc::new(
+                ParamsFile::open(&path).map_err(|e| err(e.to_string()))?,
+            ))
+        };
+        let pk = ProvingKey::with_srs(srs, matrices).map_err(|e| err(e.to_string()))?;
         tracing::info!(shape = %key, path = %path.display(), load_ms = started.elapsed().as_millis() as u64, "proving key loaded");
         let pk = Arc::new(pk);
         self.keys
@@ -494,11 +506,12 @@ mod tests {
             (a.join().unwrap(), b.join().unwrap())
         });
         assert_eq!(family.captured.load(Ordering::SeqCst), 1);
-        assert!(*k1.params == *k2.params);
+        let params = |k: &ProvingKey| k.srs.parameters().unwrap();
+        assert!(*params(&k1) == *params(&k2));
         let cache = ShapeCache::new(dir.path(), false, 1 << 30);
         let k3 = cache.proving_key(&family).unwrap();
         assert!(
-            *k3.params == *k1.params,
+            *params(&k3) == *params(&k1),
             "deterministic from the same files"
         );
         assert!(Arc::ptr_eq(&k3, &cache.proving_key(&family).unwrap()));
@@ -516,7 +529,7 @@ mod tests {
         let again = ShapeCache::new(dir2.path(), true, 1 << 30)
             .proving_key(&family)
             .unwrap();
-        assert!(*again.params == *k1.params);
+        assert!(*params(&again) == *params(&k1));
 
         // The key proves a witness that verifies.
         let key = cuzk_prover::CpuBackend;
@@ -525,12 +538,12 @@ mod tests {
         let proof = cuzk_prover::prove(
             &key,
             &loaded,
-            w,
+            &w,
             blstrs::Scalar::from(3u64),
             blstrs::Scalar::from(4u64),
         )
         .unwrap();
-        let pvk = bellperson::groth16::prepare_verifying_key(&k3.params.vk);
+        let pvk = bellperson::groth16::prepare_verifying_key(&k3.info.vk);
         assert!(
             cuzk_prover::verify(&pvk, &proof, &family.public_inputs(b"x", 0).unwrap()).unwrap()
         );
@@ -602,7 +615,8 @@ mod tests {
         )
         .unwrap();
         let k = cache.proving_key(&family).unwrap();
-        assert!(*k.params == *own.params);
+        let params = |k: &ProvingKey| k.srs.parameters().unwrap();
+        assert!(*params(&k) == *params(&own));
         assert!(!cache.test_params_path("mimc-r32", &own.matrices).exists());
         std::fs::write(&file, b"truncated").unwrap();
         let e = ShapeCache::new(dir.path().join("cache"), true, 0)

@@ -360,7 +360,7 @@ pub(crate) mod testing {
         let key = CpuBackend.load_key(Arc::new(key)).unwrap();
         for k in 0..n {
             let w = family.witness(input, k, None).unwrap();
-            let ours = prove(&CpuBackend, &key, w, r_s[k], s_s[k]).unwrap();
+            let ours = prove(&CpuBackend, &key, &w, r_s[k], s_s[k]).unwrap();
             assert_eq!(proof_bytes(&ours), proof_bytes(&theirs[k]), "partition {k}");
             assert!(verify(&pvk, &ours, &family.public_inputs(input, k).unwrap()).unwrap());
         }

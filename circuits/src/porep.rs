@@ -199,14 +199,15 @@ pub fn blank_matrices(size: SectorSize) -> Result<ShapeMatrices, CircuitError> {
 }
 
 /// Generates random (INSECURE, TEST-ONLY) Groth16 parameters for `size` from the shape's
-/// matrices (captured from the blank circuit; toxic waste from the OS RNG; query points by
-/// `engine`) and installs them in the
+/// matrices (from `shapes`, which captures them from the blank circuit once and keeps them for
+/// the nodes; toxic waste from the OS RNG; query points by `engine`) and installs them in the
 /// Filecoin parameter cache as `.params`, `.vk` and `.meta`, so that both our GPU nodes and
 /// filecoin-proofs (`seal_commit_phase2`, `verify_seal`) use them. Returns the `.params` path;
 /// does nothing if it already exists. A lock file makes concurrent callers wait for one
 /// generator.
 pub fn generate_test_parameters(
     size: SectorSize,
+    shapes: &crate::ShapeCache,
     engine: &dyn FixedBase,
 ) -> Result<PathBuf, CircuitError> {
     let path = parameter_path(size)?;
@@ -228,7 +229,10 @@ pub fn generate_test_parameters(
         );
         // Written beside and renamed into place: filecoin-proofs takes an existing `.params`
         // file as complete.
-        let matrices = blank_matrices(size)?;
+        let started = std::time::Instant::now();
+        let matrices = shapes.matrices(&PorepC2Family::new(size, 0, [0; 32]))?;
+        tracing::info!(secs = started.elapsed().as_secs_f64(), "matrices ready");
+        let started = std::time::Instant::now();
         let tmp = path.with_extension(format!("params.tmp-{}", std::process::id()));
         let write = || -> Result<(), CircuitError> {
             let file = File::create(&tmp)
@@ -247,6 +251,7 @@ pub fn generate_test_parameters(
         })?;
         fs::rename(&tmp, &path)
             .map_err(|e| err(format!("cannot rename {} into place: {e}", tmp.display())))?;
+        tracing::info!(secs = started.elapsed().as_secs_f64(), "parameters written");
     }
     // The `.vk` and `.meta` files are derived by filecoin-proofs itself (from the `.params`
     // and the public parameters), so they are exactly what `verify_seal` expects.

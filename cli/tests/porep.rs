@@ -35,8 +35,12 @@ fn a_real_2kib_c1_is_proved_and_verify_seal_accepts_it() {
         // reads its settings once, on first use, which is after this.
         unsafe { std::env::set_var(PARAM_CACHE, dir) };
     }
-    generate_test_parameters(SectorSize::S2KiB, &cuzk_prover::setup::CpuFixedBase::new())
-        .expect("2 KiB parameters");
+    generate_test_parameters(
+        SectorSize::S2KiB,
+        &ShapeCache::open_default(true).unwrap(),
+        &cuzk_prover::setup::CpuFixedBase::new(),
+    )
+    .expect("2 KiB parameters");
 
     let work = tempfile::tempdir().unwrap();
     let mut rng = rand_chacha::ChaCha20Rng::from_entropy();

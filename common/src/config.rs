@@ -401,6 +401,10 @@ pub struct GpuArgs {
     /// without one use the parameter cache.
     #[arg(long = "params-file", env = "CUZK_PARAMS_FILES", value_delimiter = ',')]
     pub params_files: Option<Vec<String>>,
+    /// Circuits whose proving keys each device loads at start, before taking work: a JSON
+    /// array of `{"name": ..., "params": {...}}`, as in a job.
+    #[arg(long = "gpu-preload", env = "CUZK_GPU_PRELOAD")]
+    pub preload: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -412,6 +416,7 @@ pub struct GpuConfig {
     pub memory_budget: Option<u64>,
     pub verify: bool,
     pub params_files: Vec<(String, PathBuf)>,
+    pub preload: Vec<serde_json::Value>,
     pub drain_timeout: Duration,
 }
 
@@ -427,6 +432,7 @@ impl GpuArgs {
             memory_budget,
             verify,
             params_files,
+            preload,
             drain_timeout_secs
         );
         self
@@ -441,6 +447,7 @@ impl GpuArgs {
             memory_budget: self.memory_budget,
             verify: self.verify.unwrap_or(true),
             params_files: parse_params_files(self.params_files.unwrap_or_default())?,
+            preload: parse_preload(self.preload.as_deref())?,
             drain_timeout: Duration::from_secs(self.drain_timeout_secs.unwrap_or(120)),
         };
         if config.workers == 0 || config.cpu_threads == 0 {
@@ -515,6 +522,24 @@ impl ParamArgs {
             allow_synthetic: self.allow_synthetic.unwrap_or(false),
         }
     }
+}
+
+fn parse_preload(text: Option<&str>) -> Result<Vec<serde_json::Value>, ConfigError> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let bad = |m: String| invalid("gpu.preload", m);
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let specs = value
+        .as_array()
+        .ok_or_else(|| bad("must be a JSON array of circuit specs".into()))?;
+    for spec in specs {
+        if !spec.get("name").is_some_and(|n| n.is_string()) {
+            return Err(bad(format!("{spec} has no \"name\"")));
+        }
+    }
+    Ok(specs.clone())
 }
 
 fn parse_params_files(entries: Vec<String>) -> Result<Vec<(String, PathBuf)>, ConfigError> {

@@ -79,6 +79,9 @@ pub struct GpuNode {
     topology: Topology,
     config: GpuConfig,
     name: String,
+    /// Decoded-witness buffers, reused so each partition's decode writes into memory that is
+    /// already mapped.
+    buffers: WitnessBuffers,
     shapes: Arc<ShapeCache>,
     /// Host memory for proving keys (the CPU backend's device is the host).
     host_key_bytes: u64,
@@ -100,10 +103,14 @@ impl GpuNode {
         };
         let shapes = ShapeCache::new(dir, params.allow_test, params.host_cache_bytes)
             .with_parameter_files(config.params_files.iter().cloned().collect());
+        // One buffer per partition a worker can hold (proving plus prefetched), per device.
+        let devices = cuzk_kernels::device_count().max(1);
+        let buffers = WitnessBuffers::new(devices * config.workers * (1 + config.prefetch));
         Ok(GpuNode {
             topology,
             config,
             name,
+            buffers,
             shapes: Arc::new(shapes),
             host_key_bytes: params.host_cache_bytes,
             allow_synthetic: params.allow_synthetic,
@@ -145,11 +152,12 @@ impl GpuNode {
                     device,
                     self.config.memory_budget,
                 )?);
-                let budget = backend.key_budget();
+                let keys = Arc::new(Keys::new(backend.key_budget()));
+                self.preload(&backend, &keys).await?;
                 self.spawn_workers(
                     &mut workers,
                     backend,
-                    budget,
+                    keys,
                     &format!("cuda{device}"),
                     &pool,
                     &consumers,
@@ -157,10 +165,15 @@ impl GpuNode {
                 );
             }
         } else {
+            let (backend, keys) = (
+                Arc::new(CpuBackend),
+                Arc::new(Keys::new(self.host_key_bytes)),
+            );
+            self.preload(&backend, &keys).await?;
             self.spawn_workers(
                 &mut workers,
-                Arc::new(CpuBackend),
-                self.host_key_bytes,
+                backend,
+                keys,
                 "cpu",
                 &pool,
                 &consumers,
@@ -196,20 +209,34 @@ impl GpuNode {
         Ok(())
     }
 
+    /// Loads the `--gpu-preload` shapes' keys into a backend before its workers pull work, so
+    /// the first partitions do not wait for them.
+    async fn preload<B: Backend>(&self, backend: &Arc<B>, keys: &Keys<B>) -> anyhow::Result<()> {
+        for spec in &self.config.preload {
+            let spec: CircuitSpec = serde_json::from_value(spec.clone())?;
+            let family = cuzk_circuits::resolve(&spec)?;
+            let started = Instant::now();
+            self.load_key(backend, keys, family.clone())
+                .await
+                .map_err(|e| anyhow::anyhow!("preloading {}: {e}", family.shape_key()))?;
+            info!(shape = %family.shape_key(), load_ms = ms(started.elapsed()), backend = backend.name(), "proving key preloaded");
+        }
+        Ok(())
+    }
+
     /// `--workers` proving workers on one backend, labelled `{prefix}.{index}`, sharing its
-    /// proving keys (at most `key_budget` bytes of them).
+    /// proving keys.
     #[allow(clippy::too_many_arguments)]
     fn spawn_workers<B: Backend>(
         self: &Arc<Self>,
         workers: &mut JoinSet<()>,
         backend: Arc<B>,
-        key_budget: u64,
+        keys: Arc<Keys<B>>,
         prefix: &str,
         pool: &Arc<rayon::ThreadPool>,
         consumers: &Arc<[PullConsumer; 2]>,
         shutdown: &CancellationToken,
     ) {
-        let keys = Arc::new(Keys::new(key_budget));
         for w in 0..self.config.workers {
             workers.spawn(self.clone().worker(
                 backend.clone(),
@@ -394,10 +421,13 @@ impl GpuNode {
         timings.fetch_ms = ms(started.elapsed());
         let started = Instant::now();
         let limits = self.limits;
-        let decoded = tokio::task::spawn_blocking(move || blob::decode_blob(&bytes, &limits))
-            .instrument(info_span!("decode"))
-            .await
-            .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
+        let mut witness = self.buffers.take();
+        let decoded = tokio::task::spawn_blocking(move || {
+            blob::decode_blob_into(&bytes, &limits, &mut witness).map(|h| (h, witness))
+        })
+        .instrument(info_span!("decode"))
+        .await
+        .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
         let (header, witness) = decoded
             .map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
         metrics().stage("decode", started.elapsed());
@@ -457,7 +487,7 @@ impl GpuNode {
             ));
         }
         let shape = self
-            .load_shape(backend, keys, item, family)
+            .load_key(backend, keys, family)
             .instrument(info_span!("load_params"))
             .await?;
         let info = backend.key_info(&shape.key);
@@ -478,15 +508,18 @@ impl GpuNode {
         // Spans do not follow work onto other threads: enter `prove` on the pool thread so the
         // prover's stage spans are its children.
         let span = info_span!("prove");
-        let (proof, prove_timings) = tokio::task::spawn_blocking(move || {
-            pool.install(|| {
+        let (proved, witness) = tokio::task::spawn_blocking(move || {
+            let proved = pool.install(|| {
                 span.in_scope(|| {
-                    cuzk_prover::prove_timed(&*backend_ref, &shape_ref.key, witness, r, s)
+                    cuzk_prover::prove_timed(&*backend_ref, &shape_ref.key, &witness, r, s)
                 })
-            })
+            });
+            (proved, witness)
         })
         .await
-        .map_err(|e| PartitionError::Fatal(format!("prover died: {e}")))??;
+        .map_err(|e| PartitionError::Fatal(format!("prover died: {e}")))?;
+        self.buffers.put(witness);
+        let (proof, prove_timings) = proved?;
         let mut timings = prepared.timings;
         let elapsed = started.elapsed();
         self.load.busy(label, elapsed);
@@ -552,35 +585,34 @@ impl GpuNode {
         Ok(())
     }
 
-    /// The proving key of the item's circuit shape, loaded into the backend once per device.
-    async fn load_shape<B: Backend>(
+    /// The proving key of a circuit shape, loaded into the backend once per device.
+    async fn load_key<B: Backend>(
         &self,
         backend: &Arc<B>,
         keys: &Keys<B>,
-        item: &WorkItem,
         family: Arc<dyn CircuitFamily>,
     ) -> Result<Arc<Loaded<B>>, PartitionError> {
-        let (shapes, backend) = (self.shapes.clone(), backend.clone());
+        let shape_key = family.shape_key();
+        let (shapes, backend, sizer) = (self.shapes.clone(), backend.clone(), backend.clone());
         let started = Instant::now();
+        let named = shape_key.clone();
         let prepare = async move {
             let pk = tokio::task::spawn_blocking(move || shapes.proving_key(&*family))
                 .await
                 .map_err(|e| PartitionError::Fatal(format!("parameter loading died: {e}")))?
-                .map_err(|e| {
-                    PartitionError::Fatal(format!("no proving key for {}: {e}", item.shape_key))
-                })?;
-            let bytes = pk.device_bytes();
+                .map_err(|e| PartitionError::Fatal(format!("no proving key for {named}: {e}")))?;
+            let bytes = sizer.memory_for(&pk);
             Ok((pk, bytes))
         };
         let load = |pk: Arc<cuzk_prover::ProvingKey>| async move {
-            let (pvk, bytes) = (prepare_verifying_key(&pk.info.vk), pk.device_bytes());
+            let (pvk, bytes) = (prepare_verifying_key(&pk.info.vk), backend.memory_for(&pk));
             let key = tokio::task::spawn_blocking(move || backend.load_key(pk))
                 .await
                 .map_err(|e| PartitionError::Fatal(format!("key loading died: {e}")))??;
-            info!(shape = %item.shape_key, load_ms = ms(started.elapsed()), bytes, "proving key loaded");
+            info!(load_ms = ms(started.elapsed()), bytes, "proving key loaded");
             Ok(Loaded { key, pvk, bytes })
         };
-        keys.get_or_load(&item.shape_key, prepare, load).await
+        keys.get_or_load(&shape_key, prepare, load).await
     }
 
     /// Builds the job's result from its complete record and reports it (idempotent).
@@ -688,6 +720,38 @@ impl GpuNode {
             warn!(err = %e, job_id = %prepared.item.job_id, partition = prepared.item.partition,
                 "settling a work item failed; it will be redelivered");
         }
+    }
+}
+
+/// Witness buffers kept for reuse: at most `max` (what the workers can hold at once), so the
+/// pool never holds more than the pipeline itself does.
+struct WitnessBuffers {
+    max: usize,
+    free: std::sync::Mutex<Vec<Witness>>,
+}
+
+impl WitnessBuffers {
+    fn new(max: usize) -> Self {
+        WitnessBuffers {
+            max,
+            free: std::sync::Mutex::default(),
+        }
+    }
+
+    fn take(&self) -> Witness {
+        self.lock().pop().unwrap_or_default()
+    }
+
+    fn put(&self, w: Witness) {
+        let mut free = self.lock();
+        if free.len() < self.max {
+            free.push(w);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Witness>> {
+        // Buffers hold no invariant a panic could break.
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

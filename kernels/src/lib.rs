@@ -9,6 +9,7 @@
 pub mod consts;
 pub mod digits;
 pub mod error;
+pub mod plan;
 
 #[cfg(cuzk_fatbin)]
 pub mod backend;
@@ -105,7 +106,7 @@ impl cuzk_prover::Backend for CudaBackend {
     fn upload(
         &self,
         key: &Self::Key,
-        _: cuzk_wire::witness::Witness,
+        _: &cuzk_wire::witness::Witness,
     ) -> Result<Self::Witness, cuzk_prover::BackendError> {
         match *key {}
     }

@@ -13,6 +13,7 @@
 //! "sector_id": N}`; without one, a sector is sealed on the spot (2 KiB and 8 MiB only).
 
 mod bench;
+mod drain;
 mod prove;
 mod stats;
 
@@ -105,6 +106,34 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a synthetic C1 (the real shape of a sector size, random contents; for timings, its
+    /// proofs prove nothing) as a sector file.
+    SyntheticC1 {
+        #[arg(long, value_parser = clap::value_parser!(SectorSize))]
+        sector_size: SectorSize,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// A sector's partitions synthesized into the work queue first, then drained by a GPU node
+    /// with the key preloaded (separate processes; the `cuzk` binary must sit beside this one):
+    /// the per-partition stage table, sector wall time, GPU busy, memory peaks.
+    Drain {
+        #[arg(long, value_parser = clap::value_parser!(SectorSize))]
+        sector_size: SectorSize,
+        #[arg(long)]
+        sector: Option<PathBuf>,
+        /// Partitions the synth node holds at once (each holds its whole witness).
+        #[arg(long, default_value_t = 4)]
+        synth_partitions_in_flight: usize,
+        /// Extra `cuzk gpu-node` arguments, e.g. `--gpu-backend=cuda`.
+        #[arg(long, allow_hyphen_values = true, value_delimiter = ' ')]
+        gpu_args: Vec<String>,
+        /// Write the figures as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        #[arg(long, default_value_t = 1800)]
+        timeout_secs: u64,
+    },
     /// C2 of one sector through a local cluster (in-process synth and GPU node on a private
     /// nats-server) vs filecoin-proofs' `seal_commit_phase2`, both on all cores. Needs the
     /// sector size's parameters in the parameter cache.
@@ -124,6 +153,12 @@ enum Command {
         /// Skip filecoin-proofs' own C2 (minutes per run on a CPU).
         #[arg(long)]
         no_filecoin: bool,
+        /// Then submit this many jobs at once and report jobs per second.
+        #[arg(long, default_value_t = 0)]
+        throughput: usize,
+        /// The synth node's jobs in flight (default: the node's default).
+        #[arg(long)]
+        synth_jobs_in_flight: Option<usize>,
     },
 }
 
@@ -172,12 +207,43 @@ fn main() -> Result<()> {
             runs,
             engine,
             no_filecoin,
+            throughput,
+            synth_jobs_in_flight,
             ..
         } => bench::run(
             &load_or_seal(sector_size, sector.as_deref())?,
-            runs,
-            engine,
-            no_filecoin,
+            bench::Options {
+                runs,
+                engine,
+                no_filecoin,
+                throughput,
+                synth_jobs_in_flight,
+            },
+        ),
+        Command::SyntheticC1 { sector_size, out } => {
+            let c1 = cuzk_circuits::porep::synthetic_c1(sector_size, &mut rand::rngs::OsRng)?;
+            let c1: serde_json::Value = serde_json::from_slice(&c1)?;
+            let file =
+                serde_json::json!({"c1": c1, "prover_id": random_prover_id(), "sector_id": 1});
+            std::fs::write(&out, serde_json::to_vec(&file)?)?;
+            println!("{}", out.display());
+            Ok(())
+        }
+        Command::Drain {
+            sector_size,
+            sector,
+            synth_partitions_in_flight,
+            gpu_args,
+            json,
+            timeout_secs,
+        } => drain::run(
+            &load_or_seal(sector_size, sector.as_deref())?,
+            drain::Options {
+                synth_in_flight: synth_partitions_in_flight,
+                gpu_args,
+                json,
+                timeout: std::time::Duration::from_secs(timeout_secs),
+            },
         ),
     }
 }
@@ -198,15 +264,28 @@ pub fn use_cuda(engine: Engine) -> Result<bool> {
 
 fn params(size: SectorSize, engine: Engine) -> Result<()> {
     let started = Instant::now();
+    // The matrices land in the node's shape cache too, so its GPU nodes need not capture them.
+    let shapes = cuzk_circuits::ShapeCache::open_default(false)?;
     let path = if use_cuda(engine)? {
         let gpu = cuzk_kernels::CudaBackend::new(0, None)?;
-        generate_test_parameters(size, &gpu)?
+        generate_test_parameters(size, &shapes, &gpu)?
     } else {
-        generate_test_parameters(size, &cuzk_prover::setup::CpuFixedBase::new())?
+        generate_test_parameters(size, &shapes, &cuzk_prover::setup::CpuFixedBase::new())?
     };
     tracing::info!(secs = started.elapsed().as_secs_f64(), "parameters ready");
     println!("{}", path.display());
     Ok(())
+}
+
+/// The `porep-c2` job parameters of a sector, marked synthetic when its C1 is.
+pub fn job_params(sector: &SealedSector) -> serde_json::Value {
+    let mut params = sector.job_params();
+    let synthetic = serde_json::from_slice::<serde_json::Value>(&sector.c1_json)
+        .is_ok_and(|c1| c1.get(cuzk_circuits::porep::SYNTHETIC_KEY) == Some(&true.into()));
+    if synthetic {
+        params["synthetic"] = true.into();
+    }
+    params
 }
 
 /// A sector file, or a freshly sealed sector of `size`.
@@ -274,7 +353,7 @@ pub fn job_for(sector: &SealedSector, job_id: &str) -> JobSpec {
         version: JOB_SPEC_VERSION,
         job_id: job_id.into(),
         circuit: "porep-c2".into(),
-        params: sector.job_params(),
+        params: job_params(sector),
         input,
         priority: Priority::Normal,
     }
