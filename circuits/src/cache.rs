@@ -19,9 +19,6 @@ use rand_chacha::ChaCha20Rng;
 
 use crate::{partition_seed, CircuitError, CircuitFamily};
 
-/// Environment variable naming the cache directory.
-pub const CACHE_ENV: &str = "CUZK_PARAM_CACHE";
-
 /// Parameters by shape key, backed by a directory of `TEST-ONLY-INSECURE-<shape>.params` files.
 pub struct ParamCache {
     dir: PathBuf,
@@ -49,20 +46,13 @@ impl ParamCache {
         }
     }
 
-    /// `$CUZK_PARAM_CACHE`, else `$XDG_CACHE_HOME/cuzk/params`, else `$HOME/.cache/cuzk/params`.
+    /// The directory `--param-cache` defaults to without a flag or file
+    /// ([`cuzk_common::config::param_cache_from_env`]).
     pub fn from_env() -> Result<Self, CircuitError> {
-        let var = |name| {
-            std::env::var_os(name)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let dir = var(CACHE_ENV)
-            .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("cuzk/params")))
-            .or_else(|| var("HOME").map(|d| d.join(".cache/cuzk/params")))
-            .ok_or_else(|| CircuitError::Params {
-                shape: "any".into(),
-                reason: format!("no cache directory: set {CACHE_ENV}, XDG_CACHE_HOME or HOME"),
-            })?;
+        let dir = cuzk_common::config::param_cache_from_env().map_err(|e| CircuitError::Params {
+            shape: "any".into(),
+            reason: e.to_string(),
+        })?;
         Ok(Self::new(dir))
     }
 
@@ -92,7 +82,7 @@ impl ParamCache {
             reason,
         };
         if let Some(path) = family.parameter_file() {
-            return self.load_parameter_file(&key, &path);
+            return self.load_parameter_file(&key, &self.dir.join(path), family.published_digest());
         }
         if !key
             .chars()
@@ -154,12 +144,14 @@ impl ParamCache {
         Ok(params)
     }
 
-    /// Loads a family's own parameter file (unchecked: it comes from the operator's parameter
-    /// cache, like filecoin-proofs loads it) and keeps it in memory under `key`.
+    /// Loads a family's own parameter file, checked against its published digest when it has
+    /// one (subgroup checks skipped, as filecoin-proofs does), and keeps it in memory under
+    /// `key`.
     fn load_parameter_file(
         &self,
         key: &str,
         path: &Path,
+        digest: Option<&str>,
     ) -> Result<Arc<Parameters<Bls12>>, CircuitError> {
         let err = |reason: String| CircuitError::Params {
             shape: key.to_string(),
@@ -171,6 +163,9 @@ impl ParamCache {
                 "no Groth16 parameters for {key} at {}; generate test ones with `cuzk-porep params` (INSECURE) or fetch the real ones",
                 path.display()
             )));
+        }
+        if let Some(expected) = digest {
+            crate::param_files::verify(path, expected).map_err(|e| err(e.to_string()))?;
         }
         let started = std::time::Instant::now();
         let params = read_params(path, false).map_err(|e| err(e.to_string()))?;
@@ -274,6 +269,7 @@ mod tests {
         inner: MimcFamily,
         generated: AtomicUsize,
         file: Option<PathBuf>,
+        digest: Option<&'static str>,
     }
 
     impl CircuitFamily for Counting {
@@ -306,6 +302,9 @@ mod tests {
         fn parameter_file(&self) -> Option<PathBuf> {
             self.file.clone()
         }
+        fn published_digest(&self) -> Option<&'static str> {
+            self.digest
+        }
     }
 
     #[test]
@@ -315,6 +314,7 @@ mod tests {
             inner: MimcFamily::new(64, 1).unwrap(),
             generated: AtomicUsize::new(0),
             file: None,
+            digest: None,
         };
         // Separate caches stand in for separate processes: only the file lock is shared.
         let (p1, p2) = std::thread::scope(|s| {
@@ -381,6 +381,7 @@ mod tests {
             inner: MimcFamily::new(32, 1).unwrap(),
             generated: AtomicUsize::new(0),
             file: Some(file.clone()),
+            digest: None,
         };
         let cache = ParamCache::new(dir.path().join("cache"));
         let e = cache
@@ -402,6 +403,27 @@ mod tests {
         ));
         assert_eq!(family.generated.load(Ordering::SeqCst), 0);
         assert!(!cache.path_for("mimc-r32").exists());
+
+        // A published file is checked against its digest before it is read; the name is
+        // relative to the cache directory.
+        let published = |digest| Counting {
+            inner: MimcFamily::new(32, 1).unwrap(),
+            generated: AtomicUsize::new(0),
+            file: Some(PathBuf::from("ceremony.params")),
+            digest: Some(digest),
+        };
+        let good: &'static str =
+            Box::leak(crate::param_files::digest(&file).unwrap().into_boxed_str());
+        let loaded = ParamCache::new(dir.path())
+            .get_or_generate(&published(good))
+            .unwrap();
+        assert!(*loaded == params);
+        let e = ParamCache::new(dir.path())
+            .get_or_generate(&published("00000000000000000000000000000000"))
+            .err()
+            .expect("loaded")
+            .to_string();
+        assert!(e.contains("ceremony.params is corrupt or not the published one"), "{e}");
 
         std::fs::write(&file, b"truncated").unwrap();
         let e = ParamCache::new(dir.path())

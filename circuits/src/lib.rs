@@ -12,11 +12,14 @@ use serde::{Deserialize, Serialize};
 
 mod cache;
 mod mimc;
+pub mod param_files;
 #[cfg(feature = "porep")]
 pub mod porep;
+#[cfg(feature = "porep")]
+pub mod porep_c1;
 mod sha256;
 
-pub use cache::{check_params_fit, load_from_file, ParamCache, CACHE_ENV};
+pub use cache::{check_params_fit, load_from_file, ParamCache};
 
 /// Synthesizes one partition's circuit, naming the shape and partition in any error.
 pub(crate) fn synthesize_as<C: bellperson::Circuit<Scalar>>(
@@ -93,9 +96,16 @@ pub trait CircuitFamily: Send + Sync {
         rng: &mut dyn RngCore,
     ) -> Result<Parameters<Bls12>, CircuitError>;
     /// A parameter file the family must be proved with (e.g. from a trusted setup), instead
-    /// of generated test parameters. [`ParamCache`] loads it and never generates when this is
-    /// `Some`; a missing file fails the job.
+    /// of generated test parameters; relative to the [`ParamCache`] directory unless absolute.
+    /// [`ParamCache`] loads it and never generates when this is `Some`; a missing file fails
+    /// the job.
     fn parameter_file(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+
+    /// The published digest of [`parameter_file`](Self::parameter_file), checked on first
+    /// load ([`param_files::verify`]).
+    fn published_digest(&self) -> Option<&'static str> {
         None
     }
 }

@@ -1,10 +1,13 @@
 //! Filecoin PoRep Commit-2 (`porep-c2`): the SNARK half of sealing, from a Commit-1 output.
 //!
 //! Job parameters: `{"sector_size": "2KiB"|"8MiB"|"512MiB"|"32GiB"|"64GiB", "sector_id": u64,
-//! "prover_id": "<64 hex digits>"}`; input: the `SealCommitPhase1Output` JSON exactly as
-//! filecoin-proofs serializes it. The sector and prover id are job parameters rather than part
-//! of the input because the verifier needs them and the C1 output does not carry them: the
-//! public inputs are derived from them (`get_seal_inputs`), never from the C1's own replica id.
+//! "miner": "f01234"|1234}` (or `"prover_id": "<64 hex digits>"` instead of the miner), and
+//! optionally `"proof": "StackedDrg32GiBV1_1_Feat_SyntheticPoRep"` for a synthetic-PoRep C1
+//! in filecoin-proofs' own form (the other forms name their proof); input: a C1 output in any
+//! of the forms [`crate::porep_c1`] detects. The sector and prover id are job parameters
+//! rather than taken from the input because the verifier needs them and the C1 output does
+//! not carry them: the public inputs are derived from them (`get_seal_inputs`), never from the
+//! C1's own replica id.
 //!
 //! Partition `k` is filecoin-proofs' circuit for `vanilla_proofs[k]`
 //! (`StackedCompound::circuit`), recorded with [`cuzk_prover::synthesize`]; the job's proof
@@ -32,14 +35,16 @@ use filecoin_proofs::SealCommitPhase1Output;
 use filecoin_proofs::{as_safe_commitment, get_seal_inputs, MerkleTreeTrait, PoRepConfig};
 use rand::RngCore;
 use serde::Deserialize;
-use storage_proofs_core::api_version::ApiVersion;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
-use storage_proofs_core::parameter_cache::{parameter_cache_params_path, CacheableParameters};
+use storage_proofs_core::parameter_cache::{
+    parameter_cache_params_path, parameter_id, CacheableParameters, PARAMETERS,
+};
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{
     self, generate_replica_id, StackedCircuit, StackedCompound, StackedDrg,
 };
 
+use crate::porep_c1::{self, C1Format, SealProof};
 use crate::{parse_params, CircuitError, CircuitFamily};
 
 const NAME: &str = "porep-c2";
@@ -94,22 +99,10 @@ impl SectorSize {
         }
     }
 
-    /// The registered seal proof id (V1_1 variants: 5..=9).
-    fn registered_proof_id(self) -> u64 {
-        match self {
-            Self::S2KiB => 5,
-            Self::S8MiB => 6,
-            Self::S512MiB => 7,
-            Self::S32GiB => 8,
-            Self::S64GiB => 9,
-        }
-    }
-
-    /// The PoRep configuration filecoin-proofs seals and verifies this size with.
+    /// The PoRep configuration of `StackedDrg*V1_1` for this size: every proof version of a
+    /// size has the same circuit, public parameters and parameter file.
     pub fn config(self) -> PoRepConfig {
-        let mut porep_id = [0u8; 32];
-        porep_id[..8].copy_from_slice(&self.registered_proof_id().to_le_bytes());
-        PoRepConfig::new_groth16(self.bytes(), porep_id, ApiVersion::V1_2_0)
+        SealProof::v1_1(self).config()
     }
 
     pub fn partitions(self) -> usize {
@@ -173,9 +166,25 @@ fn shape_key(size: SectorSize) -> String {
     format!("{NAME}-{}", size.name())
 }
 
-/// Where filecoin-proofs looks for the Groth16 parameters of `size`: the parameter cache
-/// directory (`FIL_PROOFS_PARAMETER_CACHE`, default `/var/tmp/filecoin-proof-parameters`) and
-/// `v28-<cache id>.params`, the cache id hashing the circuit's public parameters.
+/// The published name of the Groth16 parameter file of `size`: `v28-<cache id>.params`, the
+/// cache id hashing the circuit's public parameters (the same for every proof version).
+pub fn parameter_file_name(size: SectorSize) -> Result<String, CircuitError> {
+    with_tree!(size, Tree => {
+        let pp = public_params::<Tree>(&size.config()).map_err(|e| params_err(size, e))?;
+        let id = <Compound<Tree> as CacheableParameters<Circuit<Tree>, _>>::cache_identifier(&pp);
+        Ok(parameter_id(&id))
+    })
+}
+
+/// Whether `name` is a parameter file filecoin-proofs publishes (listed in its
+/// `parameters.json` with a digest).
+pub fn is_published(name: &str) -> bool {
+    PARAMETERS.contains_key(name)
+}
+
+/// Where filecoin-proofs itself (`seal_commit_phase2`, `verify_seal`) looks for the Groth16
+/// parameters of `size`: its parameter directory (`FIL_PROOFS_PARAMETER_CACHE`, read once per
+/// process) and [`parameter_file_name`].
 pub fn parameter_path(size: SectorSize) -> Result<PathBuf, CircuitError> {
     with_tree!(size, Tree => {
         let pp = public_params::<Tree>(&size.config()).map_err(|e| params_err(size, e))?;
@@ -189,7 +198,9 @@ pub fn parameter_path(size: SectorSize) -> Result<PathBuf, CircuitError> {
 /// so that both our GPU nodes and filecoin-proofs (`seal_commit_phase2`, `verify_seal`) use
 /// them. Returns the `.params` path; does nothing if it already exists. A lock file makes
 /// concurrent callers wait for one generator. Slow: 14 min and 5.2 GB for 2 KiB on 2 cores.
-pub fn generate_test_parameters(size: SectorSize) -> Result<PathBuf, CircuitError> {
+/// The file is marked insecure, and refused in a production directory unless `force`
+/// ([`crate::param_files`]).
+pub fn generate_test_parameters(size: SectorSize, force: bool) -> Result<PathBuf, CircuitError> {
     let path = parameter_path(size)?;
     let err = |reason: String| params_err(size, reason);
     if let Some(dir) = path.parent() {
@@ -202,6 +213,8 @@ pub fn generate_test_parameters(size: SectorSize) -> Result<PathBuf, CircuitErro
     lock.lock()
         .map_err(|e| err(format!("cannot lock {}: {e}", lock_path.display())))?;
     if !path.exists() {
+        crate::param_files::claim_for_insecure(&path, force, is_published)
+            .map_err(|e| err(e.to_string()))?;
         tracing::warn!(
             sector_size = size.name(),
             path = %path.display(),
@@ -253,6 +266,7 @@ fn fil_err(size: SectorSize, step: &'static str) -> impl Fn(anyhow::Error) -> Fi
 /// A sector sealed through the real API up to Commit-1: what a C2 job needs.
 pub struct SealedSector {
     pub size: SectorSize,
+    pub proof: SealProof,
     pub sector_id: u64,
     pub prover_id: [u8; 32],
     /// `SealCommitPhase1Output` as filecoin-proofs serializes it to JSON.
@@ -266,12 +280,14 @@ impl SealedSector {
             "sector_size": self.size.name(),
             "sector_id": self.sector_id,
             "prover_id": hex_string(&self.prover_id),
+            "proof": self.proof.api_name(),
         })
     }
 }
 
 /// Seals a sector of random data in `work_dir` with filecoin-proofs (add_piece, PC1, PC2, C1)
-/// and returns its C1 output. 0.1 s for 2 KiB, ~11 s for 8 MiB, ~13 min for 512 MiB on 2 cores.
+/// as `StackedDrg*V1_1` and returns its C1 output. 0.1 s for 2 KiB, ~11 s for 8 MiB, ~13 min
+/// for 512 MiB on 2 cores.
 pub fn seal_sector(
     size: SectorSize,
     work_dir: &std::path::Path,
@@ -279,20 +295,33 @@ pub fn seal_sector(
     prover_id: [u8; 32],
     rng: &mut dyn RngCore,
 ) -> Result<SealedSector, FilecoinError> {
-    with_tree!(size, Tree => seal::<Tree>(size, work_dir, sector_id, prover_id, rng))
+    seal_sector_as(SealProof::v1_1(size), work_dir, sector_id, prover_id, rng)
+}
+
+/// [`seal_sector`] for any supported proof version; a synthetic-PoRep sector gets its
+/// synthetic proofs generated between PC2 and C1, as lotus does.
+pub fn seal_sector_as(
+    proof: SealProof,
+    work_dir: &std::path::Path,
+    sector_id: u64,
+    prover_id: [u8; 32],
+    rng: &mut dyn RngCore,
+) -> Result<SealedSector, FilecoinError> {
+    with_tree!(proof.size, Tree => seal::<Tree>(proof, work_dir, sector_id, prover_id, rng))
 }
 
 fn seal<Tree: 'static + MerkleTreeTrait>(
-    size: SectorSize,
+    proof: SealProof,
     work_dir: &std::path::Path,
     sector_id: u64,
     prover_id: [u8; 32],
     rng: &mut dyn RngCore,
 ) -> Result<SealedSector, FilecoinError> {
     use filecoin_proofs::{
-        add_piece, generate_piece_commitment, seal_commit_phase1, seal_pre_commit_phase1,
-        seal_pre_commit_phase2, PaddedBytesAmount, UnpaddedBytesAmount,
+        add_piece, generate_piece_commitment, generate_synth_proofs, seal_commit_phase1,
+        seal_pre_commit_phase1, seal_pre_commit_phase2, PaddedBytesAmount, UnpaddedBytesAmount,
     };
+    let size = proof.size;
     let io = |step: &'static str| {
         move |e: std::io::Error| FilecoinError {
             size: size.name(),
@@ -300,7 +329,7 @@ fn seal<Tree: 'static + MerkleTreeTrait>(
             reason: e.to_string(),
         }
     };
-    let config = size.config();
+    let config = proof.config();
     let cache_dir = work_dir.join("cache");
     fs::create_dir_all(&cache_dir).map_err(io("creating the sector cache"))?;
     let piece_len = UnpaddedBytesAmount::from(PaddedBytesAmount(size.bytes()));
@@ -335,6 +364,19 @@ fn seal<Tree: 'static + MerkleTreeTrait>(
     .map_err(fil_err(size, "PC1"))?;
     let pc2 =
         seal_pre_commit_phase2(&config, pc1, &cache_dir, &sealed).map_err(fil_err(size, "PC2"))?;
+    if proof.version == porep_c1::ProofVersion::V1_1Synthetic {
+        generate_synth_proofs::<_, Tree>(
+            &config,
+            &cache_dir,
+            &sealed,
+            prover_id,
+            sector_id.into(),
+            ticket,
+            pc2.clone(),
+            &pieces,
+        )
+        .map_err(fil_err(size, "synthetic proofs"))?;
+    }
     let c1 = seal_commit_phase1::<_, Tree>(
         &config,
         &cache_dir,
@@ -354,6 +396,7 @@ fn seal<Tree: 'static + MerkleTreeTrait>(
     })?;
     Ok(SealedSector {
         size,
+        proof,
         sector_id,
         prover_id,
         c1_json,
@@ -367,7 +410,7 @@ pub fn seal_commit_phase2(sector: &SealedSector) -> Result<Vec<u8>, FilecoinErro
     with_tree!(size, Tree => {
         let c1: SealCommitPhase1Output<Tree> = serde_json::from_slice(&sector.c1_json)
             .map_err(|e| FilecoinError { size: size.name(), step: "parsing C1", reason: e.to_string() })?;
-        filecoin_proofs::seal_commit_phase2::<Tree>(&size.config(), c1, sector.prover_id, sector.sector_id.into())
+        filecoin_proofs::seal_commit_phase2::<Tree>(&sector.proof.config(), c1, sector.prover_id, sector.sector_id.into())
             .map(|out| out.proof)
             .map_err(fil_err(size, "seal_commit_phase2"))
     })
@@ -381,7 +424,7 @@ pub fn verify_seal(sector: &SealedSector, proof: &[u8]) -> Result<bool, Filecoin
         let c1: SealCommitPhase1Output<Tree> = serde_json::from_slice(&sector.c1_json)
             .map_err(|e| FilecoinError { size: size.name(), step: "parsing C1", reason: e.to_string() })?;
         filecoin_proofs::verify_seal::<Tree>(
-            &size.config(), c1.comm_r, c1.comm_d, sector.prover_id, sector.sector_id.into(),
+            &sector.proof.config(), c1.comm_r, c1.comm_d, sector.prover_id, sector.sector_id.into(),
             c1.ticket, c1.seed, proof,
         )
         .map_err(fil_err(size, "verify_seal"))
@@ -393,13 +436,32 @@ pub fn verify_seal(sector: &SealedSector, proof: &[u8]) -> Result<bool, Filecoin
 struct Params {
     sector_size: SectorSize,
     sector_id: u64,
-    prover_id: String,
+    #[serde(default)]
+    prover_id: Option<String>,
+    #[serde(default)]
+    miner: Option<Miner>,
+    #[serde(default)]
+    proof: Option<String>,
+}
+
+/// A miner as JSON: `"f01234"`, `"t01234"`, `"1234"` or `1234`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Miner {
+    Id(u64),
+    Name(String),
+}
+
+/// A C1 output in filecoin-proofs' form, with the proof version it was sealed as.
+struct C1<Tree: MerkleTreeTrait> {
+    proof: SealProof,
+    out: SealCommitPhase1Output<Tree>,
 }
 
 /// A C1 output parsed and checked against the job, by input hash.
 struct Parsed {
     hash: [u8; 32],
-    /// `SealCommitPhase1Output<Tree>` for the family's tree shape.
+    /// `C1<Tree>` for the family's tree shape.
     c1: Arc<dyn Any + Send + Sync>,
 }
 
@@ -408,6 +470,8 @@ pub struct PorepC2Family {
     size: SectorSize,
     sector_id: u64,
     prover_id: [u8; 32],
+    /// The proof version the job names, for inputs that do not name theirs.
+    proof: Option<SealProof>,
     parsed: Mutex<VecDeque<Parsed>>,
 }
 
@@ -442,17 +506,41 @@ impl PorepC2Family {
             size,
             sector_id,
             prover_id,
+            proof: None,
             parsed: Mutex::default(),
         }
     }
 
     pub fn from_params(params: &serde_json::Value) -> Result<Self, CircuitError> {
         let p: Params = parse_params(NAME, params)?;
-        let prover_id = parse_hex32(&p.prover_id).ok_or_else(|| CircuitError::BadParams {
+        let bad = |reason: String| CircuitError::BadParams {
             circuit: NAME,
-            reason: format!("'prover_id' must be 64 hex digits, got {:?}", p.prover_id),
-        })?;
-        Ok(Self::new(p.sector_size, p.sector_id, prover_id))
+            reason,
+        };
+        let prover_id = match (p.prover_id, p.miner) {
+            (Some(hex), None) => parse_hex32(&hex)
+                .ok_or_else(|| bad(format!("'prover_id' must be 64 hex digits, got {hex:?}")))?,
+            (None, Some(miner)) => {
+                let id = match miner {
+                    Miner::Id(id) => porep_c1::parse_miner(&id.to_string()),
+                    Miner::Name(name) => porep_c1::parse_miner(&name),
+                };
+                porep_c1::prover_id(id.map_err(bad)?)
+            }
+            _ => return Err(bad("give exactly one of 'miner' and 'prover_id'".into())),
+        };
+        let mut family = Self::new(p.sector_size, p.sector_id, prover_id);
+        if let Some(name) = p.proof {
+            let proof = SealProof::from_api_name(&name).map_err(bad)?;
+            if proof.size != p.sector_size {
+                return Err(bad(format!(
+                    "'proof' {name} is not for a {} sector",
+                    p.sector_size.name()
+                )));
+            }
+            family.proof = Some(proof);
+        }
+        Ok(family)
     }
 
     pub fn sector_size(&self) -> SectorSize {
@@ -463,14 +551,14 @@ impl PorepC2Family {
     fn c1<Tree: 'static + MerkleTreeTrait>(
         &self,
         input: &[u8],
-    ) -> Result<Arc<SealCommitPhase1Output<Tree>>, CircuitError> {
+    ) -> Result<Arc<C1<Tree>>, CircuitError> {
         use sha2::{Digest, Sha256};
         let hash: [u8; 32] = Sha256::digest(input).into();
         let cached = |parsed: &VecDeque<Parsed>| {
             parsed
                 .iter()
                 .find(|p| p.hash == hash)
-                .and_then(|p| p.c1.clone().downcast::<SealCommitPhase1Output<Tree>>().ok())
+                .and_then(|p| p.c1.clone().downcast::<C1<Tree>>().ok())
         };
         if let Some(c1) = cached(&self.parsed.lock().expect("parsed cache poisoned")) {
             return Ok(c1);
@@ -489,21 +577,71 @@ impl PorepC2Family {
         Ok(c1)
     }
 
-    fn parse_and_check<Tree: 'static + MerkleTreeTrait>(
+    /// The input in any of its forms, in filecoin-proofs' form, with its proof version.
+    fn parse<Tree: 'static + MerkleTreeTrait>(
         &self,
         input: &[u8],
-    ) -> Result<SealCommitPhase1Output<Tree>, CircuitError> {
+    ) -> Result<C1<Tree>, CircuitError> {
         if input.len() > MAX_C1_BYTES {
             return Err(input_err(format!(
                 "C1 output is {} bytes; at most {MAX_C1_BYTES} allowed",
                 input.len()
             )));
         }
-        let c1: SealCommitPhase1Output<Tree> = serde_json::from_slice(input).map_err(|e| {
-            input_err(format!(
-                "not a C1 output (SealCommitPhase1Output JSON): {e}"
-            ))
-        })?;
+        let detected = porep_c1::detect(input).map_err(input_err)?;
+        if let Some(number) = detected.sector_number {
+            if number != self.sector_id {
+                return Err(input_err(format!(
+                    "the C1 file is for sector {number}, the job for sector {}",
+                    self.sector_id
+                )));
+            }
+        }
+        let proof = match (detected.proof, self.proof) {
+            (Some(named), Some(job)) if named != job => {
+                return Err(input_err(format!(
+                    "the C1 output is a {} proof, the job says {}",
+                    named.api_name(),
+                    job.api_name()
+                )))
+            }
+            (Some(proof), _) | (None, Some(proof)) => proof,
+            (None, None) => SealProof::v1_1(self.size),
+        };
+        if proof.size != self.size {
+            return Err(input_err(format!(
+                "the C1 output is a {} proof; the job says the sector is {}",
+                proof.api_name(),
+                self.size.name()
+            )));
+        }
+        let out = match detected.format {
+            C1Format::FilecoinProofs => serde_json::from_slice(&detected.json).map_err(|e| {
+                input_err(format!(
+                    "not a C1 output (SealCommitPhase1Output JSON): {e}"
+                ))
+            })?,
+            C1Format::ProofsApi | C1Format::Lotus => {
+                let parts = porep_c1::parse_api(&detected.json, self.size).map_err(input_err)?;
+                SealCommitPhase1Output {
+                    vanilla_proofs: parts.vanilla_proofs,
+                    comm_r: parts.comm_r,
+                    comm_d: parts.comm_d,
+                    replica_id: parts.replica_id,
+                    seed: parts.seed,
+                    ticket: parts.ticket,
+                }
+            }
+        };
+        Ok(C1 { proof, out })
+    }
+
+    fn parse_and_check<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        input: &[u8],
+    ) -> Result<C1<Tree>, CircuitError> {
+        let parsed = self.parse::<Tree>(input)?;
+        let (proof, c1) = (parsed.proof, &parsed.out);
         let size = self.size.name();
         let partitions = self.size.partitions();
         if c1.vanilla_proofs.len() != partitions {
@@ -512,23 +650,24 @@ impl PorepC2Family {
                 c1.vanilla_proofs.len()
             )));
         }
-        let expected = replica_id::<Tree>(self.size, self.sector_id, &self.prover_id, &c1);
+        let expected = replica_id::<Tree>(proof, self.sector_id, &self.prover_id, c1);
         if c1.replica_id != expected {
             return Err(input_err(format!(
-                "C1 output was not sealed by prover {} as sector {} of {size} (replica id differs)",
+                "C1 output was not sealed by prover {} as sector {} with {} (replica id differs; a synthetic-PoRep C1 in filecoin-proofs' own form needs the job parameter \"proof\")",
                 hex_string(&self.prover_id),
-                self.sector_id
+                self.sector_id,
+                proof.api_name(),
             )));
         }
         // The vanilla proofs must verify before a circuit is built from them: circuit
         // construction assumes well-formed proofs (it indexes paths by the tree's shape), and
         // this turns a C1 for another sector size or a corrupted one into a clear error.
-        let (cpp, pub_in) = setup::<Tree>(self.size, &c1)?;
+        let (cpp, pub_in) = setup::<Tree>(proof, c1)?;
         let valid = catch_unwind(AssertUnwindSafe(|| {
             Drg::<Tree>::verify_all_partitions(&cpp.vanilla_params, &pub_in, &c1.vanilla_proofs)
         }));
         match valid {
-            Ok(Ok(true)) => Ok(c1),
+            Ok(Ok(true)) => Ok(parsed),
             Ok(Ok(false)) => Err(input_err(format!(
                 "C1 vanilla proofs do not verify for a {size} sector (wrong sector size or corrupt C1)"
             ))),
@@ -547,11 +686,11 @@ impl PorepC2Family {
         index: usize,
     ) -> Result<Assignment, CircuitError> {
         let c1 = self.c1::<Tree>(input)?;
-        let (cpp, pub_in) = setup::<Tree>(self.size, &c1)?;
-        let proofs = c1.vanilla_proofs.get(index).ok_or_else(|| {
+        let (cpp, pub_in) = setup::<Tree>(c1.proof, &c1.out)?;
+        let proofs = c1.out.vanilla_proofs.get(index).ok_or_else(|| {
             input_err(format!(
                 "partition {index} requested but the job has {}",
-                c1.vanilla_proofs.len()
+                c1.out.vanilla_proofs.len()
             ))
         })?;
         // filecoin-proofs asserts rather than returns errors in places; a panic here must fail
@@ -580,14 +719,15 @@ impl PorepC2Family {
         index: usize,
     ) -> Result<Vec<Scalar>, CircuitError> {
         let c1 = self.c1::<Tree>(input)?;
+        let out = &c1.out;
         let mut all = get_seal_inputs::<Tree>(
-            &self.size.config(),
-            c1.comm_r,
-            c1.comm_d,
+            &c1.proof.config(),
+            out.comm_r,
+            out.comm_d,
             self.prover_id,
             self.sector_id.into(),
-            c1.ticket,
-            c1.seed,
+            out.ticket,
+            out.seed,
         )
         .map_err(|e| input_err(format!("cannot derive the public inputs: {e:#}")))?;
         if index >= all.len() {
@@ -601,7 +741,7 @@ impl PorepC2Family {
 }
 
 fn replica_id<Tree: 'static + MerkleTreeTrait>(
-    size: SectorSize,
+    proof: SealProof,
     sector_id: u64,
     prover_id: &[u8; 32],
     c1: &SealCommitPhase1Output<Tree>,
@@ -611,7 +751,7 @@ fn replica_id<Tree: 'static + MerkleTreeTrait>(
         sector_id,
         &c1.ticket,
         c1.comm_d,
-        &size.config().porep_id,
+        &proof.config().porep_id,
     )
 }
 
@@ -625,10 +765,11 @@ type Setup<'a, Tree> = (
 
 /// The compound public parameters and the public inputs, as `seal_commit_phase2` builds them.
 fn setup<'a, Tree: 'static + MerkleTreeTrait>(
-    size: SectorSize,
+    proof: SealProof,
     c1: &SealCommitPhase1Output<Tree>,
 ) -> Result<Setup<'a, Tree>, CircuitError> {
-    let config = size.config();
+    let size = proof.size;
+    let config = proof.config();
     let vanilla_params = setup_params(&config).map_err(|e| params_err(size, e))?;
     let cpp =
         <Compound<Tree> as CompoundProof<Drg<'_, Tree>, _>>::setup(&compound_proof::SetupParams {
@@ -684,9 +825,14 @@ impl CircuitFamily for PorepC2Family {
     }
 
     fn parameter_file(&self) -> Option<PathBuf> {
-        // Computing the path cannot fail for a supported size; if it ever did, the cache would
+        // Computing the name cannot fail for a supported size; if it ever did, the cache would
         // fall back to generate_test_params, which fails with a clear error.
-        parameter_path(self.size).ok()
+        parameter_file_name(self.size).ok().map(PathBuf::from)
+    }
+
+    fn published_digest(&self) -> Option<&'static str> {
+        let name = parameter_file_name(self.size).ok()?;
+        PARAMETERS.get(&name).map(|data| data.digest.as_str())
     }
 }
 
@@ -742,6 +888,27 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("missing field `sector_id`"), "{e}");
+        // A miner instead of the prover id; exactly one of them.
+        for miner in [json!("f01234"), json!("t01234"), json!(1234), json!("1234")] {
+            let f = family(json!({"sector_size": "2KiB", "sector_id": 1, "miner": miner}));
+            assert!(f.is_ok(), "{miner}");
+        }
+        let e = family(json!({"sector_size": "2KiB", "sector_id": 1, "miner": "f1abc"}))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("ID address"), "{e}");
+        for both_or_none in [
+            json!({"sector_size": "2KiB", "sector_id": 1, "miner": 1, "prover_id": prover}),
+            json!({"sector_size": "2KiB", "sector_id": 1}),
+        ] {
+            let e = family(both_or_none).err().unwrap();
+            assert!(e.to_string().contains("exactly one of 'miner'"), "{e}");
+        }
+        let e = family(json!({"sector_size": "2KiB", "sector_id": 1, "miner": 1,
+            "proof": "StackedDrg32GiBV1_1_Feat_SyntheticPoRep"}))
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("not for a 2KiB sector"), "{e}");
         assert_eq!("8mib".parse::<SectorSize>(), Ok(SectorSize::S8MiB));
         assert!(parameter_path(SectorSize::S2KiB)
             .unwrap()
@@ -790,5 +957,62 @@ mod tests {
         assert!(e.contains("do not verify"), "{e}");
         let e = f.synthesize_partition(c1, 1).unwrap_err().to_string();
         assert!(e.contains("partition 1 requested"), "{e}");
+    }
+
+    /// filecoin-proofs-api's form of a C1 output in filecoin-proofs' form: the proof's name, and
+    /// the vanilla proofs tagged with the tree shape.
+    fn api_form(sector: &SealedSector) -> Vec<u8> {
+        let mut value: serde_json::Value = serde_json::from_slice(&sector.c1_json).unwrap();
+        let proofs = value["vanilla_proofs"].take();
+        value["vanilla_proofs"] = json!({ format!("StackedDrg{}V1", sector.size.name()): proofs });
+        value["registered_proof"] = json!(sector.proof.api_name());
+        serde_json::to_vec(&value).unwrap()
+    }
+
+    /// A synthetic-PoRep C1 synthesizes to `get_seal_inputs`' public inputs in all three forms;
+    /// in filecoin-proofs' own form (which does not name its proof) only when the job says so.
+    #[test]
+    fn synthetic_porep_in_every_form() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
+        let proof = SealProof::from_api_name("StackedDrg2KiBV1_1_Feat_SyntheticPoRep").unwrap();
+        let prover = porep_c1::prover_id(1000);
+        let sector = seal_sector_as(proof, dir.path(), 42, prover, &mut rng).unwrap();
+
+        let f = family(sector.job_params()).unwrap();
+        let asg = f.synthesize_partition(&sector.c1_json, 0).unwrap();
+        assert_eq!(asg.input[1..], f.public_inputs(&sector.c1_json, 0).unwrap()[..]);
+
+        let mut params = sector.job_params();
+        params.as_object_mut().unwrap().remove("proof");
+        let e = family(params.clone())
+            .unwrap()
+            .synthesize_partition(&sector.c1_json, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("StackedDrg2KiBV1_1 (replica id differs"), "{e}");
+
+        let api = api_form(&sector);
+        use base64::Engine;
+        let lotus = serde_json::to_vec(&json!({
+            "SectorNum": 42,
+            "Phase1Out": base64::engine::general_purpose::STANDARD.encode(&api),
+            "SectorSize": 2048,
+        }))
+        .unwrap();
+        for input in [&api, &lotus] {
+            let f = family(params.clone()).unwrap();
+            let other = f.synthesize_partition(input, 0).unwrap();
+            assert_eq!(other.input, asg.input);
+            assert_eq!(other.num_constraints(), asg.num_constraints());
+        }
+        // The lotus file's sector number must be the job's.
+        params["sector_id"] = json!(43);
+        let e = family(params)
+            .unwrap()
+            .synthesize_partition(&lotus, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the C1 file is for sector 42, the job for sector 43"), "{e}");
     }
 }

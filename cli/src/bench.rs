@@ -21,7 +21,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     job: JobArgs,
     /// Timed jobs per side (after one untimed warm-up job through the cluster).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, env = "CUZK_BENCH_JOBS", default_value_t = 2)]
     jobs: usize,
     #[command(flatten)]
     synth: SynthArgs,
@@ -88,10 +88,7 @@ pub async fn run(args: BenchArgs, file: ConfigFile) -> anyhow::Result<()> {
         params: template.params.clone(),
     })?;
     let partitions = family.partitions();
-    let cache = match &gpu.param_cache {
-        Some(dir) => ParamCache::new(dir.clone()),
-        None => ParamCache::from_env()?,
-    };
+    let cache = ParamCache::new(gpu.param_cache.clone());
     // Parameter generation/loading is excluded from both sides.
     let params = cache.get_or_generate(&*family)?;
     let threads = synth.threads;

@@ -52,6 +52,35 @@ pub struct TelemetryArgs {
     /// 127.0.0.1:9464 (the conventional Prometheus exporter port). Off unless given.
     #[arg(long = "metrics-addr", env = "CUZK_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Added to the port of --metrics-addr: one setting for every instance of a templated
+    /// unit (`cuzk-gpu@N`: 9470 + N, for any N).
+    #[arg(
+        long = "metrics-port-offset",
+        env = "CUZK_METRICS_PORT_OFFSET",
+        default_value_t = 0
+    )]
+    pub metrics_port_offset: u16,
+}
+
+impl TelemetryArgs {
+    /// The address the metrics and health endpoints listen on, offset applied.
+    pub fn metrics_addr(&self) -> Result<Option<SocketAddr>, crate::config::ConfigError> {
+        let Some(mut addr) = self.metrics_addr else {
+            return Ok(None);
+        };
+        let port = addr
+            .port()
+            .checked_add(self.metrics_port_offset)
+            .ok_or_else(|| crate::config::ConfigError::Invalid {
+                name: "metrics_port_offset",
+                message: format!(
+                    "{addr} + {} is past the last port",
+                    self.metrics_port_offset
+                ),
+            })?;
+        addr.set_port(port);
+        Ok(Some(addr))
+    }
 }
 
 /// What [`init`] sets up.

@@ -17,7 +17,7 @@ use cuzk_common::job::{
     unix_ms, JobRecord, JobResult, JobStatus, JobTimings, PartitionStatus, PartitionTimings,
     WorkItem, RESULT_VERSION,
 };
-use cuzk_common::metrics::{metrics, KeyValue};
+use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one};
 use cuzk_common::nodes::{self, Held, NodeInfo, NodeLoad};
 use cuzk_common::objects;
@@ -54,6 +54,11 @@ impl<E: Retryable> From<E> for PartitionError {
     }
 }
 
+/// The `circuit`/`shape` labels of a work item's measurements.
+fn labels(item: &WorkItem) -> JobLabels {
+    JobLabels::new(&item.circuit, &item.shape_key)
+}
+
 /// A work item whose blob is fetched and decoded, ready for the backend.
 struct Prepared {
     message: Arc<jetstream::Message>,
@@ -87,10 +92,7 @@ pub struct GpuNode {
 
 impl GpuNode {
     pub fn new(topology: Topology, config: GpuConfig, name: String) -> anyhow::Result<GpuNode> {
-        let params = match &config.param_cache {
-            Some(dir) => ParamCache::new(dir.clone()),
-            None => ParamCache::from_env()?,
-        };
+        let params = ParamCache::new(config.param_cache.clone());
         Ok(GpuNode {
             topology,
             config,
@@ -225,7 +227,7 @@ impl GpuNode {
                 continue;
             }
             let span = prepared.span.clone();
-            span.record("worker", label.as_str());
+            span.record("cuzk.worker", label.as_str());
             self.prove_and_settle(&backend, &pool, &loaded, &label, prepared)
                 .instrument(span)
                 .await;
@@ -289,9 +291,15 @@ impl GpuNode {
             message.clone(),
             self.topology.progress_interval(),
         ));
-        // A child of the synth node's partition span through the work item's `traceparent`.
-        let span = info_span!("gpu.partition", job_id = %item.job_id, partition = item.partition, delivered,
-            worker = field::Empty, otel.kind = "consumer");
+        // OpenTelemetry's messaging `process` span: a child of the synth node's `send` span
+        // through the work item's `traceparent`.
+        let consumer = message.info().map(|i| i.consumer.to_owned()).unwrap_or_default();
+        let span = info_span!("process", otel.name = %format!("process {}", message.subject),
+            otel.kind = "consumer", messaging.system = "nats", messaging.operation.type = "process",
+            messaging.operation.name = "process", messaging.destination.name = %message.subject,
+            messaging.consumer.group.name = %consumer, messaging.message.body.size = message.payload.len(),
+            cuzk.job_id = %item.job_id, cuzk.partition = item.partition, cuzk.delivered = delivered,
+            cuzk.worker = field::Empty);
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(published) = telemetry::published_at(&message) {
             telemetry::record_wait(
@@ -304,7 +312,7 @@ impl GpuNode {
         let held = self.load.hold("gpu");
         let mut timings = item.timings;
         timings.queue_wait_ms = unix_ms().saturating_sub(item.published_at_ms) as f64;
-        metrics().stage_ms("work_queue", timings.queue_wait_ms);
+        metrics().stage_ms("work_queue", &labels(&item), timings.queue_wait_ms);
         let fetched = self
             .fetch_assignment(&item, &mut timings)
             .instrument(span.clone())
@@ -360,13 +368,14 @@ impl GpuNode {
         )
         .instrument(info_span!("fetch"))
         .await?;
-        metrics().stage("fetch", started.elapsed());
+        let job = labels(item);
+        metrics().stage("fetch", &job, started.elapsed());
         metrics().blob_bytes.add(
             bytes.len() as u64,
-            &[
+            &job.with(&[
                 KeyValue::new("direction", "down"),
                 KeyValue::new("form", "wire"),
-            ],
+            ]),
         );
         timings.fetch_ms = ms(started.elapsed());
         let started = Instant::now();
@@ -377,7 +386,7 @@ impl GpuNode {
             .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
         let (header, assignment) = decoded
             .map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
-        metrics().stage("decode", started.elapsed());
+        metrics().stage("decode", &job, started.elapsed());
         timings.decode_ms = ms(started.elapsed());
         if header.job_id != item.job_id
             || header.partition != item.partition
@@ -457,10 +466,10 @@ impl GpuNode {
         let mut timings = prepared.timings;
         let elapsed = started.elapsed();
         self.load.busy(label, elapsed);
-        let m = metrics();
-        m.stage("prove", elapsed);
-        m.stage("h", prove_timings.h);
-        m.stage("msm", prove_timings.msm);
+        let (m, job) = (metrics(), labels(item));
+        m.stage("prove", &job, elapsed);
+        m.stage("h", &job, prove_timings.h);
+        m.stage("msm", &job, prove_timings.msm);
         timings.prove_ms = ms(elapsed);
         timings.h_ms = ms(prove_timings.h);
         timings.msm_ms = ms(prove_timings.msm);
@@ -505,7 +514,7 @@ impl GpuNode {
         })
         .await?;
         if let Some(record) = record.filter(|r| r.all_proved() && !r.status.is_final()) {
-            self.assemble(&record)
+            self.assemble(&record, &job)
                 .instrument(info_span!("assemble"))
                 .await?;
         }
@@ -567,7 +576,7 @@ impl GpuNode {
     }
 
     /// Builds the job's result from its complete record and reports it (idempotent).
-    async fn assemble(&self, record: &JobRecord) -> Result<(), PartitionError> {
+    async fn assemble(&self, record: &JobRecord, job: &JobLabels) -> Result<(), PartitionError> {
         let started = Instant::now();
         let mut proof = Vec::with_capacity(record.partitions.len() * 192);
         for partition in &record.partitions {
@@ -604,9 +613,9 @@ impl GpuNode {
             partition_timings,
         };
         records::report_result(&self.topology, &result).await?;
-        metrics().stage("assemble", started.elapsed());
-        metrics().stage_ms("job_total", result.timings.total_ms);
-        metrics().jobs.add(1, &[KeyValue::new("status", "done")]);
+        metrics().stage("assemble", job, started.elapsed());
+        metrics().stage_ms("job_total", job, result.timings.total_ms);
+        metrics().job("done", job);
         info!(job_id = %record.job_id, partitions = result.partitions, total_ms = result.timings.total_ms, "job done");
         Ok(())
     }
@@ -639,7 +648,7 @@ impl GpuNode {
     async fn fail_job(&self, item: &WorkItem, reason: String) -> AckKind {
         warn!(job_id = %item.job_id, partition = item.partition, %reason, "job failed");
         metrics().error("gpu", "fatal");
-        metrics().jobs.add(1, &[KeyValue::new("status", "failed")]);
+        metrics().job("failed", &labels(item));
         match records::report_result(&self.topology, &JobResult::failed(&item.job_id, reason)).await
         {
             Ok(()) => {

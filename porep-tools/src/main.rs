@@ -19,12 +19,11 @@ use cuzk_circuits::porep::{
 use cuzk_circuits::CircuitSpec;
 use cuzk_common::blob::{encode_blob_with_stats, BlobHeaderInfo, EncodeOptions};
 use cuzk_common::config::{BackendKind, GpuArgs, SynthArgs};
-use cuzk_common::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
+use cuzk_common::job::{
+    JobInput, JobSpec, JobStatus, Priority, DEFAULT_MAX_INLINE_INPUT as MAX_INLINE,
+    JOB_SPEC_VERSION,
+};
 use rand::RngCore;
-
-/// The largest input a job carries inline (the default `max_inline_input`); larger C1 outputs
-/// go through the object store.
-const MAX_INLINE: usize = 768 * 1024;
 
 #[derive(Parser)]
 #[command(
@@ -52,13 +51,19 @@ enum Command {
         prover_id: Option<String>,
     },
     /// Generate INSECURE, TEST-ONLY Groth16 parameters (bellperson's generator) into the
-    /// Filecoin parameter cache as v28-<cache id>.params/.vk/.meta.
+    /// parameter directory as v28-<cache id>.params/.vk/.meta, marked insecure
+    /// (v28-….params.TEST-ONLY-INSECURE). Refuses a production directory (filecoin-proofs'
+    /// default, or one holding real parameters) unless --force-insecure.
     Params {
         #[arg(long, value_parser = clap::value_parser!(SectorSize))]
         sector_size: SectorSize,
-        /// Default: $FIL_PROOFS_PARAMETER_CACHE, else /var/tmp/filecoin-proof-parameters.
+        /// The parameter directory (`cuzk gpu-node --param-cache`); else
+        /// $FIL_PROOFS_PARAMETER_CACHE, else ~/.cache/cuzk/params.
+        #[arg(long, env = cuzk_common::config::PARAM_CACHE_ENV)]
+        param_cache: Option<PathBuf>,
+        /// Write them even into a production directory.
         #[arg(long)]
-        cache: Option<PathBuf>,
+        force_insecure: bool,
     },
     /// Seal a sector, synthesize partition 0 and print its witness value classes and blob
     /// sizes (raw, after the codec, after zstd).
@@ -75,17 +80,20 @@ enum Command {
         /// Timed runs of each, after one untimed warm-up (parameter loading) of each.
         #[arg(long, default_value_t = 2)]
         runs: usize,
-        #[arg(long)]
-        cache: Option<PathBuf>,
+        /// As for `params`.
+        #[arg(long, env = cuzk_common::config::PARAM_CACHE_ENV)]
+        param_cache: Option<PathBuf>,
     },
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
-    match &cli.command {
-        Command::Params { cache, .. } | Command::Bench { cache, .. } => set_cache(cache.as_deref()),
-        _ => {}
-    }
+    let param_dir = match &cli.command {
+        Command::Params { param_cache, .. } | Command::Bench { param_cache, .. } => {
+            Some(set_param_dir(param_cache.clone())?)
+        }
+        _ => None,
+    };
     cuzk_common::telemetry::init_logging();
     match cli.command {
         Command::Fixture {
@@ -94,24 +102,32 @@ fn main() -> Result<()> {
             sector_id,
             prover_id,
         } => fixture(sector_size, &out, sector_id, prover_id),
-        Command::Params { sector_size, .. } => {
-            let path = generate_test_parameters(sector_size)?;
+        Command::Params {
+            sector_size,
+            force_insecure,
+            ..
+        } => {
+            let path = generate_test_parameters(sector_size, force_insecure)?;
             println!("{}", path.display());
             Ok(())
         }
         Command::Stats { sector_size } => stats(sector_size),
         Command::Bench {
             sector_size, runs, ..
-        } => bench(sector_size, runs),
+        } => bench(sector_size, runs, param_dir.expect("resolved for bench")),
     }
 }
 
-/// filecoin-proofs reads its settings from the environment once, on first use.
-fn set_cache(cache: Option<&Path>) {
-    if let Some(dir) = cache {
-        // SAFETY: called first thing in main, before any other thread exists.
-        unsafe { std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", dir) };
-    }
+/// Resolves the parameter directory as `cuzk gpu-node` does and hands it to filecoin-proofs,
+/// which reads its settings from the environment once, on first use.
+fn set_param_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
+    let dir = match flag {
+        Some(dir) => dir,
+        None => cuzk_common::config::param_cache_from_env()?,
+    };
+    // SAFETY: called first thing in main, before any other thread exists.
+    unsafe { std::env::set_var(cuzk_common::config::FIL_PARAM_CACHE_ENV, &dir) };
+    Ok(dir)
 }
 
 fn seal(size: SectorSize, sector_id: u64, prover_id: [u8; 32]) -> Result<SealedSector> {
@@ -231,7 +247,7 @@ fn stats(size: SectorSize) -> Result<()> {
     Ok(())
 }
 
-fn bench(size: SectorSize, runs: usize) -> Result<()> {
+fn bench(size: SectorSize, runs: usize, param_dir: PathBuf) -> Result<()> {
     let params = parameter_path(size)?;
     if !params.exists() {
         bail!(
@@ -256,6 +272,7 @@ fn bench(size: SectorSize, runs: usize) -> Result<()> {
         let gpu = GpuArgs {
             backend: Some(BackendKind::Cpu),
             cpu_threads: Some(cores),
+            param_cache: Some(param_dir),
             ..Default::default()
         }
         .resolve()?;

@@ -16,7 +16,7 @@ use cuzk_common::job::{
     unix_ms, JobInput, JobRecord, JobResult, JobSpec, JobStatus, PartitionRecord, PartitionStatus,
     PartitionTimings, Priority, WorkItem, JOB_ID_HEADER, WORK_ITEM_VERSION,
 };
-use cuzk_common::metrics::{metrics, KeyValue};
+use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one, retry, RetryPolicy};
 use cuzk_common::nodes::{self, NodeInfo, NodeLoad};
 use cuzk_common::objects;
@@ -24,6 +24,7 @@ use cuzk_common::records;
 use cuzk_common::telemetry;
 use cuzk_common::topology::{
     self, Topology, MAX_DELIVER, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL,
+    SYNTH_CONSUMER,
 };
 use cuzk_common::Retryable;
 use tokio::sync::Semaphore;
@@ -74,6 +75,7 @@ pub struct SynthNode {
 struct JobContext {
     spec: JobSpec,
     circuit: Arc<dyn CircuitFamily>,
+    labels: JobLabels,
     input: Arc<Vec<u8>>,
     submission_seq: u64,
     cancel: CancellationToken,
@@ -172,34 +174,43 @@ impl SynthNode {
             .map(|v| v.as_str().to_owned())
             .filter(|id| cuzk_common::job::valid_job_id(id));
         let mut job_id = header_id.clone();
-        // The job's span on this node; a submitter's `traceparent` header makes it part of the
-        // caller's trace, otherwise it is the root of the job's trace.
+        // The job's span on this node (OpenTelemetry's messaging `process` span); a
+        // submitter's `traceparent` header makes it part of the caller's trace, otherwise it
+        // is the root of the job's trace.
         let span = info_span!(
-            "job",
-            seq,
-            delivered,
-            job_id = field::Empty,
-            otel.kind = "consumer"
+            "process",
+            otel.name = %format!("process {}", message.subject),
+            otel.kind = "consumer",
+            messaging.system = "nats",
+            messaging.operation.type = "process",
+            messaging.operation.name = "process",
+            messaging.destination.name = %message.subject,
+            messaging.consumer.group.name = SYNTH_CONSUMER,
+            messaging.message.body.size = message.payload.len(),
+            cuzk.stream_seq = seq,
+            cuzk.delivered = delivered,
+            cuzk.job_id = field::Empty,
         );
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(id) = &job_id {
-            span.record("job_id", id.as_str());
+            span.record("cuzk.job_id", id.as_str());
         }
+        let mut queue_wait = None;
         if let Some(published) = telemetry::published_at(&message) {
             let now = std::time::SystemTime::now();
             telemetry::record_wait(&span, "job.queue_wait", published, now);
-            if delivered == 1 {
-                metrics().stage(
-                    "job_queue",
-                    now.duration_since(published).unwrap_or_default(),
-                );
-            }
+            queue_wait = now.duration_since(published).ok();
         }
+        let mut labels = None;
         let outcome = self
-            .process(&message.payload, seq, published_ms, &mut job_id, cancel)
+            .process(&message.payload, seq, published_ms, &mut job_id, &mut labels, cancel)
             .instrument(span.clone())
             .await;
         ticker.abort();
+        let labels = labels.unwrap_or_else(JobLabels::unknown);
+        if let Some(wait) = queue_wait.filter(|_| delivered == 1) {
+            metrics().stage("job_queue", &labels, wait);
+        }
 
         // Failure reports belong to the job's trace too.
         let ack = async { match outcome {
@@ -215,9 +226,9 @@ impl SynthNode {
                 AckKind::Nak(Some(RetryPolicy::NETWORK.delay(delivered as u32 + 2)))
             }
             Err(JobError::Retry(reason)) => {
-                self.fail(job_id.as_deref(), seq, format!("gave up after {delivered} attempts: {reason}")).await
+                self.fail(job_id.as_deref(), seq, &labels, format!("gave up after {delivered} attempts: {reason}")).await
             }
-            Err(JobError::Fatal(reason)) => self.fail(job_id.as_deref(), seq, reason).await,
+            Err(JobError::Fatal(reason)) => self.fail(job_id.as_deref(), seq, &labels, reason).await,
         } }
         .instrument(span)
         .await;
@@ -228,10 +239,16 @@ impl SynthNode {
 
     /// Reports a job as failed. Returns how to settle its message: consumed once the failure is
     /// published, retried later if even that was impossible.
-    async fn fail(&self, job_id: Option<&str>, seq: u64, reason: String) -> AckKind {
+    async fn fail(
+        &self,
+        job_id: Option<&str>,
+        seq: u64,
+        labels: &JobLabels,
+        reason: String,
+    ) -> AckKind {
         warn!(job_id = job_id.unwrap_or("?"), seq, %reason, "job failed");
         metrics().error("synth", "fatal");
-        metrics().jobs.add(1, &[KeyValue::new("status", "failed")]);
+        metrics().job("failed", labels);
         let reported = match job_id {
             Some(id) => {
                 records::report_result(&self.topology, &JobResult::failed(id, reason)).await
@@ -262,6 +279,7 @@ impl SynthNode {
         seq: u64,
         published_ms: u64,
         job_id: &mut Option<String>,
+        labels: &mut Option<JobLabels>,
         cancel: CancellationToken,
     ) -> Result<(), JobError> {
         let spec = match JobSpec::parse(body) {
@@ -277,7 +295,7 @@ impl SynthNode {
             }
         };
         *job_id = Some(spec.job_id.clone());
-        tracing::Span::current().record("job_id", spec.job_id.as_str());
+        tracing::Span::current().record("cuzk.job_id", spec.job_id.as_str());
         let existing = self.check_duplicate(&spec.job_id, seq).await?;
         if existing.as_ref().is_some_and(|r| r.status.is_final()) {
             return Ok(());
@@ -287,6 +305,8 @@ impl SynthNode {
             params: spec.params.clone(),
         })
         .map_err(|e| JobError::Fatal(e.to_string()))?;
+        let job_labels = JobLabels::new(&spec.circuit, &circuit.shape_key());
+        *labels = Some(job_labels.clone());
         let input = self.load_input(&spec.input).await?;
         let record = match existing {
             Some(record) => record,
@@ -302,6 +322,7 @@ impl SynthNode {
         let job = Arc::new(JobContext {
             spec,
             circuit,
+            labels: job_labels,
             input: Arc::new(input),
             submission_seq: seq,
             cancel: cancel.clone(),
@@ -311,7 +332,7 @@ impl SynthNode {
             if partition.status == PartitionStatus::Pending {
                 let node = self.clone();
                 let job = job.clone();
-                let span = info_span!("partition", job_id = %job.spec.job_id, partition = index);
+                let span = info_span!("partition", cuzk.job_id = %job.spec.job_id, cuzk.partition = index);
                 tasks.spawn(async move { node.partition(&job, index).await }.instrument(span));
             }
         }
@@ -458,7 +479,7 @@ impl SynthNode {
             .instrument(info_span!("synthesize"))
             .await?
             .map_err(|e| JobError::Fatal(format!("partition {index}: {e}")))?;
-        metrics().stage("synth", started.elapsed());
+        metrics().stage("synth", &job.labels, started.elapsed());
         timings.synth_ms = ms(started.elapsed());
 
         let started = Instant::now();
@@ -472,7 +493,7 @@ impl SynthNode {
             .on_pool(move || blob::encode_blob_with_stats(&header, &assignment, &options))
             .instrument(info_span!("encode"))
             .await?;
-        metrics().stage("encode", started.elapsed());
+        metrics().stage("encode", &job.labels, started.elapsed());
         timings.encode_ms = ms(started.elapsed());
         timings.blob_bytes = bytes.len() as u64;
         timings.raw_bytes = stats.raw_bytes;
@@ -483,11 +504,13 @@ impl SynthNode {
                 KeyValue::new("form", form),
             ]
         };
-        m.blob_bytes.add(timings.blob_bytes, &up("wire"));
-        m.blob_bytes.add(timings.raw_bytes, &up("raw"));
+        m.blob_bytes
+            .add(timings.blob_bytes, &job.labels.with(&up("wire")));
+        m.blob_bytes
+            .add(timings.raw_bytes, &job.labels.with(&up("raw")));
         m.codec_ratio.record(
             timings.raw_bytes as f64 / timings.blob_bytes.max(1) as f64,
-            &[],
+            &job.labels.with(&[]),
         );
 
         let started = Instant::now();
@@ -496,7 +519,7 @@ impl SynthNode {
             .instrument(info_span!("upload", bytes = bytes.len()))
             .await?;
         drop(bytes);
-        metrics().stage("upload", started.elapsed());
+        metrics().stage("upload", &job.labels, started.elapsed());
         timings.upload_ms = ms(started.elapsed());
 
         let item = WorkItem {
@@ -512,7 +535,6 @@ impl SynthNode {
             timings,
         };
         self.publish_work(&item, job.spec.priority, job.submission_seq)
-            .instrument(info_span!("publish_work", otel.kind = "producer"))
             .await?;
         records::update(&self.topology.jobs_kv, &job_id, |record| {
             let Some(partition) = record.partitions.get_mut(index) else {
@@ -550,9 +572,21 @@ impl SynthNode {
         let payload = bytes::Bytes::from(item.encode());
         // The message id makes a republish after a timeout or a resumed job a no-op.
         let msg_id = format!("{}.{}.{seq}", item.job_id, item.partition);
-        // The GPU node's spans for this partition become children of this one.
+        // OpenTelemetry's messaging `send` span; the GPU node's spans for this partition become
+        // its children.
+        let span = info_span!(
+            "send",
+            otel.name = %format!("send {subject}"),
+            otel.kind = "producer",
+            messaging.system = "nats",
+            messaging.operation.type = "send",
+            messaging.operation.name = "send",
+            messaging.destination.name = subject,
+            messaging.message.id = %msg_id,
+            messaging.message.body.size = payload.len(),
+        );
         let mut headers = async_nats::HeaderMap::new();
-        telemetry::inject(&tracing::Span::current(), &mut headers);
+        telemetry::inject(&span, &mut headers);
         retry("publish work item", RetryPolicy::NETWORK, || async {
             let publish = PublishMessage::build()
                 .headers(headers.clone())
@@ -566,6 +600,7 @@ impl SynthNode {
                 .map(|_| ())
                 .map_err(async_nats::Error::from)
         })
+        .instrument(span)
         .await
         .map_err(|e| JobError::Retry(format!("publishing work item: {e}")))
     }
