@@ -274,14 +274,18 @@ pub struct SealedSector {
 }
 
 impl SealedSector {
-    /// The `porep-c2` job parameters for this sector.
+    /// The `porep-c2` job parameters for this sector (its C1 output is in filecoin-proofs'
+    /// form, which does not name its proof: a version other than V1_1 is named here).
     pub fn job_params(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut params = serde_json::json!({
             "sector_size": self.size.name(),
             "sector_id": self.sector_id,
             "prover_id": hex_string(&self.prover_id),
-            "proof": self.proof.api_name(),
-        })
+        });
+        if self.proof != SealProof::v1_1(self.size) {
+            params["proof"] = self.proof.api_name().into();
+        }
+        params
     }
 }
 
