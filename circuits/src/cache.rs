@@ -19,6 +19,12 @@ use rand_chacha::ChaCha20Rng;
 
 use crate::{partition_seed, CircuitError, CircuitFamily};
 
+/// Environment variable naming the cache directory (`--param-cache`'s twin).
+pub const CACHE_ENV: &str = "CUZK_PARAM_CACHE";
+/// filecoin-proofs' name for the same directory, honoured after [`CACHE_ENV`]: operators of
+/// lotus and Curio have it set already.
+pub const FILECOIN_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
+
 /// Parameters by shape key, backed by a directory of `TEST-ONLY-INSECURE-<shape>.params` files.
 pub struct ParamCache {
     dir: PathBuf,
@@ -46,13 +52,25 @@ impl ParamCache {
         }
     }
 
-    /// The directory `--param-cache` defaults to without a flag or file
-    /// ([`cuzk_common::config::param_cache_from_env`]).
+    /// The parameter directory without a flag or file: `$CUZK_PARAM_CACHE`, else
+    /// `$FIL_PROOFS_PARAMETER_CACHE`, else `$XDG_CACHE_HOME/cuzk/params`, else
+    /// `$HOME/.cache/cuzk/params`.
     pub fn from_env() -> Result<Self, CircuitError> {
-        let dir = cuzk_common::config::param_cache_from_env().map_err(|e| CircuitError::Params {
-            shape: "any".into(),
-            reason: e.to_string(),
-        })?;
+        let var = |name| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let dir = var(CACHE_ENV)
+            .or_else(|| var(FILECOIN_CACHE_ENV))
+            .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("cuzk/params")))
+            .or_else(|| var("HOME").map(|d| d.join(".cache/cuzk/params")))
+            .ok_or_else(|| CircuitError::Params {
+                shape: "any".into(),
+                reason: format!(
+                    "no parameter directory: set {CACHE_ENV}, {FILECOIN_CACHE_ENV}, XDG_CACHE_HOME or HOME"
+                ),
+            })?;
         Ok(Self::new(dir))
     }
 
@@ -259,7 +277,7 @@ mod tests {
     use crate::{MimcFamily, Sha256Family};
     use bellperson::SynthesisError;
     use blstrs::Scalar;
-    use cuzk_common::witness::Assignment;
+    use cuzk_wire::witness::Assignment;
     use rand::RngCore;
     use std::sync::atomic::{AtomicUsize, Ordering};
 

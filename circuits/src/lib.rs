@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bellperson::groth16::Parameters;
 use bellperson::SynthesisError;
 use blstrs::{Bls12, Scalar};
-use cuzk_common::witness::Assignment;
+use cuzk_wire::witness::Assignment;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,7 @@ pub mod porep;
 pub mod porep_c1;
 mod sha256;
 
-pub use cache::{check_params_fit, load_from_file, ParamCache};
+pub use cache::{check_params_fit, load_from_file, ParamCache, CACHE_ENV, FILECOIN_CACHE_ENV};
 
 /// Synthesizes one partition's circuit, naming the shape and partition in any error.
 pub(crate) fn synthesize_as<C: bellperson::Circuit<Scalar>>(

@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use bellperson::groth16::{generate_random_parameters, Parameters};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
-use cuzk_common::witness::Assignment;
+use cuzk_wire::witness::Assignment;
 use ff::Field;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;

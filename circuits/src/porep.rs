@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use bellperson::groth16::{generate_random_parameters, Parameters};
 use blstrs::{Bls12, Scalar};
-use cuzk_common::witness::Assignment;
+use cuzk_wire::witness::Assignment;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::constants::{
     DefaultPieceDomain, DefaultPieceHasher, SectorShape32GiB, SectorShape64GiB, SectorShapeBase,

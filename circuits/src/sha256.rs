@@ -6,7 +6,7 @@ use bellperson::gadgets::{multipack, sha256::sha256};
 use bellperson::groth16::{generate_random_parameters, Parameters};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
-use cuzk_common::witness::Assignment;
+use cuzk_wire::witness::Assignment;
 use rand::RngCore;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};

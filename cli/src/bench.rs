@@ -12,7 +12,7 @@ use clap::Args;
 use cuzk_circuits::{CircuitFamily, CircuitSpec, MimcFamily, ParamCache, Sha256Family};
 use cuzk_cli::{inline_input, submit_and_wait, verify_job_proof, LocalCluster};
 use cuzk_common::config::{ConfigFile, GpuArgs, SynthArgs};
-use cuzk_common::job::{JobResult, JobStatus, PartitionTimings};
+use cuzk_wire::job::{JobResult, JobStatus, PartitionTimings};
 
 use crate::{fresh_job_id, JobArgs};
 
@@ -55,7 +55,7 @@ fn bellperson_batch<C: Circuit<Scalar> + Send>(
 
 /// bellperson proves the job's partitions as one batch, synthesis included, like a single box.
 fn bellperson_job(
-    spec: &cuzk_common::job::JobSpec,
+    spec: &cuzk_wire::job::JobSpec,
     params: &Parameters<Bls12>,
 ) -> anyhow::Result<Duration> {
     let input = inline_input(&spec.input)?;
@@ -88,7 +88,10 @@ pub async fn run(args: BenchArgs, file: ConfigFile) -> anyhow::Result<()> {
         params: template.params.clone(),
     })?;
     let partitions = family.partitions();
-    let cache = ParamCache::new(gpu.param_cache.clone());
+    let cache = match &gpu.param_cache {
+        Some(dir) => ParamCache::new(dir.clone()),
+        None => ParamCache::from_env()?,
+    };
     // Parameter generation/loading is excluded from both sides.
     let params = cache.get_or_generate(&*family)?;
     let threads = synth.threads;

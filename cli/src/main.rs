@@ -9,9 +9,9 @@ use clap::{Args, Parser, Subcommand};
 use cuzk_circuits::ParamCache;
 use cuzk_cli::{submit_and_wait, timings_table, verify_job_proof, LocalCluster};
 use cuzk_common::config::{ConfigFile, GpuArgs, NatsArgs, SynthArgs};
-use cuzk_common::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use cuzk_common::records;
 use cuzk_common::telemetry::{self, TelemetryArgs, TelemetryOptions};
+use cuzk_wire::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, Instrument};
 
@@ -381,7 +381,10 @@ async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
     let synth = args.synth.merge(file.synth).resolve()?;
     let gpu = args.gpu.merge(file.gpu).resolve()?;
     let spec = args.job.spec()?;
-    let cache = ParamCache::new(gpu.param_cache.clone());
+    let cache = match &gpu.param_cache {
+        Some(dir) => ParamCache::new(dir.clone()),
+        None => ParamCache::from_env()?,
+    };
     let cluster = LocalCluster::start(synth, gpu).await?;
     info!(url = %cluster.url(), job_id = %spec.job_id, circuit = %spec.circuit, params = %spec.params, "local cluster up; submitting");
     let outcome = submit_and_wait(

@@ -7,9 +7,9 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use async_nats::jetstream::kv::{self, Operation};
-use cuzk_common::job::{unix_ms, JobRecord, JobStatus, PartitionStatus};
 use cuzk_common::nodes;
 use cuzk_common::topology::{Topology, JOBS_BUCKET, JOBS_STREAM, WORK_STREAM};
+use cuzk_wire::job::{unix_ms, JobRecord, JobStatus, PartitionStatus};
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 

@@ -9,7 +9,7 @@ use anyhow::{bail, Context as _};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::Client;
 use base64::Engine;
-use cuzk_common::job::{JobInput, JobResult, JobSpec, JobStatus, DEFAULT_MAX_INLINE_INPUT};
+use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, DEFAULT_MAX_INLINE_INPUT};
 use cuzk_common::nats::{retry, RetryPolicy};
 use cuzk_common::topology::{self, results_subject, INPUTS_BUCKET, SUBJECT_SUBMIT};
 use futures::StreamExt;

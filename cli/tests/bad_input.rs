@@ -8,18 +8,18 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use cuzk_circuits::{CircuitFamily, CircuitSpec};
 use cuzk_cli::submit_and_wait;
-use cuzk_common::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
-use cuzk_common::job::{
+use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_NORMAL};
+use cuzk_common::{objects, records};
+use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
+use cuzk_wire::job::{
     unix_ms, JobRecord, JobStatus, PartitionRecord, PartitionTimings, WorkItem, JOB_ID_HEADER,
     WORK_ITEM_VERSION,
 };
-use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_NORMAL};
-use cuzk_common::{objects, records};
 use futures::StreamExt;
 use serde_json::json;
 use support::{blobs_left, cluster, job, submit_raw, TIMEOUT};
 
-fn assert_failed(result: &cuzk_common::job::JobResult, needle: &str) {
+fn assert_failed(result: &cuzk_wire::job::JobResult, needle: &str) {
     assert_eq!(result.status, JobStatus::Failed, "{result:?}");
     let error = result.error.as_deref().unwrap_or_default();
     assert!(
@@ -95,7 +95,7 @@ async fn bad_submissions_fail_cleanly() {
         json!({"rounds": 10, "partitions": 1}),
         "",
     );
-    missing.input = cuzk_common::job::JobInput::Object("no-such-object".into());
+    missing.input = cuzk_wire::job::JobInput::Object("no-such-object".into());
     let result = submit_and_wait(client, &missing, TIMEOUT).await.unwrap();
     assert_failed(&result, "not found");
 
@@ -138,7 +138,7 @@ async fn duplicate_job_ids_keep_the_original() {
         .await
         .unwrap()
         .unwrap();
-    let first: cuzk_common::job::JobResult = serde_json::from_slice(&first.payload).unwrap();
+    let first: cuzk_wire::job::JobResult = serde_json::from_slice(&first.payload).unwrap();
     assert_eq!(first.status, JobStatus::Done, "{:?}", first.error);
     assert_eq!(
         first.partitions, 2,
@@ -253,7 +253,7 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
             .await
             .unwrap()
             .unwrap();
-        let result: cuzk_common::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
+        let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
         assert_failed(&result, needle);
     }
 
@@ -270,7 +270,7 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
         .await
         .unwrap()
         .unwrap();
-    let result: cuzk_common::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
+    let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
     assert_failed(&result, "not this work item");
 
     assert_eq!(
@@ -289,4 +289,29 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
         .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
     cluster.stop().await.unwrap();
+}
+
+/// `cuzk submit --c1` checks the C1 file against its flags before it connects or uploads.
+#[cfg(feature = "porep")]
+#[test]
+fn submit_refuses_a_c1_file_that_contradicts_its_flags() {
+    let work = tempfile::tempdir().unwrap();
+    let api = br#"{"registered_proof":"StackedDrg2KiBV1_1","vanilla_proofs":{}}"#;
+    let phase1 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, api);
+    let file = work.path().join("c1.json");
+    std::fs::write(
+        &file,
+        json!({"SectorNum": 3, "Phase1Out": phase1, "SectorSize": 2048}).to_string(),
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["submit", "--nats-url", "nats://127.0.0.1:1", "--miner", "f01"])
+        .arg("--c1")
+        .arg(&file)
+        .args(["--sector", "4"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("for sector 3"), "{stderr}");
 }

@@ -6,7 +6,7 @@ mod support;
 use std::process::Command;
 
 use cuzk_circuits::ParamCache;
-use cuzk_common::job::{JobResult, JobStatus};
+use cuzk_wire::job::{JobResult, JobStatus};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,8 +14,8 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use cuzk_common::job::JobStatus;
 use cuzk_common::telemetry::{self, TelemetryOptions};
+use cuzk_wire::job::JobStatus;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use prost::Message;

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs};
-use cuzk_common::job::JobStatus;
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::topology::{
     BLOBS_BUCKET, JOBS_STREAM, SUBJECT_SUBMIT, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER, WORK_STREAM,
 };
+use cuzk_wire::job::JobStatus;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -6,8 +6,8 @@ mod support;
 
 use cuzk_circuits::ParamCache;
 use cuzk_cli::{submit_and_wait, verify_job_proof};
-use cuzk_common::job::{JobStatus, PartitionStatus};
 use cuzk_common::records;
+use cuzk_wire::job::{JobStatus, PartitionStatus};
 use serde_json::json;
 use support::{blobs_left, cluster, cluster_with, job, TIMEOUT};
 

@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use cuzk_circuits::porep::{generate_test_parameters, SectorSize};
 use cuzk_circuits::porep_c1;
-use cuzk_common::config::{GpuArgs, FIL_PARAM_CACHE_ENV};
-use cuzk_common::job::{JobInput, JobSpec, JobStatus};
+use cuzk_circuits::{ParamCache, FILECOIN_CACHE_ENV};
+use cuzk_common::config::GpuArgs;
+use cuzk_wire::job::{JobInput, JobSpec, JobStatus};
 use filecoin_proofs_api::seal::{self, SealCommitPhase1Output};
 use filecoin_proofs_api::{PieceInfo, RegisteredSealProof, UnpaddedBytesAmount};
 use rand::RngCore;
@@ -124,10 +125,10 @@ fn c1_job(job_id: &str, params: serde_json::Value, c1: &[u8]) -> JobSpec {
 
 /// The parameter directory the cluster uses, given to filecoin-proofs as well.
 fn param_dir() -> PathBuf {
-    let dir = cuzk_common::config::param_cache_from_env().unwrap();
-    // SAFETY: the only test in this binary, and no other thread exists yet; filecoin-proofs
-    // reads its settings once, on first use, which is after this.
-    unsafe { std::env::set_var(FIL_PARAM_CACHE_ENV, &dir) };
+    let dir = ParamCache::from_env().unwrap().dir().to_owned();
+    // SAFETY: the first thing the test does, before it starts threads; filecoin-proofs reads
+    // its settings once, on first use, which is after this.
+    unsafe { std::env::set_var(FILECOIN_CACHE_ENV, &dir) };
     dir
 }
 
@@ -229,28 +230,4 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
             .unwrap_or(false));
             cluster.stop().await.unwrap();
         });
-}
-
-#[test]
-fn submit_refuses_a_c1_file_that_contradicts_its_flags() {
-    // Checked before connecting: no cluster needed.
-    let work = tempfile::tempdir().unwrap();
-    let api = br#"{"registered_proof":"StackedDrg2KiBV1_1","vanilla_proofs":{}}"#;
-    let phase1 = base64::engine::general_purpose::STANDARD.encode(api);
-    let file = work.path().join("c1.json");
-    std::fs::write(
-        &file,
-        json!({"SectorNum": 3, "Phase1Out": phase1, "SectorSize": 2048}).to_string(),
-    )
-    .unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(["submit", "--nats-url", "nats://127.0.0.1:1", "--miner", "f01"])
-        .arg("--c1")
-        .arg(&file)
-        .args(["--sector", "4"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
-    assert!(stderr.contains("for sector 3"), "{stderr}");
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::blob::EncodeOptions;
+use cuzk_wire::blob::EncodeOptions;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -263,39 +263,11 @@ impl NatsArgs {
     }
 }
 
-/// `--param-cache`'s environment twin.
+/// `--param-cache`'s environment twin (the name `cuzk_circuits::ParamCache::from_env` reads).
 pub const PARAM_CACHE_ENV: &str = "CUZK_PARAM_CACHE";
 /// filecoin-proofs' name for the same directory, honoured as a second twin: operators of
 /// lotus and Curio have it set already.
 pub const FIL_PARAM_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
-
-fn env_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
-
-/// The parameter directory's default: `$XDG_CACHE_HOME/cuzk/params`, else
-/// `$HOME/.cache/cuzk/params`.
-pub fn default_param_cache() -> Option<PathBuf> {
-    env_path("XDG_CACHE_HOME")
-        .map(|d| d.join("cuzk/params"))
-        .or_else(|| env_path("HOME").map(|d| d.join(".cache/cuzk/params")))
-}
-
-/// The parameter directory without a flag or file: `$CUZK_PARAM_CACHE`, else
-/// `$FIL_PROOFS_PARAMETER_CACHE`, else the default.
-pub fn param_cache_from_env() -> Result<PathBuf, ConfigError> {
-    env_path(PARAM_CACHE_ENV)
-        .or_else(|| env_path(FIL_PARAM_CACHE_ENV))
-        .or_else(default_param_cache)
-        .ok_or_else(|| {
-            invalid(
-                "gpu.param_cache",
-                format!("no parameter directory: set --param-cache, {PARAM_CACHE_ENV}, {FIL_PARAM_CACHE_ENV}, XDG_CACHE_HOME or HOME"),
-            )
-        })
-}
 
 fn default_threads() -> usize {
     std::thread::available_parallelism()
@@ -375,7 +347,7 @@ impl SynthArgs {
             max_queued_partitions: self.max_queued_partitions.unwrap_or(32),
             max_inline_input: self
                 .max_inline_input
-                .unwrap_or(crate::job::DEFAULT_MAX_INLINE_INPUT),
+                .unwrap_or(cuzk_wire::job::DEFAULT_MAX_INLINE_INPUT),
             zstd_level: self.zstd_level.unwrap_or(EncodeOptions::default().level),
             drain_timeout: Duration::from_secs(self.drain_timeout_secs.unwrap_or(60)),
         };
@@ -424,7 +396,7 @@ pub struct GpuArgs {
     /// Directory of Groth16 parameters for every circuit: Filecoin's published files
     /// (`v28-*.params`, digest-checked on first load) and generated test ones
     /// (`TEST-ONLY-INSECURE-*`). `FIL_PROOFS_PARAMETER_CACHE` is honoured too
-    /// [default: ~/.cache/cuzk/params]
+    /// [default: $XDG_CACHE_HOME/cuzk/params or ~/.cache/cuzk/params]
     #[arg(long = "param-cache", env = PARAM_CACHE_ENV)]
     pub param_cache: Option<PathBuf>,
     /// Device memory the backend may use, bytes (default: what the device reports free).
@@ -449,7 +421,8 @@ pub struct GpuConfig {
     pub workers: usize,
     pub prefetch: usize,
     pub cpu_threads: usize,
-    pub param_cache: PathBuf,
+    /// `None`: the default directory (`cuzk_circuits::ParamCache::from_env`).
+    pub param_cache: Option<PathBuf>,
     pub memory_budget: Option<u64>,
     pub verify: bool,
     pub params_files: Vec<(String, PathBuf)>,
@@ -460,7 +433,9 @@ impl GpuArgs {
     pub fn merge(mut self, file: GpuArgs) -> GpuArgs {
         // The second environment twin ranks with the first: above the file.
         if self.param_cache.is_none() {
-            self.param_cache = env_path(FIL_PARAM_CACHE_ENV);
+            self.param_cache = std::env::var_os(FIL_PARAM_CACHE_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from);
         }
         fill!(
             self,
@@ -484,10 +459,7 @@ impl GpuArgs {
             workers: self.workers.unwrap_or(1),
             prefetch: self.prefetch.unwrap_or(1),
             cpu_threads: self.cpu_threads.unwrap_or_else(default_threads),
-            param_cache: match self.param_cache {
-                Some(dir) => dir,
-                None => param_cache_from_env()?,
-            },
+            param_cache: self.param_cache,
             memory_budget: self.memory_budget,
             verify: self.verify.unwrap_or(true),
             params_files: parse_params_files(self.params_files.unwrap_or_default())?,

@@ -1,10 +1,8 @@
-//! Shared pieces of the cuzk cluster: wire types and codecs, NATS topology, configuration and
-//! telemetry setup.
+//! The cuzk runtime shared by every process: NATS topology and access (streams, buckets, job
+//! records, object transfers), configuration, node heartbeats, metrics and telemetry. The plain
+//! data these carry lives in `cuzk-wire`.
 
-pub mod blob;
-pub mod codec;
 pub mod config;
-pub mod job;
 pub mod local_nats;
 pub mod metrics;
 pub mod nats;
@@ -13,10 +11,3 @@ pub mod objects;
 pub mod records;
 pub mod telemetry;
 pub mod topology;
-pub mod witness;
-
-/// An error that says whether trying the same work again may succeed: a node hands retryable
-/// failures back to the queue and fails the job on the others.
-pub trait Retryable: std::fmt::Display {
-    fn retryable(&self) -> bool;
-}

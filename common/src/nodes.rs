@@ -11,9 +11,9 @@ use opentelemetry::KeyValue;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::job::unix_ms;
 use crate::metrics::metrics;
 use crate::topology::{Topology, JOBS_STREAM, WORK_STREAM};
+use cuzk_wire::job::unix_ms;
 
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 

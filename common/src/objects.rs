@@ -21,7 +21,7 @@ pub enum ObjectError {
     Unavailable { name: String, message: String },
 }
 
-impl crate::Retryable for ObjectError {
+impl cuzk_wire::Retryable for ObjectError {
     fn retryable(&self) -> bool {
         matches!(self, ObjectError::Unavailable { .. })
     }

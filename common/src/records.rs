@@ -6,9 +6,9 @@ use async_nats::jetstream::kv::{self, CreateErrorKind, UpdateErrorKind};
 use async_nats::HeaderMap;
 use bytes::Bytes;
 
-use crate::job::{unix_ms, JobRecord, JobResult};
 use crate::nats::{retry, RetryPolicy};
 use crate::topology::{results_subject, Topology};
+use cuzk_wire::job::{unix_ms, JobRecord, JobResult};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -20,7 +20,7 @@ pub enum RecordError {
     Corrupt { job_id: String, message: String },
 }
 
-impl crate::Retryable for RecordError {
+impl cuzk_wire::Retryable for RecordError {
     fn retryable(&self) -> bool {
         matches!(self, RecordError::Unavailable(_))
     }

@@ -2,7 +2,7 @@
 //! past its limits.
 #![no_main]
 
-use cuzk_common::blob::{decode_blob, peek_header, DecodeLimits};
+use cuzk_wire::blob::{decode_blob, peek_header, DecodeLimits};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

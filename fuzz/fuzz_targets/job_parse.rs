@@ -1,7 +1,7 @@
 //! Any submitted job body: parsed or rejected with a reason, never a panic.
 #![no_main]
 
-use cuzk_common::job::{valid_job_id, JobSpec};
+use cuzk_wire::job::{valid_job_id, JobSpec};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

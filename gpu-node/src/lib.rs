@@ -11,12 +11,7 @@ use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
 use bellperson::groth16::{prepare_verifying_key, Parameters, PreparedVerifyingKey, VerifyingKey};
 use blstrs::{Bls12, Scalar};
 use cuzk_circuits::{CircuitSpec, ParamCache};
-use cuzk_common::blob::{self, DecodeLimits};
 use cuzk_common::config::{BackendKind, GpuConfig};
-use cuzk_common::job::{
-    unix_ms, JobRecord, JobResult, JobStatus, JobTimings, PartitionStatus, PartitionTimings,
-    WorkItem, RESULT_VERSION,
-};
 use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one};
 use cuzk_common::nodes::{self, Held, NodeInfo, NodeLoad};
@@ -24,9 +19,14 @@ use cuzk_common::objects;
 use cuzk_common::records;
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, MAX_DELIVER};
-use cuzk_common::witness::Assignment;
-use cuzk_common::Retryable;
 use cuzk_prover::{Backend, CpuBackend};
+use cuzk_wire::blob::{self, DecodeLimits};
+use cuzk_wire::job::{
+    unix_ms, JobRecord, JobResult, JobStatus, JobTimings, PartitionStatus, PartitionTimings,
+    WorkItem, RESULT_VERSION,
+};
+use cuzk_wire::witness::Assignment;
+use cuzk_wire::Retryable;
 use ff::Field;
 use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -92,7 +92,10 @@ pub struct GpuNode {
 
 impl GpuNode {
     pub fn new(topology: Topology, config: GpuConfig, name: String) -> anyhow::Result<GpuNode> {
-        let params = ParamCache::new(config.param_cache.clone());
+        let params = match &config.param_cache {
+            Some(dir) => ParamCache::new(dir.clone()),
+            None => ParamCache::from_env()?,
+        };
         Ok(GpuNode {
             topology,
             config,

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use bellperson::groth16::Parameters;
 use blstrs::{Bls12, Scalar};
-use cuzk_common::witness::Assignment;
 use cuzk_prover::backend::{Backend, BackendError, MsmResults};
+use cuzk_wire::witness::Assignment;
 
 use crate::error::CudaError;
 use crate::gpu::{DeviceBases, Gpu};

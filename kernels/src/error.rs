@@ -52,7 +52,7 @@ impl From<cudarc::driver::DriverError> for CudaError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cuzk_common::Retryable;
+    use cuzk_wire::Retryable;
 
     #[test]
     fn maps_into_backend_errors() {

@@ -101,7 +101,7 @@ impl cuzk_prover::Backend for CudaBackend {
         &self,
         srs: &Self::Srs,
         _: &[blstrs::Scalar],
-        _: &cuzk_common::witness::Assignment,
+        _: &cuzk_wire::witness::Assignment,
     ) -> Result<cuzk_prover::MsmResults, cuzk_prover::BackendError> {
         match *srs {}
     }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use cuzk_circuits::ParamCache;
-use cuzk_common::job::{JobResult, JobSpec, JobStatus};
 use cuzk_common::topology::{JOBS_STREAM, SUBJECT_SUBMIT, WORK_STREAM};
+use cuzk_wire::job::{JobResult, JobSpec, JobStatus};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 

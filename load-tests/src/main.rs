@@ -21,7 +21,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use cuzk_circuits::{CircuitSpec, ParamCache};
 use cuzk_common::config::NatsArgs;
-use cuzk_common::job::{JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
+use cuzk_wire::job::{JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
 
 use crate::cluster::{ClusterShape, Target};
 use crate::load::{Mode, RunConfig};

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cuzk_common::job::PartitionTimings;
+use cuzk_wire::job::PartitionTimings;
 
 use crate::load::RunData;
 

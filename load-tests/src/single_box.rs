@@ -10,8 +10,8 @@ use anyhow::Context as _;
 use bellperson::groth16::prepare_verifying_key;
 use blstrs::Scalar;
 use cuzk_circuits::{CircuitSpec, ParamCache};
-use cuzk_common::job::{JobResult, JobStatus, JobTimings, PartitionTimings, RESULT_VERSION};
 use cuzk_prover::{Backend, CpuBackend};
+use cuzk_wire::job::{JobResult, JobStatus, JobTimings, PartitionTimings, RESULT_VERSION};
 use ff::Field;
 use rayon::prelude::*;
 

@@ -17,9 +17,9 @@ use cuzk_circuits::porep::{
     SealedSector, SectorSize,
 };
 use cuzk_circuits::CircuitSpec;
-use cuzk_common::blob::{encode_blob_with_stats, BlobHeaderInfo, EncodeOptions};
 use cuzk_common::config::{BackendKind, GpuArgs, SynthArgs};
-use cuzk_common::job::{
+use cuzk_wire::blob::{encode_blob_with_stats, BlobHeaderInfo, EncodeOptions};
+use cuzk_wire::job::{
     JobInput, JobSpec, JobStatus, Priority, DEFAULT_MAX_INLINE_INPUT as MAX_INLINE,
     JOB_SPEC_VERSION,
 };
@@ -59,7 +59,7 @@ enum Command {
         sector_size: SectorSize,
         /// The parameter directory (`cuzk gpu-node --param-cache`); else
         /// $FIL_PROOFS_PARAMETER_CACHE, else ~/.cache/cuzk/params.
-        #[arg(long, env = cuzk_common::config::PARAM_CACHE_ENV)]
+        #[arg(long, env = cuzk_circuits::CACHE_ENV)]
         param_cache: Option<PathBuf>,
         /// Write them even into a production directory.
         #[arg(long)]
@@ -81,7 +81,7 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         runs: usize,
         /// As for `params`.
-        #[arg(long, env = cuzk_common::config::PARAM_CACHE_ENV)]
+        #[arg(long, env = cuzk_circuits::CACHE_ENV)]
         param_cache: Option<PathBuf>,
     },
 }
@@ -123,10 +123,10 @@ fn main() -> Result<()> {
 fn set_param_dir(flag: Option<PathBuf>) -> Result<PathBuf> {
     let dir = match flag {
         Some(dir) => dir,
-        None => cuzk_common::config::param_cache_from_env()?,
+        None => cuzk_circuits::ParamCache::from_env()?.dir().to_owned(),
     };
     // SAFETY: called first thing in main, before any other thread exists.
-    unsafe { std::env::set_var(cuzk_common::config::FIL_PARAM_CACHE_ENV, &dir) };
+    unsafe { std::env::set_var(cuzk_circuits::FILECOIN_CACHE_ENV, &dir) };
     Ok(dir)
 }
 

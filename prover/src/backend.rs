@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use bellperson::groth16::Parameters;
 use blstrs::{Bls12, G1Projective, G2Projective, Scalar};
-use cuzk_common::witness::Assignment;
+use cuzk_wire::witness::Assignment;
 
 /// Errors a backend reports. `retryable` tells the caller whether the same work may succeed on
 /// another attempt (a transient device condition) or never will (bad input, wrong parameters).
@@ -20,7 +20,7 @@ pub enum BackendError {
     Unavailable(String),
 }
 
-impl cuzk_common::Retryable for BackendError {
+impl cuzk_wire::Retryable for BackendError {
     fn retryable(&self) -> bool {
         matches!(self, BackendError::OutOfMemory(_) | BackendError::Device(_))
     }

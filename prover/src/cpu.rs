@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bellperson::groth16::Parameters;
 use blst::{blst_p1_affine, blst_p2_affine, MultiPoint};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk_common::witness::{Assignment, Density};
+use cuzk_wire::witness::{Assignment, Density};
 use ff::Field;
 use group::Group;
 use rayon::prelude::*;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use bellperson::groth16::{self, PreparedVerifyingKey, Proof, VerifyingKey};
 use bellperson::SynthesisError;
 use blstrs::{Bls12, Scalar};
-use cuzk_common::witness::Assignment;
+use cuzk_wire::witness::Assignment;
 use group::{prime::PrimeCurveAffine, Curve};
 
 use crate::backend::{Backend, BackendError, MsmResults};
@@ -124,7 +124,7 @@ mod tests {
     use bellperson::groth16::{
         create_proof_batch, generate_random_parameters, prepare_verifying_key,
     };
-    use cuzk_common::Retryable;
+    use cuzk_wire::Retryable;
     use ff::Field;
     use rand::SeedableRng;
     use rand_chacha::ChaCha20Rng;

@@ -14,7 +14,7 @@
 
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
-use cuzk_common::witness::{Assignment, Density};
+use cuzk_wire::witness::{Assignment, Density};
 use ff::Field;
 
 /// A constraint system that records assignments, constraint evaluations and densities.

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
-use cuzk_common::job::{JobResult, JobSpec, WorkItem};
 use cuzk_common::objects;
 use cuzk_common::records;
 use cuzk_common::topology::{Topology, ADVISORY_MAX_DELIVERIES, JOBS_STREAM, WORK_STREAM};
+use cuzk_wire::job::{JobResult, JobSpec, WorkItem};
 use futures::StreamExt;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;

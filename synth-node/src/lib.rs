@@ -10,12 +10,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, consumer::PullConsumer, message::PublishMessage, AckKind};
 use base64::Engine;
 use cuzk_circuits::{CircuitFamily, CircuitSpec};
-use cuzk_common::blob::{self, BlobHeaderInfo, EncodeOptions};
 use cuzk_common::config::SynthConfig;
-use cuzk_common::job::{
-    unix_ms, JobInput, JobRecord, JobResult, JobSpec, JobStatus, PartitionRecord, PartitionStatus,
-    PartitionTimings, Priority, WorkItem, JOB_ID_HEADER, WORK_ITEM_VERSION,
-};
 use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one, retry, RetryPolicy};
 use cuzk_common::nodes::{self, NodeInfo, NodeLoad};
@@ -26,7 +21,12 @@ use cuzk_common::topology::{
     self, Topology, MAX_DELIVER, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL,
     SYNTH_CONSUMER,
 };
-use cuzk_common::Retryable;
+use cuzk_wire::blob::{self, BlobHeaderInfo, EncodeOptions};
+use cuzk_wire::job::{
+    unix_ms, JobInput, JobRecord, JobResult, JobSpec, JobStatus, PartitionRecord, PartitionStatus,
+    PartitionTimings, Priority, WorkItem, JOB_ID_HEADER, WORK_ITEM_VERSION,
+};
+use cuzk_wire::Retryable;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -172,7 +172,7 @@ impl SynthNode {
             .as_ref()
             .and_then(|h| h.get(JOB_ID_HEADER))
             .map(|v| v.as_str().to_owned())
-            .filter(|id| cuzk_common::job::valid_job_id(id));
+            .filter(|id| cuzk_wire::job::valid_job_id(id));
         let mut job_id = header_id.clone();
         // The job's span on this node (OpenTelemetry's messaging `process` span); a
         // submitter's `traceparent` header makes it part of the caller's trace, otherwise it

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cuzk_cli::LocalCluster;
 use cuzk_common::config::{GpuArgs, SynthArgs};
-use cuzk_common::job::{JobInput, JobResult, JobSpec, Priority, JOB_SPEC_VERSION};
+use cuzk_wire::job::{JobInput, JobResult, JobSpec, Priority, JOB_SPEC_VERSION};
 use futures::StreamExt;
 
 pub const TIMEOUT: Duration = Duration::from_secs(300);

@@ -734,7 +734,7 @@ fn run_partition_bench(
 /// costs, proofs from two backends can be compared byte for byte, but they do not verify.
 #[cfg(cuzk_fatbin)]
 fn random_params(
-    asg: &cuzk_common::witness::Assignment,
+    asg: &cuzk_wire::witness::Assignment,
     h_len: usize,
     seed: u64,
 ) -> bellperson::groth16::Parameters<Bls12> {

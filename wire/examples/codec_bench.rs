@@ -11,11 +11,11 @@
 use std::time::Instant;
 
 use blstrs::Scalar;
-use cuzk_common::blob::{
+use cuzk_wire::blob::{
     decode_blob, encode_blob_with_stats, BlobHeaderInfo, BlobStats, DecodeLimits, EncodeOptions,
 };
-use cuzk_common::codec;
-use cuzk_common::witness::{Assignment, Density};
+use cuzk_wire::codec;
+use cuzk_wire::witness::{Assignment, Density};
 use ff::{Field, PrimeField};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
