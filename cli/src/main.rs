@@ -392,7 +392,7 @@ async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
         &spec,
         Duration::from_secs(args.timeout_secs),
     )
-    .instrument(cuzk_cli::submit::send_span(&spec.job_id))
+    .instrument(cuzk_cli::submit::send_span(&spec))
     .await;
     cluster.stop().await?;
     let result = outcome?;
@@ -455,7 +455,7 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     let client = cuzk_common::nats::connect(&nats).await?;
     let input = cuzk_cli::submit::stage_input(&client, nats.timeout, &spec.job_id, &input).await?;
     let spec = JobSpec { input, ..spec };
-    let span = cuzk_cli::submit::send_span(&spec.job_id);
+    let span = cuzk_cli::submit::send_span(&spec);
     if !(args.wait || args.out.is_some() || args.c1.is_some()) {
         cuzk_cli::submit::publish_acked(&client, nats.timeout, &spec)
             .instrument(span)

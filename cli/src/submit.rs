@@ -38,20 +38,13 @@ pub async fn stage_input(
     Ok(JobInput::Object(name))
 }
 
-/// The span of submitting a job: OpenTelemetry's messaging `send` span, whose context the
-/// job message carries (the synth node's `process` span becomes its child).
-pub fn send_span(job_id: &str) -> tracing::Span {
-    tracing::info_span!(
-        "send",
-        otel.name = %format!("send {SUBJECT_SUBMIT}"),
-        otel.kind = "producer",
-        messaging.system = "nats",
-        messaging.operation.type = "send",
-        messaging.operation.name = "send",
-        messaging.destination.name = SUBJECT_SUBMIT,
-        messaging.message.id = job_id,
-        cuzk.job_id = job_id,
-    )
+/// The span of submitting a job, whose context the job message carries (the synth node's
+/// `process` span becomes its child).
+pub fn send_span(spec: &JobSpec) -> tracing::Span {
+    let size = serde_json::to_vec(spec).map_or(0, |body| body.len());
+    let span = cuzk_common::telemetry::send_span(SUBJECT_SUBMIT, &spec.job_id, size);
+    span.record("cuzk.job_id", spec.job_id.as_str());
+    span
 }
 
 /// Publishes a job into the jobs stream and waits for the server's acknowledgement, retrying

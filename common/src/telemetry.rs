@@ -349,6 +349,48 @@ pub fn set_parent(span: &tracing::Span, headers: Option<&HeaderMap>) {
     }
 }
 
+/// OpenTelemetry's messaging `send` span for a publish to `subject`; [`inject`] it into the
+/// message's headers so the consumer's [`process_span`] becomes its child. `cuzk.job_id` may be
+/// recorded on it.
+pub fn send_span(subject: &str, message_id: &str, body_size: usize) -> tracing::Span {
+    tracing::info_span!(
+        "send",
+        otel.name = %format!("send {subject}"),
+        otel.kind = "producer",
+        messaging.system = "nats",
+        messaging.operation.type = "send",
+        messaging.operation.name = "send",
+        messaging.destination.name = subject,
+        messaging.message.id = message_id,
+        messaging.message.body.size = body_size,
+        cuzk.job_id = tracing::field::Empty,
+    )
+}
+
+/// OpenTelemetry's messaging `process` span for a JetStream message taken from a durable
+/// consumer (its group); cuzk's own attributes are namespaced: `cuzk.stream_seq`,
+/// `cuzk.delivered` (JetStream's delivery count), and `cuzk.job_id`, `cuzk.partition`,
+/// `cuzk.worker` for the node to record. Call [`set_parent`] on it before it is entered.
+pub fn process_span(message: &async_nats::jetstream::Message) -> tracing::Span {
+    let info = message.info().ok();
+    tracing::info_span!(
+        "process",
+        otel.name = %format!("process {}", message.subject),
+        otel.kind = "consumer",
+        messaging.system = "nats",
+        messaging.operation.type = "process",
+        messaging.operation.name = "process",
+        messaging.destination.name = %message.subject,
+        messaging.consumer.group.name = info.as_ref().map(|i| i.consumer),
+        messaging.message.body.size = message.payload.len(),
+        cuzk.stream_seq = info.as_ref().map(|i| i.stream_sequence),
+        cuzk.delivered = info.as_ref().map(|i| i.delivered),
+        cuzk.job_id = tracing::field::Empty,
+        cuzk.partition = tracing::field::Empty,
+        cuzk.worker = tracing::field::Empty,
+    )
+}
+
 /// Records a finished interval that no code was running for — a message waiting in a queue —
 /// as a span under `parent`, from the message's publication to its consumption.
 pub fn record_wait(parent: &tracing::Span, name: &'static str, start: SystemTime, end: SystemTime) {

@@ -31,7 +31,7 @@ use ff::Field;
 use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{field, info, info_span, warn, Instrument};
+use tracing::{info, info_span, warn, Instrument};
 
 /// How handling one work item ended, when it did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -294,15 +294,10 @@ impl GpuNode {
             message.clone(),
             self.topology.progress_interval(),
         ));
-        // OpenTelemetry's messaging `process` span: a child of the synth node's `send` span
-        // through the work item's `traceparent`.
-        let consumer = message.info().map(|i| i.consumer.to_owned()).unwrap_or_default();
-        let span = info_span!("process", otel.name = %format!("process {}", message.subject),
-            otel.kind = "consumer", messaging.system = "nats", messaging.operation.type = "process",
-            messaging.operation.name = "process", messaging.destination.name = %message.subject,
-            messaging.consumer.group.name = %consumer, messaging.message.body.size = message.payload.len(),
-            cuzk.job_id = %item.job_id, cuzk.partition = item.partition, cuzk.delivered = delivered,
-            cuzk.worker = field::Empty);
+        // A child of the synth node's `send` span through the work item's `traceparent`.
+        let span = telemetry::process_span(&message);
+        span.record("cuzk.job_id", item.job_id.as_str());
+        span.record("cuzk.partition", item.partition);
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(published) = telemetry::published_at(&message) {
             telemetry::record_wait(

@@ -19,7 +19,6 @@ use cuzk_common::records;
 use cuzk_common::telemetry;
 use cuzk_common::topology::{
     self, Topology, MAX_DELIVER, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL,
-    SYNTH_CONSUMER,
 };
 use cuzk_wire::blob::{self, BlobHeaderInfo, EncodeOptions};
 use cuzk_wire::job::{
@@ -30,7 +29,7 @@ use cuzk_wire::Retryable;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{field, info, info_span, warn, Instrument};
+use tracing::{info, info_span, warn, Instrument};
 
 /// Largest job input accepted through the inputs object store.
 pub const MAX_OBJECT_INPUT: u64 = 4 << 30;
@@ -177,20 +176,7 @@ impl SynthNode {
         // The job's span on this node (OpenTelemetry's messaging `process` span); a
         // submitter's `traceparent` header makes it part of the caller's trace, otherwise it
         // is the root of the job's trace.
-        let span = info_span!(
-            "process",
-            otel.name = %format!("process {}", message.subject),
-            otel.kind = "consumer",
-            messaging.system = "nats",
-            messaging.operation.type = "process",
-            messaging.operation.name = "process",
-            messaging.destination.name = %message.subject,
-            messaging.consumer.group.name = SYNTH_CONSUMER,
-            messaging.message.body.size = message.payload.len(),
-            cuzk.stream_seq = seq,
-            cuzk.delivered = delivered,
-            cuzk.job_id = field::Empty,
-        );
+        let span = telemetry::process_span(&message);
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(id) = &job_id {
             span.record("cuzk.job_id", id.as_str());
@@ -516,7 +502,7 @@ impl SynthNode {
         let started = Instant::now();
         let object = blob_object_name(&job_id, index, job.submission_seq);
         objects::put(&self.topology.blobs, &object, &bytes)
-            .instrument(info_span!("upload", bytes = bytes.len()))
+            .instrument(info_span!("upload", cuzk.blob_bytes = bytes.len()))
             .await?;
         drop(bytes);
         metrics().stage("upload", &job.labels, started.elapsed());
@@ -572,19 +558,8 @@ impl SynthNode {
         let payload = bytes::Bytes::from(item.encode());
         // The message id makes a republish after a timeout or a resumed job a no-op.
         let msg_id = format!("{}.{}.{seq}", item.job_id, item.partition);
-        // OpenTelemetry's messaging `send` span; the GPU node's spans for this partition become
-        // its children.
-        let span = info_span!(
-            "send",
-            otel.name = %format!("send {subject}"),
-            otel.kind = "producer",
-            messaging.system = "nats",
-            messaging.operation.type = "send",
-            messaging.operation.name = "send",
-            messaging.destination.name = subject,
-            messaging.message.id = %msg_id,
-            messaging.message.body.size = payload.len(),
-        );
+        // The GPU node's spans for this partition become children of this one.
+        let span = telemetry::send_span(subject, &msg_id, payload.len());
         let mut headers = async_nats::HeaderMap::new();
         telemetry::inject(&span, &mut headers);
         retry("publish work item", RetryPolicy::NETWORK, || async {
