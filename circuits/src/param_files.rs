@@ -27,7 +27,7 @@ const VERIFIED_SUFFIX: &str = ".cuzk-verified";
 pub enum ParamFileError {
     #[error("parameter file {} is missing; {hint}", path.display())]
     Missing { path: PathBuf, hint: String },
-    #[error("parameter file {} is corrupt or not the published one: its digest is {actual}, parameters.json says {expected}; fetch it again (lotus fetch-params / paramfetch)", path.display())]
+    #[error("parameter file {} is corrupt or not the published one: its digest is {actual}, parameters.json says {expected}; fetch it again (lotus fetch-params / paramfetch), or, for test parameters, mark them with a file {}{INSECURE_SUFFIX}", path.display(), path.display())]
     DigestMismatch {
         path: PathBuf,
         expected: String,

@@ -172,6 +172,10 @@ struct SubmitArgs {
     /// With --c1 in filecoin-proofs' own form (the other forms name it): the sector size.
     #[arg(long, env = "CUZK_SUBMIT_SECTOR_SIZE", requires = "c1")]
     sector_size: Option<String>,
+    /// With --c1 in filecoin-proofs' own form (the other forms name it): filecoin-proofs-api's
+    /// proof name, e.g. StackedDrg32GiBV1_1_Feat_SyntheticPoRep [default: StackedDrg<size>V1_1].
+    #[arg(long, env = "CUZK_SUBMIT_SEAL_PROOF", requires = "c1")]
+    seal_proof: Option<String>,
     /// Write the proof bytes (the partition proofs concatenated; for PoRep exactly what
     /// `seal_commit_phase2` returns) to this file. Implies --wait.
     #[arg(long, env = "CUZK_SUBMIT_OUT")]
@@ -425,8 +429,13 @@ fn submit_job(args: &SubmitArgs) -> anyhow::Result<(JobSpec, Vec<u8>)> {
             .map(str::parse)
             .transpose()
             .map_err(|e: String| anyhow::anyhow!("--sector-size: {e}"))?;
-        let miner = args.miner.as_deref().context("--c1 needs --miner")?;
-        let params = cuzk_cli::c1::porep_params(&c1, args.sector, miner, sector_size)?;
+        let flags = cuzk_cli::c1::C1Flags {
+            sector: args.sector,
+            miner: args.miner.as_deref().context("--c1 needs --miner")?,
+            sector_size,
+            seal_proof: args.seal_proof.as_deref(),
+        };
+        let params = cuzk_cli::c1::porep_params(&c1, &flags)?;
         let spec = JobSpec {
             version: JOB_SPEC_VERSION,
             job_id: args.job.job_id.clone().unwrap_or_else(fresh_job_id),

@@ -73,7 +73,8 @@ pub struct Metrics {
     /// `cuzk_prover_busy_seconds_total{worker}`: time inside the prover; its rate is the
     /// worker's busy fraction.
     pub prover_busy: Counter<f64>,
-    /// `cuzk_errors_total{role,kind}`: failed attempts (`retry`) and failed jobs (`fatal`).
+    /// `cuzk_errors_total{role,kind,circuit,shape}`: failed attempts (`retry`) and failed jobs
+    /// (`fatal`).
     pub errors: Counter<u64>,
     /// `cuzk_jobs_total{status,circuit,shape}`: jobs finished, by the node that reported them.
     pub jobs: Counter<u64>,
@@ -170,10 +171,10 @@ impl Metrics {
             .add(1, &job.with(&[KeyValue::new("status", status)]));
     }
 
-    pub fn error(&self, role: &'static str, kind: &'static str) {
+    pub fn error(&self, role: &'static str, kind: &'static str, job: &JobLabels) {
         self.errors.add(
             1,
-            &[KeyValue::new("role", role), KeyValue::new("kind", kind)],
+            &job.with(&[KeyValue::new("role", role), KeyValue::new("kind", kind)]),
         );
     }
 }

@@ -622,7 +622,7 @@ impl GpuNode {
         let item = &prepared.item;
         let ack = match error {
             PartitionError::Retry(reason) if prepared.delivered < MAX_DELIVER => {
-                metrics().error("gpu", "retry");
+                metrics().error("gpu", "retry", &labels(item));
                 warn!(job_id = %item.job_id, partition = item.partition, %reason, "partition attempt failed; will retry");
                 AckKind::Nak(Some(
                     cuzk_common::nats::RetryPolicy::NETWORK.delay(prepared.delivered as u32 + 2),
@@ -645,7 +645,7 @@ impl GpuNode {
 
     async fn fail_job(&self, item: &WorkItem, reason: String) -> AckKind {
         warn!(job_id = %item.job_id, partition = item.partition, %reason, "job failed");
-        metrics().error("gpu", "fatal");
+        metrics().error("gpu", "fatal", &labels(item));
         metrics().job("failed", &labels(item));
         match records::report_result(&self.topology, &JobResult::failed(&item.job_id, reason)).await
         {

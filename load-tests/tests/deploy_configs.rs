@@ -373,7 +373,7 @@ fn exported_metric_families() -> Vec<(String, prometheus::proto::MetricType)> {
     let job = JobLabels::new("sha256", "sha256-b1");
     m.stage("prove", &job, Duration::from_millis(1));
     m.job("done", &job);
-    m.error("gpu", "retry");
+    m.error("gpu", "retry", &job);
     m.blob_bytes.add(1, &job.with(&[KeyValue::new("direction", "up")]));
     m.codec_ratio.record(2.0, &job.with(&[]));
     m.queue_depth.record(1, &[KeyValue::new("stream", "CUZK_WORK")]);

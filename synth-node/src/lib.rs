@@ -207,7 +207,7 @@ impl SynthNode {
             }
             Err(JobError::Shutdown) => AckKind::Nak(None),
             Err(JobError::Retry(reason)) if delivered < MAX_DELIVER => {
-                metrics().error("synth", "retry");
+                metrics().error("synth", "retry", &labels);
                 warn!(job_id = job_id.as_deref().unwrap_or("?"), %reason, delivered, "job attempt failed; will retry");
                 AckKind::Nak(Some(RetryPolicy::NETWORK.delay(delivered as u32 + 2)))
             }
@@ -233,7 +233,7 @@ impl SynthNode {
         reason: String,
     ) -> AckKind {
         warn!(job_id = job_id.unwrap_or("?"), seq, %reason, "job failed");
-        metrics().error("synth", "fatal");
+        metrics().error("synth", "fatal", labels);
         metrics().job("failed", labels);
         let reported = match job_id {
             Some(id) => {
