@@ -441,7 +441,10 @@ mod tests {
             .err()
             .expect("loaded")
             .to_string();
-        assert!(e.contains("ceremony.params is corrupt or not the published one"), "{e}");
+        assert!(
+            e.contains("ceremony.params is corrupt or not the published one"),
+            "{e}"
+        );
 
         std::fs::write(&file, b"truncated").unwrap();
         let e = ParamCache::new(dir.path())

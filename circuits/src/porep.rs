@@ -986,7 +986,10 @@ mod tests {
 
         let f = family(sector.job_params()).unwrap();
         let asg = f.synthesize_partition(&sector.c1_json, 0).unwrap();
-        assert_eq!(asg.input[1..], f.public_inputs(&sector.c1_json, 0).unwrap()[..]);
+        assert_eq!(
+            asg.input[1..],
+            f.public_inputs(&sector.c1_json, 0).unwrap()[..]
+        );
 
         let mut params = sector.job_params();
         params.as_object_mut().unwrap().remove("proof");
@@ -1018,6 +1021,9 @@ mod tests {
             .synthesize_partition(&lotus, 0)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("the C1 file is for sector 42, the job for sector 43"), "{e}");
+        assert!(
+            e.contains("the C1 file is for sector 42, the job for sector 43"),
+            "{e}"
+        );
     }
 }

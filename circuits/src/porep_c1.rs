@@ -276,7 +276,9 @@ pub fn parse_miner(miner: &str) -> Result<u64, String> {
         .map_err(|_| format!("miner '{miner}' is out of range"))?;
     // go-address refuses ID addresses at or above 2^63.
     if id >= 1 << 63 {
-        return Err(format!("miner '{miner}' is out of range (IDs are below 2^63)"));
+        return Err(format!(
+            "miner '{miner}' is out of range (IDs are below 2^63)"
+        ));
     }
     Ok(id)
 }
@@ -309,19 +311,28 @@ mod tests {
         assert!(parse_miner("f1abc").unwrap_err().contains("protocol-1"));
         assert!(parse_miner("f0").is_err());
         assert!(parse_miner("x01234").is_err());
-        assert!(parse_miner("f09223372036854775808").unwrap_err().contains("2^63"));
+        assert!(parse_miner("f09223372036854775808")
+            .unwrap_err()
+            .contains("2^63"));
         // Known ID-address payloads: 0 → 00, 127 → 7f, 128 → 80 01, 1234 → d2 09.
         assert_eq!(prover_id(0)[..2], [0x00, 0x00]);
         assert_eq!(prover_id(127)[..2], [0x7f, 0x00]);
         assert_eq!(prover_id(128)[..3], [0x80, 0x01, 0x00]);
         assert_eq!(prover_id(1234)[..3], [0xd2, 0x09, 0x00]);
-        assert_eq!(prover_id((1 << 63) - 1)[..10], [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x00]);
+        assert_eq!(
+            prover_id((1 << 63) - 1)[..10],
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x00]
+        );
     }
 
     #[test]
     fn proof_names_ids_and_configs() {
         for size in SectorSize::ALL {
-            for version in [ProofVersion::V1, ProofVersion::V1_1, ProofVersion::V1_1Synthetic] {
+            for version in [
+                ProofVersion::V1,
+                ProofVersion::V1_1,
+                ProofVersion::V1_1Synthetic,
+            ] {
                 let proof = SealProof { size, version };
                 assert_eq!(SealProof::from_api_name(&proof.api_name()), Ok(proof));
                 assert_eq!(usize::from(proof.config().partitions), size.partitions());
@@ -330,8 +341,12 @@ mod tests {
         let synth = SealProof::from_api_name("StackedDrg32GiBV1_1_Feat_SyntheticPoRep").unwrap();
         assert_eq!(synth.id(), 13);
         assert!(synth.config().feature_enabled(ApiFeature::SyntheticPoRep));
-        assert_eq!(SealProof::v1_1(SectorSize::S2KiB).config().porep_id[..8], 5u64.to_le_bytes());
-        let e = SealProof::from_api_name("StackedDrg2KiBV1_2_Feat_NonInteractivePoRep").unwrap_err();
+        assert_eq!(
+            SealProof::v1_1(SectorSize::S2KiB).config().porep_id[..8],
+            5u64.to_le_bytes()
+        );
+        let e =
+            SealProof::from_api_name("StackedDrg2KiBV1_2_Feat_NonInteractivePoRep").unwrap_err();
         assert!(e.contains("not supported"), "{e}");
         assert!(SealProof::from_api_name("StackedDrg4KiBV1_1").is_err());
         assert!(SealProof::from_api_name("StackedDrg2KiBV9").is_err());
@@ -344,7 +359,8 @@ mod tests {
         assert_eq!((c1.format, c1.proof), (C1Format::FilecoinProofs, None));
         assert_eq!(*c1.json, fp[..]);
 
-        let api = br#"{"registered_proof":"StackedDrg2KiBV1_1_Feat_SyntheticPoRep","vanilla_proofs":{}}"#;
+        let api =
+            br#"{"registered_proof":"StackedDrg2KiBV1_1_Feat_SyntheticPoRep","vanilla_proofs":{}}"#;
         let c1 = detect(api).unwrap();
         assert_eq!(c1.format, C1Format::ProofsApi);
         assert_eq!(c1.proof.unwrap().version, ProofVersion::V1_1Synthetic);
@@ -356,7 +372,9 @@ mod tests {
         assert_eq!(*c1.json, api[..]);
 
         let wrong = format!(r#"{{"SectorNum":7,"Phase1Out":"{b64}","SectorSize":8388608}}"#);
-        assert!(detect(wrong.as_bytes()).unwrap_err().contains("SectorSize 8388608"));
+        assert!(detect(wrong.as_bytes())
+            .unwrap_err()
+            .contains("SectorSize 8388608"));
         let e = detect(br#"{"SectorNum":7,"Phase1Out":"!!","SectorSize":2048}"#).unwrap_err();
         assert!(e.contains("not base64"), "{e}");
         let bare = base64::engine::general_purpose::STANDARD.encode(br#"{"vanilla_proofs":[]}"#);

@@ -114,14 +114,23 @@ mod tests {
         );
         let e = porep_params(lotus.as_bytes(), &flags(Some(8), None, None)).unwrap_err();
         assert!(e.to_string().contains("for sector 9"), "{e}");
-        let e = porep_params(lotus.as_bytes(), &flags(None, Some(SectorSize::S8MiB), None))
-            .unwrap_err();
+        let e = porep_params(
+            lotus.as_bytes(),
+            &flags(None, Some(SectorSize::S8MiB), None),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("StackedDrg2KiBV1_1"), "{e}");
         let synthetic = Some("StackedDrg2KiBV1_1_Feat_SyntheticPoRep");
         let e = porep_params(lotus.as_bytes(), &flags(None, None, synthetic)).unwrap_err();
         assert!(e.to_string().contains("--seal-proof"), "{e}");
-        let e = porep_params(lotus.as_bytes(), &C1Flags { miner: "t3abc", ..flags(None, None, None) })
-            .unwrap_err();
+        let e = porep_params(
+            lotus.as_bytes(),
+            &C1Flags {
+                miner: "t3abc",
+                ..flags(None, None, None)
+            },
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("ID address"), "{e}");
 
         let own = br#"{"vanilla_proofs":[[]]}"#;
@@ -129,8 +138,7 @@ mod tests {
         assert!(e.to_string().contains("--sector-size"), "{e}");
         let e = porep_params(own, &flags(None, Some(SectorSize::S2KiB), None)).unwrap_err();
         assert!(e.to_string().contains("--sector"), "{e}");
-        let params =
-            porep_params(own, &flags(Some(1), Some(SectorSize::S32GiB), None)).unwrap();
+        let params = porep_params(own, &flags(Some(1), Some(SectorSize::S32GiB), None)).unwrap();
         assert_eq!(params["sector_size"], "32GiB");
         assert!(params.get("proof").is_none());
         let params = porep_params(own, &flags(Some(1), None, synthetic)).unwrap();

@@ -87,7 +87,11 @@ pub struct JobArgs {
     #[arg(long, env = "CUZK_JOB_CIRCUIT", default_value = "sha256")]
     circuit: String,
     /// Circuit parameters as JSON.
-    #[arg(long, env = "CUZK_JOB_PARAMS", default_value = r#"{"blocks":2,"partitions":2}"#)]
+    #[arg(
+        long,
+        env = "CUZK_JOB_PARAMS",
+        default_value = r#"{"blocks":2,"partitions":2}"#
+    )]
     params: String,
     /// Job input as text.
     #[arg(long, env = "CUZK_JOB_INPUT", default_value = "cuzk demo input")]
@@ -184,7 +188,11 @@ struct SubmitArgs {
     #[arg(long, env = "CUZK_SUBMIT_WAIT")]
     wait: bool,
     /// With --wait: give up after this long. (Not `timeout_secs`: that id is --nats-timeout-secs.)
-    #[arg(long = "timeout-secs", env = "CUZK_SUBMIT_TIMEOUT_SECS", default_value_t = 1800)]
+    #[arg(
+        long = "timeout-secs",
+        env = "CUZK_SUBMIT_TIMEOUT_SECS",
+        default_value_t = 1800
+    )]
     wait_secs: u64,
 }
 
@@ -202,7 +210,11 @@ struct WatchArgs {
     nats: NatsArgs,
     job_id: String,
     /// Give up after this long.
-    #[arg(long = "timeout-secs", env = "CUZK_WATCH_TIMEOUT_SECS", default_value_t = 1800)]
+    #[arg(
+        long = "timeout-secs",
+        env = "CUZK_WATCH_TIMEOUT_SECS",
+        default_value_t = 1800
+    )]
     wait_secs: u64,
 }
 

@@ -9,9 +9,9 @@ use anyhow::{bail, Context as _};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::Client;
 use base64::Engine;
-use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, DEFAULT_MAX_INLINE_INPUT};
 use cuzk_common::nats::{retry, RetryPolicy};
 use cuzk_common::topology::{self, results_subject, INPUTS_BUCKET, SUBJECT_SUBMIT};
+use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, DEFAULT_MAX_INLINE_INPUT};
 use futures::StreamExt;
 
 /// The job's input as it travels: inline up to the synth nodes' default inline limit, else as
@@ -50,7 +50,11 @@ pub fn send_span(spec: &JobSpec) -> tracing::Span {
 /// Publishes a job into the jobs stream and waits for the server's acknowledgement, retrying
 /// with the job id as message id (a retried publish that was stored after all is dropped as a
 /// duplicate). The caller's trace context goes along.
-pub async fn publish_acked(client: &Client, timeout: Duration, spec: &JobSpec) -> anyhow::Result<()> {
+pub async fn publish_acked(
+    client: &Client,
+    timeout: Duration,
+    spec: &JobSpec,
+) -> anyhow::Result<()> {
     let js = topology::jetstream_context(client.clone(), timeout);
     let body = bytes::Bytes::from(serde_json::to_vec(spec)?);
     let mut headers = async_nats::HeaderMap::new();
@@ -93,8 +97,13 @@ pub fn write_proof(result: &JobResult, out: &Path) -> anyhow::Result<()> {
     if result.status != JobStatus::Done {
         bail!("job {} has no proof: it failed", result.job_id);
     }
-    let proof = hex::decode(result.proof.as_deref().context("the result carries no proof")?)
-        .context("the result's proof is not hex")?;
+    let proof = hex::decode(
+        result
+            .proof
+            .as_deref()
+            .context("the result carries no proof")?,
+    )
+    .context("the result's proof is not hex")?;
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
     let mut tmp = tempfile::NamedTempFile::new_in(dir.unwrap_or(Path::new(".")))
         .with_context(|| format!("writing {}", out.display()))?;

@@ -305,7 +305,13 @@ fn submit_refuses_a_c1_file_that_contradicts_its_flags() {
     )
     .unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(["submit", "--nats-url", "nats://127.0.0.1:1", "--miner", "f01"])
+        .args([
+            "submit",
+            "--nats-url",
+            "nats://127.0.0.1:1",
+            "--miner",
+            "f01",
+        ])
         .arg("--c1")
         .arg(&file)
         .args(["--sector", "4"])

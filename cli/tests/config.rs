@@ -36,8 +36,14 @@ fn param_cache_twins_rank_between_flag_and_file() {
 
     assert_eq!(resolved_param_cache(&[], &[]), serde_json::Value::Null);
     assert_eq!(resolved_param_cache(&[], &["--config", file]), "/from/file");
-    assert_eq!(resolved_param_cache(&[fil], &["--config", file]), "/from/fil");
-    assert_eq!(resolved_param_cache(&[fil, cuzk], &["--config", file]), "/from/cuzk");
+    assert_eq!(
+        resolved_param_cache(&[fil], &["--config", file]),
+        "/from/fil"
+    );
+    assert_eq!(
+        resolved_param_cache(&[fil, cuzk], &["--config", file]),
+        "/from/cuzk"
+    );
     assert_eq!(
         resolved_param_cache(&[fil, cuzk], &["--param-cache", "/from/flag"]),
         "/from/flag"

@@ -279,24 +279,46 @@ async fn one_job_is_one_trace_across_both_nodes() {
 
     // Messaging conventions on both hops: `send`/`process` names and kinds, `messaging.*`
     // attributes, cuzk's own attributes namespaced `cuzk.*`.
-    let attr = |span: &RecordedSpan, key: &str| span.attributes.get(key).cloned().unwrap_or_default();
+    let attr =
+        |span: &RecordedSpan, key: &str| span.attributes.get(key).cloned().unwrap_or_default();
     for (span, operation, destination) in [
         (root, "process", "cuzk.jobs.submit"),
         (named(&spans, SEND_WORK)[0], "send", "cuzk.work.normal"),
-        (named(&spans, PROCESS_WORK)[0], "process", "cuzk.work.normal"),
+        (
+            named(&spans, PROCESS_WORK)[0],
+            "process",
+            "cuzk.work.normal",
+        ),
     ] {
         assert_eq!(attr(span, "messaging.system"), "nats", "{span:?}");
-        assert_eq!(attr(span, "messaging.operation.type"), operation, "{span:?}");
-        assert_eq!(attr(span, "messaging.destination.name"), destination, "{span:?}");
+        assert_eq!(
+            attr(span, "messaging.operation.type"),
+            operation,
+            "{span:?}"
+        );
+        assert_eq!(
+            attr(span, "messaging.destination.name"),
+            destination,
+            "{span:?}"
+        );
         // tracing-opentelemetry's own timings aside, every attribute is namespaced.
         let bare = |k: &&String| {
             !k.contains('.') && !["busy_ns", "idle_ns", "target"].contains(&k.as_str())
         };
-        assert!(!span.attributes.keys().any(|k| bare(&k)), "un-namespaced attribute: {span:?}");
+        assert!(
+            !span.attributes.keys().any(|k| bare(&k)),
+            "un-namespaced attribute: {span:?}"
+        );
     }
     assert_eq!(attr(root, "messaging.consumer.group.name"), "synth");
     assert_eq!(attr(root, "cuzk.job_id"), "traced");
-    assert_eq!(attr(named(&spans, PROCESS_WORK)[0], "messaging.consumer.group.name"), "gpu-normal");
+    assert_eq!(
+        attr(
+            named(&spans, PROCESS_WORK)[0],
+            "messaging.consumer.group.name"
+        ),
+        "gpu-normal"
+    );
 
     // Synth node: the job's queue wait, then a span per partition with its stages.
     assert_eq!(
@@ -362,10 +384,7 @@ async fn one_job_is_one_trace_across_both_nodes() {
     let body = serde_json::to_vec(&spec).unwrap();
     let result = submit_raw(&cluster.client, &body, None, "cuzk.results.untraced").await;
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
-    let spans = job_trace(receiver, "untraced", |s| {
-        named(s, PROCESS_WORK).len() == 1
-    })
-    .await;
+    let spans = job_trace(receiver, "untraced", |s| named(s, PROCESS_WORK).len() == 1).await;
     let root = named(&spans, JOB)[0];
     assert!(
         root.parent.is_empty(),
@@ -430,7 +449,8 @@ async fn prometheus_endpoint_shows_stage_histograms_after_a_job() {
         metrics
             .lines()
             .find(|l| {
-                l.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' ']))
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(['{', ' ']))
                     && labels.iter().all(|label| l.contains(label))
             })
             .map(str::to_owned)
@@ -463,14 +483,26 @@ async fn prometheus_endpoint_shows_stage_histograms_after_a_job() {
         assert!(n >= 1.0, "{count}");
     }
     for (name, labels) in [
-        ("cuzk_blob_bytes_total", &["direction=\"up\"", "form=\"wire\""][..]),
-        ("cuzk_blob_bytes_total", &["direction=\"up\"", "form=\"raw\""]),
-        ("cuzk_blob_bytes_total", &["direction=\"down\"", "form=\"wire\""]),
+        (
+            "cuzk_blob_bytes_total",
+            &["direction=\"up\"", "form=\"wire\""][..],
+        ),
+        (
+            "cuzk_blob_bytes_total",
+            &["direction=\"up\"", "form=\"raw\""],
+        ),
+        (
+            "cuzk_blob_bytes_total",
+            &["direction=\"down\"", "form=\"wire\""],
+        ),
         ("cuzk_codec_compression_ratio_count", &[]),
         ("cuzk_jobs_total", &["status=\"done\""]),
     ] {
         let labels: Vec<&str> = labels.iter().chain(&job_labels).copied().collect();
-        assert!(line(&metrics, name, &labels).is_some(), "no {name} {labels:?}");
+        assert!(
+            line(&metrics, name, &labels).is_some(),
+            "no {name} {labels:?}"
+        );
     }
     let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
     for (name, labels) in [
@@ -480,7 +512,10 @@ async fn prometheus_endpoint_shows_stage_histograms_after_a_job() {
         ("cuzk_heartbeat_timestamp_seconds", &["role=\"synth\""]),
         ("cuzk_heartbeat_timestamp_seconds", &["role=\"gpu\""]),
     ] {
-        assert!(line(&metrics, name, labels).is_some(), "no {name} {labels:?}");
+        assert!(
+            line(&metrics, name, labels).is_some(),
+            "no {name} {labels:?}"
+        );
     }
 
     let health = tokio::task::spawn_blocking(move || {

@@ -23,13 +23,13 @@ use base64::Engine;
 use cuzk_circuits::porep::{generate_test_parameters, SectorSize};
 use cuzk_circuits::porep_c1;
 use cuzk_circuits::{ParamCache, FILECOIN_CACHE_ENV};
+use cuzk_cli::submit_and_wait;
 use cuzk_common::config::GpuArgs;
 use cuzk_wire::job::{JobInput, JobSpec, JobStatus};
 use filecoin_proofs_api::seal::{self, SealCommitPhase1Output};
 use filecoin_proofs_api::{PieceInfo, RegisteredSealProof, UnpaddedBytesAmount};
 use rand::RngCore;
 use serde_json::json;
-use cuzk_cli::submit_and_wait;
 use support::{cluster_with, job, TIMEOUT};
 
 const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
@@ -105,7 +105,13 @@ fn lotus_file(c1: &SealCommitPhase1Output, sector: u64, pad: usize) -> Vec<u8> {
 async fn cuzk_submit_c1(url: &str, file: &Path, out: &Path, extra: &[&str]) -> (bool, String) {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_cuzk"));
     command
-        .args(["submit", "--nats-url", url, "--miner", &format!("t0{MINER}")])
+        .args([
+            "submit",
+            "--nats-url",
+            url,
+            "--miner",
+            &format!("t0{MINER}"),
+        ])
         .arg("--c1")
         .arg(file)
         .arg("--out")
@@ -170,7 +176,11 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
             let corrupt = serde_json::to_vec(&corrupt).unwrap();
             let bad = [
                 (
-                    c1_job("truncated", params.clone(), &api_json[..api_json.len() - 100]),
+                    c1_job(
+                        "truncated",
+                        params.clone(),
+                        &api_json[..api_json.len() - 100],
+                    ),
                     "not a C1 output",
                 ),
                 (
@@ -181,7 +191,9 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
                 (c1_job("corrupt", params.clone(), &corrupt), "do not verify"),
             ];
             for (spec, expected) in &bad {
-                let result = submit_and_wait(&cluster.client, spec, TIMEOUT).await.unwrap();
+                let result = submit_and_wait(&cluster.client, spec, TIMEOUT)
+                    .await
+                    .unwrap();
                 assert_eq!(result.status, JobStatus::Failed, "{}", spec.job_id);
                 let error = result.error.unwrap_or_default();
                 assert!(error.contains(expected), "{}: {error}", spec.job_id);
@@ -205,7 +217,13 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
             let prover_id = porep_c1::prover_id(MINER);
             let verify = |proof: &[u8]| {
                 seal::verify_seal(
-                    PROOF, c1.comm_r, c1.comm_d, prover_id, SECTOR.into(), c1.ticket, c1.seed,
+                    PROOF,
+                    c1.comm_r,
+                    c1.comm_d,
+                    prover_id,
+                    SECTOR.into(),
+                    c1.ticket,
+                    c1.seed,
                     proof,
                 )
                 .unwrap()
@@ -217,7 +235,13 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
 
             // And a proof for another sector number is rejected.
             assert!(!seal::verify_seal(
-                PROOF, c1.comm_r, c1.comm_d, prover_id, (SECTOR + 1).into(), c1.ticket, c1.seed,
+                PROOF,
+                c1.comm_r,
+                c1.comm_d,
+                prover_id,
+                (SECTOR + 1).into(),
+                c1.ticket,
+                c1.seed,
                 &proof,
             )
             .unwrap_or(false));

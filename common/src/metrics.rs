@@ -146,7 +146,11 @@ pub fn metrics() -> &'static Metrics {
                 KeyValue::new("version", env!("CARGO_PKG_VERSION")),
                 KeyValue::new(
                     "profile",
-                    if cfg!(debug_assertions) { "debug" } else { "release" },
+                    if cfg!(debug_assertions) {
+                        "debug"
+                    } else {
+                        "release"
+                    },
                 ),
             ],
         );

@@ -310,8 +310,9 @@ fn named_paths(text: &str, top_level: &[String]) -> Vec<String> {
         .map(|t| t.trim_end_matches(['.', ',']))
         .filter(|t| {
             t.starts_with("../")
-                || t.split_once('/')
-                    .is_some_and(|(first, rest)| !rest.is_empty() && top_level.iter().any(|d| d == first))
+                || t.split_once('/').is_some_and(|(first, rest)| {
+                    !rest.is_empty() && top_level.iter().any(|d| d == first)
+                })
         })
         .flat_map(expand_braces)
         .collect()
@@ -342,7 +343,11 @@ fn deploy_files_name_only_paths_that_exist() {
             }
         }
     }
-    assert!(missing.is_empty(), "named but missing:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "named but missing:\n{}",
+        missing.join("\n")
+    );
     // The scan finds what it should (a scan that finds nothing proves nothing).
     assert!(checked > 30, "only {checked} paths found");
     let probe = named_paths(
@@ -374,9 +379,11 @@ fn exported_metric_families() -> Vec<(String, prometheus::proto::MetricType)> {
     m.stage("prove", &job, Duration::from_millis(1));
     m.job("done", &job);
     m.error("gpu", "retry", &job);
-    m.blob_bytes.add(1, &job.with(&[KeyValue::new("direction", "up")]));
+    m.blob_bytes
+        .add(1, &job.with(&[KeyValue::new("direction", "up")]));
     m.codec_ratio.record(2.0, &job.with(&[]));
-    m.queue_depth.record(1, &[KeyValue::new("stream", "CUZK_WORK")]);
+    m.queue_depth
+        .record(1, &[KeyValue::new("stream", "CUZK_WORK")]);
     m.prover_busy.add(1.0, &[KeyValue::new("worker", "cpu.0")]);
     m.heartbeat.record(1.0, &[KeyValue::new("role", "gpu")]);
     let _held = cuzk_common::metrics::InFlight::new("gpu");
@@ -430,7 +437,11 @@ fn dashboards_alerts_and_docs_use_only_exported_metrics() {
             }
         }
     }
-    assert!(unknown.is_empty(), "not exported by the code:\n{}", unknown.join("\n"));
+    assert!(
+        unknown.is_empty(),
+        "not exported by the code:\n{}",
+        unknown.join("\n")
+    );
     assert!(used > 20, "only {used} metric names found");
     assert!(!known("cuzk_gpu_busy_ratio"));
 }
@@ -442,9 +453,20 @@ fn dashboard_and_alerts_are_well_formed() {
     )
     .unwrap();
     let panels = dashboard["panels"].as_array().unwrap();
-    assert!(panels.iter().all(|p| !p["targets"].as_array().unwrap().is_empty()));
-    let titles: Vec<&str> = panels.iter().map(|p| p["title"].as_str().unwrap()).collect();
-    for wanted in ["Queue depth", "GPU busy", "Stage latency p95", "Failures and retries", "Heartbeat age"] {
+    assert!(panels
+        .iter()
+        .all(|p| !p["targets"].as_array().unwrap().is_empty()));
+    let titles: Vec<&str> = panels
+        .iter()
+        .map(|p| p["title"].as_str().unwrap())
+        .collect();
+    for wanted in [
+        "Queue depth",
+        "GPU busy",
+        "Stage latency p95",
+        "Failures and retries",
+        "Heartbeat age",
+    ] {
         assert!(titles.contains(&wanted), "{titles:?}");
     }
     let rules: serde_json::Value = serde_norway::from_str(
@@ -454,7 +476,10 @@ fn dashboard_and_alerts_are_well_formed() {
     let rules = rules["groups"][0]["rules"].as_array().unwrap();
     assert!(rules.len() >= 5);
     for rule in rules {
-        assert!(rule["alert"].is_string() && rule["expr"].is_string(), "{rule}");
+        assert!(
+            rule["alert"].is_string() && rule["expr"].is_string(),
+            "{rule}"
+        );
         assert!(rule["annotations"]["summary"].is_string(), "{rule}");
     }
 }
@@ -465,11 +490,20 @@ fn setting(file: &str, key: &str) -> Vec<String> {
         .unwrap()
         .lines()
         .filter_map(|line| {
-            let line = line.trim().trim_start_matches("- ").trim_start_matches("Environment=");
+            let line = line
+                .trim()
+                .trim_start_matches("- ")
+                .trim_start_matches("Environment=");
             let line = line.strip_prefix("ENV ").unwrap_or(line);
             let rest = line.strip_prefix(key)?.trim_start();
             let value = rest.strip_prefix(['=', ':'])?.trim();
-            Some(value.trim_end_matches('\\').trim().trim_matches('"').to_owned())
+            Some(
+                value
+                    .trim_end_matches('\\')
+                    .trim()
+                    .trim_matches('"')
+                    .to_owned(),
+            )
         })
         .collect()
 }
@@ -478,8 +512,14 @@ fn setting(file: &str, key: &str) -> Vec<String> {
 fn every_deploy_file_uses_one_parameter_directory() {
     let dir = "/var/cache/cuzk/params";
     assert_eq!(setting("deploy/k8s/config.yaml", "param_cache"), [dir]);
-    assert_eq!(setting("deploy/systemd/cuzk-gpu@.service", "CUZK_PARAM_CACHE"), [dir]);
-    assert_eq!(setting("deploy/docker/Dockerfile", "CUZK_PARAM_CACHE"), [dir]);
+    assert_eq!(
+        setting("deploy/systemd/cuzk-gpu@.service", "CUZK_PARAM_CACHE"),
+        [dir]
+    );
+    assert_eq!(
+        setting("deploy/docker/Dockerfile", "CUZK_PARAM_CACHE"),
+        [dir]
+    );
     // The GPU pods mount the host's parameter directory exactly there.
     let gpu: serde_json::Value = serde_norway::from_str(
         &std::fs::read_to_string(repo().join("deploy/k8s/gpu.yaml")).unwrap(),
@@ -494,7 +534,10 @@ fn every_deploy_file_uses_one_parameter_directory() {
         .unwrap();
     assert_eq!(mount["mountPath"], dir);
     // filecoin-proofs' default (/var/tmp) is private to a unit with PrivateTmp: unusable there.
-    assert_eq!(setting("deploy/systemd/cuzk-gpu@.service", "PrivateTmp"), ["true"]);
+    assert_eq!(
+        setting("deploy/systemd/cuzk-gpu@.service", "PrivateTmp"),
+        ["true"]
+    );
 }
 
 #[test]
@@ -505,7 +548,10 @@ fn gpu_unit_metrics_ports_are_distinct_for_any_gpu_index() {
         telemetry: cuzk_common::telemetry::TelemetryArgs,
     }
     let addr = setting("deploy/systemd/cuzk-gpu@.service", "CUZK_METRICS_ADDR");
-    let offset = setting("deploy/systemd/cuzk-gpu@.service", "CUZK_METRICS_PORT_OFFSET");
+    let offset = setting(
+        "deploy/systemd/cuzk-gpu@.service",
+        "CUZK_METRICS_PORT_OFFSET",
+    );
     let mut ports = std::collections::BTreeSet::new();
     for gpu in [0, 1, 9, 10, 11, 31] {
         // systemd expands %i to the instance name, the device index.
@@ -529,8 +575,14 @@ fn gpu_unit_metrics_ports_are_distinct_for_any_gpu_index() {
 fn k8s_runs_the_image_the_dockerfile_builds() {
     let tag = format!("cuzk:{}", env!("CARGO_PKG_VERSION"));
     let dockerfile = std::fs::read_to_string(repo().join("deploy/docker/Dockerfile")).unwrap();
-    assert!(dockerfile.contains(&format!("-t {tag} .")), "the Dockerfile documents building {tag}");
-    assert!(dockerfile.contains("--bin cuzk "), "and builds the cuzk binary");
+    assert!(
+        dockerfile.contains(&format!("-t {tag} .")),
+        "the Dockerfile documents building {tag}"
+    );
+    assert!(
+        dockerfile.contains("--bin cuzk "),
+        "and builds the cuzk binary"
+    );
     for manifest in ["deploy/k8s/gpu.yaml", "deploy/k8s/synth.yaml"] {
         assert_eq!(setting(manifest, "image"), [tag.as_str()], "{manifest}");
     }

@@ -189,7 +189,14 @@ impl SynthNode {
         }
         let mut labels = None;
         let outcome = self
-            .process(&message.payload, seq, published_ms, &mut job_id, &mut labels, cancel)
+            .process(
+                &message.payload,
+                seq,
+                published_ms,
+                &mut job_id,
+                &mut labels,
+                cancel,
+            )
             .instrument(span.clone())
             .await;
         ticker.abort();
@@ -318,7 +325,8 @@ impl SynthNode {
             if partition.status == PartitionStatus::Pending {
                 let node = self.clone();
                 let job = job.clone();
-                let span = info_span!("partition", cuzk.job_id = %job.spec.job_id, cuzk.partition = index);
+                let span =
+                    info_span!("partition", cuzk.job_id = %job.spec.job_id, cuzk.partition = index);
                 tasks.spawn(async move { node.partition(&job, index).await }.instrument(span));
             }
         }
