@@ -53,6 +53,7 @@ fn main() {
     if let Some(pre) = env::var_os("CUZK_PREBUILT_FATBIN") {
         // A fatbin built elsewhere from these sources (CI caches, quick Rust-only iterations).
         println!("cargo:rustc-cfg=cuzk_fatbin");
+        println!("cargo:fatbin=1");
         println!(
             "cargo:rustc-env=CUZK_FATBIN={}",
             PathBuf::from(pre).display()
@@ -90,6 +91,7 @@ fn main() {
     match cmd.output() {
         Ok(o) if o.status.success() => {
             println!("cargo:rustc-cfg=cuzk_fatbin");
+            println!("cargo:fatbin=1");
             println!("cargo:rustc-env=CUZK_FATBIN={}", out.display());
         }
         Ok(o) => {

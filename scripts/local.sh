@@ -4,6 +4,7 @@
 # stage timings. Extra arguments go to `cuzk local` (see `cuzk local --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/nvcc-env.sh
 scripts/ensure-deps.sh
 cargo build --release --quiet -p cuzk-cli
 exec target/release/cuzk local "$@"

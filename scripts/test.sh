@@ -4,6 +4,7 @@
 # ($CUZK_PARAM_CACHE, default ~/.cache/cuzk/params).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/nvcc-env.sh
 scripts/ensure-deps.sh --tests
 if cargo nextest --version >/dev/null 2>&1; then
   exec cargo nextest run --workspace --no-fail-fast "$@"

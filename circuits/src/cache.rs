@@ -1,19 +1,30 @@
-//! Groth16 parameters per circuit shape: generated on demand (TEST ONLY, INSECURE) and cached
-//! on disk and in memory, or loaded from a real bellperson parameter file.
+//! Per-shape proving material on disk and in memory: each shape's constraint matrices
+//! (captured once, stored content-addressed by their hash), its Groth16 parameters (a real file
+//! the family names, or generated TEST-ONLY INSECURE ones where the node allows them), and the
+//! proving keys joining the two, kept in memory up to a byte budget (least recently used first
+//! out).
 //!
-//! Generated parameters come from a ChaCha20 stream seeded with the shape key, so every node
-//! derives the same file — and anyone can derive the toxic waste and forge proofs. They exist
-//! for tests and load tests only; the file names say so.
+//! Files, all in one directory:
+//! - `R1CS-<shape>-<hash>.r1cs`: the matrices; checked against their hash on every load — a
+//!   corrupt or truncated file is rebuilt, never used;
+//! - `TEST-ONLY-INSECURE-<shape>-<hash16>.params`: generated parameters, derived from a seed of
+//!   the shape key and the matrices' hash, so every node derives the same file — and anyone can
+//!   derive the toxic waste and forge proofs. For tests and load tests only.
+//! - the parameter files families name (Filecoin's published `v28-….params`), checked against
+//!   their published digests before first use ([`crate::param_files`]).
 
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-use bellperson::groth16::Parameters;
+use bellperson::groth16::VerifyingKey;
 use blstrs::Bls12;
-use cuzk_prover::cpu::{check_query_sizes, domain_size};
-use cuzk_prover::params::{read_params, write_params};
+use cuzk_prover::params::{read_params, ParamsFile};
+use cuzk_prover::r1cs::file;
+use cuzk_prover::setup::{self, CpuFixedBase};
+use cuzk_prover::{ProvingKey, ShapeMatrices};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
@@ -25,43 +36,128 @@ pub const CACHE_ENV: &str = "CUZK_PARAM_CACHE";
 /// lotus and Curio have it set already.
 pub const FILECOIN_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
 
-/// Parameters by shape key, backed by a directory of `TEST-ONLY-INSECURE-<shape>.params` files.
-pub struct ParamCache {
-    dir: PathBuf,
-    loaded: Mutex<HashMap<String, Arc<Parameters<Bls12>>>>,
+/// What a synth node stamps on a shape's blobs: the matrices' identity and sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShapeId {
+    pub hash: [u8; 32],
+    pub inputs: usize,
+    pub aux: usize,
+    pub constraints: usize,
 }
 
-impl std::fmt::Debug for ParamCache {
+impl ShapeId {
+    fn of(m: &ShapeMatrices) -> Self {
+        ShapeId {
+            hash: m.hash(),
+            inputs: m.inputs,
+            aux: m.aux,
+            constraints: m.constraints(),
+        }
+    }
+}
+
+/// Proving keys in memory, evicted least recently used first beyond a byte budget.
+struct Lru {
+    budget: u64,
+    clock: u64,
+    entries: HashMap<String, (Arc<ProvingKey>, u64)>,
+}
+
+impl Lru {
+    fn get(&mut self, key: &str) -> Option<Arc<ProvingKey>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.entries.get_mut(key).map(|(k, used)| {
+            *used = clock;
+            k.clone()
+        })
+    }
+
+    fn insert(&mut self, key: String, value: Arc<ProvingKey>) {
+        self.clock += 1;
+        self.entries.insert(key, (value, self.clock));
+        while self.bytes() > self.budget {
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+                .expect("not empty");
+            tracing::info!(shape = %oldest, "evicting a proving key from the host cache");
+            self.entries.remove(&oldest);
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        self.entries.values().map(|(k, _)| host_bytes(k)).sum()
+    }
+}
+
+/// Host bytes of a proving key: its SRS points and matrices.
+fn host_bytes(k: &ProvingKey) -> u64 {
+    k.device_bytes()
+}
+
+/// Matrices, parameters and proving keys by shape, backed by one directory.
+pub struct ShapeCache {
+    dir: PathBuf,
+    allow_test_params: bool,
+    /// Operator-given parameter files by shape key, read with subgroup checks.
+    files: HashMap<String, PathBuf>,
+    ids: Mutex<HashMap<String, ShapeId>>,
+    keys: Mutex<Lru>,
+}
+
+impl std::fmt::Debug for ShapeCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let loaded = self
-            .loaded
-            .lock()
-            .map(|m| m.keys().cloned().collect::<Vec<_>>());
-        f.debug_struct("ParamCache")
+        f.debug_struct("ShapeCache")
             .field("dir", &self.dir)
-            .field("loaded", &loaded.ok())
+            .field("allow_test_params", &self.allow_test_params)
             .finish()
     }
 }
 
-impl ParamCache {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
+impl ShapeCache {
+    /// `allow_test_params`: generate INSECURE parameters for shapes without a parameter file.
+    /// `host_budget`: bytes of proving keys kept in memory between uses; a key larger than
+    /// the budget is handed out but not kept.
+    pub fn new(dir: impl Into<PathBuf>, allow_test_params: bool, host_budget: u64) -> Self {
         Self {
             dir: dir.into(),
-            loaded: Mutex::default(),
+            allow_test_params,
+            files: HashMap::new(),
+            ids: Mutex::default(),
+            keys: Mutex::new(Lru {
+                budget: host_budget,
+                clock: 0,
+                entries: HashMap::new(),
+            }),
         }
+    }
+
+    /// Parameter files for some shapes (SHAPE → PATH), instead of the family's own or generated
+    /// ones. They come from the operator, not from us: every point is checked.
+    pub fn with_parameter_files(mut self, files: HashMap<String, PathBuf>) -> Self {
+        self.files = files;
+        self
+    }
+
+    /// The default directory, test parameters as `allow_test_params` says, 8 GiB of keys kept:
+    /// what tools and tests use.
+    pub fn open_default(allow_test_params: bool) -> Result<Self, CircuitError> {
+        Ok(Self::new(Self::default_dir()?, allow_test_params, 8 << 30))
     }
 
     /// The parameter directory without a flag or file: `$CUZK_PARAM_CACHE`, else
     /// `$FIL_PROOFS_PARAMETER_CACHE`, else `$XDG_CACHE_HOME/cuzk/params`, else
     /// `$HOME/.cache/cuzk/params`.
-    pub fn from_env() -> Result<Self, CircuitError> {
+    pub fn default_dir() -> Result<PathBuf, CircuitError> {
         let var = |name| {
             std::env::var_os(name)
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
         };
-        let dir = var(CACHE_ENV)
+        var(CACHE_ENV)
             .or_else(|| var(FILECOIN_CACHE_ENV))
             .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("cuzk/params")))
             .or_else(|| var("HOME").map(|d| d.join(".cache/cuzk/params")))
@@ -70,222 +166,288 @@ impl ParamCache {
                 reason: format!(
                     "no parameter directory: set {CACHE_ENV}, {FILECOIN_CACHE_ENV}, XDG_CACHE_HOME or HOME"
                 ),
-            })?;
-        Ok(Self::new(dir))
+            })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// Where the parameters for `shape_key` live.
-    pub fn path_for(&self, shape_key: &str) -> PathBuf {
-        self.dir
-            .join(format!("TEST-ONLY-INSECURE-{shape_key}.params"))
+    fn err(shape: &str, reason: String) -> CircuitError {
+        CircuitError::Params {
+            shape: shape.to_string(),
+            reason,
+        }
     }
 
-    /// The family's parameters: from memory, else from the cache file, else generated and
-    /// written there. A file lock makes concurrent callers (threads or processes) wait for
-    /// one generator instead of each generating.
-    pub fn get_or_generate(
-        &self,
-        family: &dyn CircuitFamily,
-    ) -> Result<Arc<Parameters<Bls12>>, CircuitError> {
-        let key = family.shape_key();
-        if let Some(p) = self.lookup(&key) {
-            return Ok(p);
-        }
-        let err = |reason: String| CircuitError::Params {
-            shape: key.clone(),
-            reason,
-        };
-        if let Some(path) = family.parameter_file() {
-            return self.load_parameter_file(&key, &self.dir.join(path), family.published_digest());
-        }
-        if !key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    /// Checks that `key` is a safe file-name part and that the directory exists.
+    fn prepare(&self, key: &str) -> Result<(), CircuitError> {
+        if key.is_empty()
+            || !key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         {
-            return Err(err("shape key is not a safe file name".into()));
+            return Err(Self::err(key, "shape key is not a safe file name".into()));
         }
         fs::create_dir_all(&self.dir).map_err(|e| {
-            err(format!(
-                "cannot create cache directory {}: {e}",
-                self.dir.display()
-            ))
-        })?;
-        let path = self.path_for(&key);
-        let lock_path = path.with_extension("params.lock");
-        let lock = File::create(&lock_path).map_err(|e| {
-            err(format!(
-                "cannot create lock file {}: {e}",
-                lock_path.display()
-            ))
-        })?;
-        lock.lock()
-            .map_err(|e| err(format!("cannot lock {}: {e}", lock_path.display())))?;
-        // Another caller may have finished while this one waited for the lock.
-        if let Some(p) = self.lookup(&key) {
-            return Ok(p);
-        }
-
-        let params = if path.exists() {
-            // Our own atomically renamed file: skip the (slow) subgroup checks, but make sure
-            // it still fits the circuit, which may have changed since it was written.
-            let params = read_params(&path, false).map_err(|e| err(e.to_string()))?;
-            check_params_fit(&params, family)?;
-            params
-        } else {
-            tracing::warn!(
-                shape = %key,
-                path = %path.display(),
-                "generating TEST-ONLY INSECURE Groth16 parameters (toxic waste derivable from the shape key); never use them for real proofs"
-            );
-            let mut rng =
-                ChaCha20Rng::from_seed(partition_seed("cuzk/test-params/v1", key.as_bytes(), 0));
-            let params = family.generate_test_params(&mut rng)?;
-            let tmp = path.with_extension(format!("params.tmp-{}", std::process::id()));
-            write_params(&params, &tmp).map_err(|e| err(e.to_string()))?;
-            fs::rename(&tmp, &path)
-                .map_err(|e| err(format!("cannot rename {} into place: {e}", tmp.display())))?;
-            // Persist the rename itself; losing it only costs a regeneration, so best effort.
-            if let Ok(dir) = File::open(&self.dir) {
-                let _ = dir.sync_all();
-            }
-            params
-        };
-        let params = Arc::new(params);
-        self.loaded
-            .lock()
-            .expect("cache map poisoned")
-            .insert(key, params.clone());
-        Ok(params)
+            Self::err(
+                key,
+                format!("cannot create cache directory {}: {e}", self.dir.display()),
+            )
+        })
     }
 
-    /// Loads a family's own parameter file, checked against its published digest when it has
-    /// one (subgroup checks skipped, as filecoin-proofs does), and keeps it in memory under
-    /// `key`.
-    fn load_parameter_file(
+    /// Runs `f` holding an exclusive lock named `name` (threads and processes alike), so
+    /// concurrent callers wait for one builder instead of each building.
+    fn locked<T>(
         &self,
         key: &str,
-        path: &Path,
-        digest: Option<&str>,
-    ) -> Result<Arc<Parameters<Bls12>>, CircuitError> {
-        let err = |reason: String| CircuitError::Params {
-            shape: key.to_string(),
-            reason,
+        name: &str,
+        f: impl FnOnce() -> Result<T, CircuitError>,
+    ) -> Result<T, CircuitError> {
+        let path = self.dir.join(format!("{name}.lock"));
+        let lock = File::create(&path)
+            .map_err(|e| Self::err(key, format!("cannot create {}: {e}", path.display())))?;
+        lock.lock()
+            .map_err(|e| Self::err(key, format!("cannot lock {}: {e}", path.display())))?;
+        f()
+    }
+
+    fn matrices_prefix(key: &str) -> String {
+        format!("R1CS-{key}-")
+    }
+
+    /// The matrices files present for `key`.
+    fn matrices_files(&self, key: &str) -> Vec<PathBuf> {
+        let prefix = Self::matrices_prefix(key);
+        let Ok(dir) = fs::read_dir(&self.dir) else {
+            return Vec::new();
         };
-        if !path.exists() {
-            // Only PoRep declares a parameter file today, hence the pointer to its tool.
-            return Err(err(format!(
+        dir.filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.starts_with(&prefix)
+                        && n.ends_with(".r1cs")
+                        // the hash part of this shape's names has no '-'
+                        && !n[prefix.len()..n.len() - 5].contains('-')
+                })
+            })
+            .collect()
+    }
+
+    /// Where matrices with `hash` for `key` live.
+    pub fn matrices_path(&self, key: &str, hash: &[u8; 32]) -> PathBuf {
+        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+        self.dir
+            .join(format!("{}{hex}.r1cs", Self::matrices_prefix(key)))
+    }
+
+    /// The family's matrices: from a verified file, else captured and written.
+    pub fn matrices(&self, family: &dyn CircuitFamily) -> Result<Arc<ShapeMatrices>, CircuitError> {
+        let key = family.shape_key();
+        self.prepare(&key)?;
+        self.locked(&key, &format!("R1CS-{key}"), || {
+            self.load_or_capture(family, &key)
+        })
+    }
+
+    /// [`Self::matrices`] for a caller holding the shape's lock.
+    fn load_or_capture(
+        &self,
+        family: &dyn CircuitFamily,
+        key: &str,
+    ) -> Result<Arc<ShapeMatrices>, CircuitError> {
+        for path in self.matrices_files(key) {
+            match file::read(&path) {
+                Ok(m) if path == self.matrices_path(key, &m.hash()) => {
+                    self.remember(key, &m);
+                    return Ok(Arc::new(m));
+                }
+                Ok(_) => {
+                    tracing::warn!(path = %path.display(), "matrices file named for another hash; rebuilding")
+                }
+                Err(e) => tracing::warn!(err = %e, "unusable matrices file; rebuilding"),
+            }
+            let _ = fs::remove_file(&path);
+        }
+        let started = Instant::now();
+        let m = family.capture_matrices()?;
+        tracing::info!(shape = %key, constraints = m.constraints(), nnz = m.nnz(),
+            capture_ms = started.elapsed().as_millis() as u64, "constraint matrices captured");
+        let path = self.matrices_path(key, &m.hash());
+        let tmp = path.with_extension(format!("r1cs.tmp-{}", std::process::id()));
+        file::write(&m, &tmp).map_err(|e| Self::err(key, e.to_string()))?;
+        fs::rename(&tmp, &path).map_err(|e| {
+            Self::err(
+                key,
+                format!("cannot rename {} into place: {e}", tmp.display()),
+            )
+        })?;
+        sync_dir(&self.dir);
+        self.remember(key, &m);
+        Ok(Arc::new(m))
+    }
+
+    fn remember(&self, key: &str, m: &ShapeMatrices) {
+        self.ids
+            .lock()
+            .expect("shape ids poisoned")
+            .insert(key.to_string(), ShapeId::of(m));
+    }
+
+    /// The shape's identity, for synth nodes: computed once per process from the (verified)
+    /// matrices, which are not kept in memory. Concurrent callers wait for the first.
+    pub fn shape_id(&self, family: &dyn CircuitFamily) -> Result<ShapeId, CircuitError> {
+        let key = family.shape_key();
+        let known = |ids: &Mutex<HashMap<String, ShapeId>>| {
+            ids.lock().expect("shape ids poisoned").get(&key).copied()
+        };
+        if let Some(id) = known(&self.ids) {
+            return Ok(id);
+        }
+        self.prepare(&key)?;
+        self.locked(&key, &format!("R1CS-{key}"), || match known(&self.ids) {
+            Some(id) => Ok(id),
+            None => Ok(ShapeId::of(&*self.load_or_capture(family, &key)?)),
+        })
+    }
+
+    /// Where generated test parameters for matrices `m` of shape `key` live.
+    pub fn test_params_path(&self, key: &str, m: &ShapeMatrices) -> PathBuf {
+        let hex: String = m.hash()[..8].iter().map(|b| format!("{b:02x}")).collect();
+        self.dir
+            .join(format!("TEST-ONLY-INSECURE-{key}-{hex}.params"))
+    }
+
+    /// The family's proving key: from memory, else its matrices joined with its parameters —
+    /// an operator's file, the family's own file, or generated test parameters where allowed.
+    pub fn proving_key(&self, family: &dyn CircuitFamily) -> Result<Arc<ProvingKey>, CircuitError> {
+        let key = family.shape_key();
+        if let Some(k) = self.keys.lock().expect("key cache poisoned").get(&key) {
+            return Ok(k);
+        }
+        let matrices = self.matrices(family)?;
+        let (path, checked) = self.params_path(family, &matrices)?;
+        let started = Instant::now();
+        let params = read_params(&path, checked).map_err(|e| Self::err(&key, e.to_string()))?;
+        let pk = ProvingKey::new(Arc::new(params), matrices)
+            .map_err(|e| Self::err(&key, format!("{}: {e}", path.display())))?;
+        tracing::info!(shape = %key, path = %path.display(), load_ms = started.elapsed().as_millis() as u64, "proving key loaded");
+        let pk = Arc::new(pk);
+        self.keys
+            .lock()
+            .expect("key cache poisoned")
+            .insert(key, pk.clone());
+        Ok(pk)
+    }
+
+    /// The family's verifying key, read without loading the rest of its parameters.
+    pub fn verifying_key(
+        &self,
+        family: &dyn CircuitFamily,
+    ) -> Result<VerifyingKey<Bls12>, CircuitError> {
+        let matrices = self.matrices(family)?;
+        let (path, _) = self.params_path(family, &matrices)?;
+        let file =
+            ParamsFile::open(&path).map_err(|e| Self::err(&family.shape_key(), e.to_string()))?;
+        Ok(file.vk().clone())
+    }
+
+    /// Which parameter file proves the family, and whether it needs the subgroup checks (an
+    /// operator's file does: it did not come from us). The family's own file lives in this
+    /// directory and is checked against its published digest first.
+    fn params_path(
+        &self,
+        family: &dyn CircuitFamily,
+        matrices: &ShapeMatrices,
+    ) -> Result<(PathBuf, bool), CircuitError> {
+        let key = family.shape_key();
+        let operator = self.files.get(&key).cloned();
+        let checked = operator.is_some();
+        let own = family.parameter_file().map(|name| self.dir.join(name));
+        match operator.or(own) {
+            Some(path) if !path.exists() => Err(Self::err(&key, format!(
                 "no Groth16 parameters for {key} at {}; generate test ones with `cuzk-porep params` (INSECURE) or fetch the real ones",
                 path.display()
+            ))),
+            Some(path) => {
+                if let Some(expected) = family.published_digest().filter(|_| !checked) {
+                    crate::param_files::verify(&path, expected)
+                        .map_err(|e| Self::err(&key, e.to_string()))?;
+                }
+                Ok((path, checked))
+            }
+            None => Ok((self.test_params(&key, matrices)?, false)),
+        }
+    }
+
+    /// The path of the shape's generated test parameters, generating them first if allowed.
+    fn test_params(&self, key: &str, m: &ShapeMatrices) -> Result<PathBuf, CircuitError> {
+        let path = self.test_params_path(key, m);
+        if path.exists() {
+            return Ok(path);
+        }
+        if !self.allow_test_params {
+            return Err(Self::err(key, format!(
+                "no Groth16 parameters for {key}, and this node does not generate test parameters (start it with --allow-test-params to generate INSECURE ones, or give a parameter file with --params-file)"
             )));
         }
-        if let Some(expected) = digest {
-            crate::param_files::verify(path, expected).map_err(|e| err(e.to_string()))?;
-        }
-        let started = std::time::Instant::now();
-        let params = read_params(path, false).map_err(|e| err(e.to_string()))?;
-        check_file_fit(&params).map_err(|reason| err(format!("{}: {reason}", path.display())))?;
-        tracing::info!(shape = %key, path = %path.display(), load_ms = started.elapsed().as_millis() as u64, "parameter file loaded");
-        let params = Arc::new(params);
-        self.loaded
-            .lock()
-            .expect("cache map poisoned")
-            .insert(key.to_string(), params.clone());
-        Ok(params)
-    }
-
-    fn lookup(&self, key: &str) -> Option<Arc<Parameters<Bls12>>> {
-        self.loaded
-            .lock()
-            .expect("cache map poisoned")
-            .get(key)
-            .cloned()
+        self.locked(key, &format!("TEST-ONLY-INSECURE-{key}"), || {
+            if path.exists() {
+                return Ok(path.clone());
+            }
+            tracing::warn!(shape = %key, path = %path.display(),
+                "generating TEST-ONLY INSECURE Groth16 parameters (toxic waste derivable from the shape); never use them for real proofs");
+            let mut rng = ChaCha20Rng::from_seed(partition_seed(
+                "cuzk/test-params/v2",
+                &m.hash(),
+                0,
+            ));
+            let started = Instant::now();
+            let tmp = path.with_extension(format!("params.tmp-{}", std::process::id()));
+            write_generated(m, &mut rng, &tmp).map_err(|e| Self::err(key, e))?;
+            fs::rename(&tmp, &path).map_err(|e| {
+                Self::err(key, format!("cannot rename {} into place: {e}", tmp.display()))
+            })?;
+            sync_dir(&self.dir);
+            tracing::info!(shape = %key, generate_ms = started.elapsed().as_millis() as u64, "test parameters generated");
+            Ok(path.clone())
+        })
     }
 }
 
-/// Reads a real bellperson parameter file for `family` (with subgroup checks when `checked`)
-/// and checks that it fits the circuit.
-pub fn load_from_file(
-    path: &Path,
-    family: &dyn CircuitFamily,
-    checked: bool,
-) -> Result<Arc<Parameters<Bls12>>, CircuitError> {
-    let params = read_params(path, checked).map_err(|e| CircuitError::Params {
-        shape: family.shape_key(),
-        reason: e.to_string(),
-    })?;
-    check_params_fit(&params, family)?;
-    Ok(Arc::new(params))
+/// Generates parameters for `m` into `path` on the CPU.
+fn write_generated(m: &ShapeMatrices, rng: &mut ChaCha20Rng, path: &Path) -> Result<(), String> {
+    let file = File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 22, file);
+    setup::generate(m, rng, &CpuFixedBase::new(), &mut out).map_err(|e| e.to_string())?;
+    let file = out
+        .into_inner()
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    file.sync_all()
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// Checks every query length of `params` against the family's shape (from synthesizing
-/// partition 0 of an empty input), so wrong parameters fail here rather than in a prover.
-/// Families with their own parameter file get the structural [`check_file_fit`] only.
-pub fn check_params_fit(
-    params: &Parameters<Bls12>,
-    family: &dyn CircuitFamily,
-) -> Result<(), CircuitError> {
-    let shape = family.shape_key();
-    if family.parameter_file().is_some() {
-        // Such a family (PoRep) has no input-free probe to synthesize.
-        return check_file_fit(params).map_err(|reason| CircuitError::Params {
-            shape,
-            reason: format!("parameters do not fit the circuit: {reason}"),
-        });
+/// Persists a rename; losing it only costs a rebuild, so best effort.
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
     }
-    let asg = family.synthesize_partition(&[], 0)?;
-    let mismatch = |reason: String| CircuitError::Params {
-        shape: shape.clone(),
-        reason: format!("parameters do not fit the circuit: {reason}"),
-    };
-    check_query_sizes(params, &asg).map_err(|e| mismatch(e.to_string()))?;
-    let (m, _) = domain_size(asg.num_constraints()).map_err(|e| mismatch(e.to_string()))?;
-    if params.h.len() != m - 1 {
-        return Err(mismatch(format!(
-            "{} constraints need {} H points, the parameters have {}",
-            asg.num_constraints(),
-            m - 1,
-            params.h.len()
-        )));
-    }
-    Ok(())
-}
-
-/// The checks a parameter file gets without an assignment to compare with: a family with its
-/// own file (PoRep) cannot synthesize a probe without a real input. Every query length is
-/// still checked against each partition's assignment before proving
-/// ([`check_query_sizes`] in the backends), so a file for another circuit fails the job there.
-fn check_file_fit(params: &Parameters<Bls12>) -> Result<(), String> {
-    if !(params.h.len() + 1).is_power_of_two() {
-        return Err(format!(
-            "{} H points is not a domain size minus one",
-            params.h.len()
-        ));
-    }
-    if params.vk.ic.is_empty() || params.l.is_empty() || params.a.is_empty() {
-        return Err("empty query vectors".into());
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MimcFamily, Sha256Family};
-    use bellperson::SynthesisError;
-    use blstrs::Scalar;
-    use cuzk_wire::witness::Assignment;
-    use rand::RngCore;
+    use crate::MimcFamily;
+    use cuzk_wire::witness::Witness;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Counts parameter generations of the wrapped family; with `file`, the family is proved
-    /// with its own parameter file, like PoRep.
+    /// Counts matrix captures of the wrapped family; with `file`, the family is proved with
+    /// its own parameter file, like PoRep.
     struct Counting {
         inner: MimcFamily,
-        generated: AtomicUsize,
+        captured: AtomicUsize,
         file: Option<PathBuf>,
         digest: Option<&'static str>,
     }
@@ -300,22 +462,24 @@ mod tests {
         fn partitions(&self) -> usize {
             self.inner.partitions()
         }
-        fn synthesize_partition(
+        fn synthesize(
             &self,
             input: &[u8],
             index: usize,
-        ) -> Result<Assignment, CircuitError> {
-            self.inner.synthesize_partition(input, index)
+            mode: crate::Synthesis,
+        ) -> Result<crate::Synthesized, CircuitError> {
+            self.inner.synthesize(input, index, mode)
         }
-        fn public_inputs(&self, input: &[u8], index: usize) -> Result<Vec<Scalar>, CircuitError> {
-            self.inner.public_inputs(input, index)
+        fn capture_matrices(&self) -> Result<ShapeMatrices, CircuitError> {
+            self.captured.fetch_add(1, Ordering::SeqCst);
+            self.inner.capture_matrices()
         }
-        fn generate_test_params(
+        fn public_inputs(
             &self,
-            rng: &mut dyn RngCore,
-        ) -> Result<Parameters<Bls12>, CircuitError> {
-            self.generated.fetch_add(1, Ordering::SeqCst);
-            self.inner.generate_test_params(rng)
+            input: &[u8],
+            index: usize,
+        ) -> Result<Vec<blstrs::Scalar>, CircuitError> {
+            self.inner.public_inputs(input, index)
         }
         fn parameter_file(&self) -> Option<PathBuf> {
             self.file.clone()
@@ -325,144 +489,187 @@ mod tests {
         }
     }
 
-    #[test]
-    fn concurrent_callers_generate_once_and_roundtrip() {
-        let dir = tempfile::tempdir().unwrap();
-        let family = Counting {
-            inner: MimcFamily::new(64, 1).unwrap(),
-            generated: AtomicUsize::new(0),
-            file: None,
+    fn counting(rounds: usize, file: Option<PathBuf>) -> Counting {
+        Counting {
+            inner: MimcFamily::new(rounds, 1).unwrap(),
+            captured: AtomicUsize::new(0),
+            file,
             digest: None,
-        };
-        // Separate caches stand in for separate processes: only the file lock is shared.
-        let (p1, p2) = std::thread::scope(|s| {
+        }
+    }
+
+    #[test]
+    fn concurrent_callers_build_once_and_keys_prove() {
+        let dir = tempfile::tempdir().unwrap();
+        let family = counting(64, None);
+        // Separate caches stand in for separate processes: only the files and locks are shared.
+        let (k1, k2) = std::thread::scope(|s| {
             let a = s.spawn(|| {
-                ParamCache::new(dir.path())
-                    .get_or_generate(&family)
+                ShapeCache::new(dir.path(), true, 1 << 30)
+                    .proving_key(&family)
                     .unwrap()
             });
             let b = s.spawn(|| {
-                ParamCache::new(dir.path())
-                    .get_or_generate(&family)
+                ShapeCache::new(dir.path(), true, 1 << 30)
+                    .proving_key(&family)
                     .unwrap()
             });
             (a.join().unwrap(), b.join().unwrap())
         });
-        assert_eq!(family.generated.load(Ordering::SeqCst), 1);
-        assert!(*p1 == *p2);
+        assert_eq!(family.captured.load(Ordering::SeqCst), 1);
+        assert!(*k1.params == *k2.params);
+        let cache = ShapeCache::new(dir.path(), false, 1 << 30);
+        let k3 = cache.proving_key(&family).unwrap();
+        assert!(
+            *k3.params == *k1.params,
+            "deterministic from the same files"
+        );
+        assert!(Arc::ptr_eq(&k3, &cache.proving_key(&family).unwrap()));
+        assert_eq!(family.captured.load(Ordering::SeqCst), 1);
+        let id = cache.shape_id(&family).unwrap();
+        assert_eq!(id.hash, k3.matrices.hash());
+        assert!(cache
+            .test_params_path("mimc-r64", &k3.matrices)
+            .to_str()
+            .unwrap()
+            .contains("TEST-ONLY-INSECURE-mimc-r64-"));
 
-        let cache = ParamCache::new(dir.path());
-        let path = cache.path_for("mimc-r64");
-        assert!(path.ends_with("TEST-ONLY-INSECURE-mimc-r64.params"));
-        let loaded = cache.get_or_generate(&family).unwrap();
-        assert!(*loaded == *p1);
-        assert!(Arc::ptr_eq(
-            &loaded,
-            &cache.get_or_generate(&family).unwrap()
-        ));
-        assert_eq!(family.generated.load(Ordering::SeqCst), 1);
-
-        // Deterministic: a fresh directory yields the same parameters.
+        // A deterministic derivation: a fresh directory yields the same parameters.
         let dir2 = tempfile::tempdir().unwrap();
-        assert!(
-            *ParamCache::new(dir2.path())
-                .get_or_generate(&family)
-                .unwrap()
-                == *p1
-        );
+        let again = ShapeCache::new(dir2.path(), true, 1 << 30)
+            .proving_key(&family)
+            .unwrap();
+        assert!(*again.params == *k1.params);
 
-        // The file is a valid bellperson parameter file for this shape, and not for another.
-        assert!(load_from_file(&path, &family, true).is_ok());
-        let other = MimcFamily::new(65, 1).unwrap();
-        let e = load_from_file(&path, &other, false)
-            .err()
-            .expect("accepted");
+        // The key proves a witness that verifies.
+        let key = cuzk_prover::CpuBackend;
+        let loaded = cuzk_prover::Backend::load_key(&key, k3.clone()).unwrap();
+        let w: Witness = family.witness(b"x", 0, None).unwrap();
+        let proof = cuzk_prover::prove(
+            &key,
+            &loaded,
+            w,
+            blstrs::Scalar::from(3u64),
+            blstrs::Scalar::from(4u64),
+        )
+        .unwrap();
+        let pvk = bellperson::groth16::prepare_verifying_key(&k3.params.vk);
         assert!(
-            e.to_string().contains("parameters do not fit the circuit"),
-            "{e}"
+            cuzk_prover::verify(&pvk, &proof, &family.public_inputs(b"x", 0).unwrap()).unwrap()
         );
-        let e = load_from_file(&path, &Sha256Family::new(1, 1).unwrap(), false)
-            .err()
-            .expect("accepted");
-        assert!(matches!(e, CircuitError::Params { .. }), "{e}");
-        let e = load_from_file(&dir.path().join("nope"), &family, false)
-            .err()
-            .expect("accepted");
-        assert!(e.to_string().contains("cannot open parameter file"), "{e}");
     }
 
     #[test]
-    fn a_family_parameter_file_is_loaded_never_generated() {
+    fn corrupt_matrices_are_rebuilt_never_used() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("ceremony.params");
-        let family = Counting {
-            inner: MimcFamily::new(32, 1).unwrap(),
-            generated: AtomicUsize::new(0),
-            file: Some(file.clone()),
-            digest: None,
-        };
-        let cache = ParamCache::new(dir.path().join("cache"));
-        let e = cache
-            .get_or_generate(&family)
+        let family = counting(32, None);
+        let cache = ShapeCache::new(dir.path(), true, 0);
+        let m = cache.matrices(&family).unwrap();
+        let path = cache.matrices_path("mimc-r32", &m.hash());
+        let good = fs::read(&path).unwrap();
+        for damage in [good.len() / 2, good.len() - 3] {
+            let mut bad = good.clone();
+            bad.truncate(damage);
+            fs::write(&path, &bad).unwrap();
+            let fresh = ShapeCache::new(dir.path(), true, 0);
+            assert_eq!(*fresh.matrices(&family).unwrap(), *m);
+            assert_eq!(fs::read(&path).unwrap(), good, "rebuilt in place");
+        }
+        let mut flipped = good.clone();
+        flipped[100] ^= 1;
+        fs::write(&path, &flipped).unwrap();
+        assert_eq!(
+            *ShapeCache::new(dir.path(), true, 0)
+                .matrices(&family)
+                .unwrap(),
+            *m
+        );
+        assert_eq!(family.captured.load(Ordering::SeqCst), 4);
+    }
+
+    #[test]
+    fn test_params_need_the_allow_flag_and_family_files_are_never_generated() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = ShapeCache::new(dir.path(), false, 0)
+            .proving_key(&counting(16, None))
             .err()
-            .expect("loaded")
+            .unwrap()
             .to_string();
+        assert!(e.contains("--allow-test-params"), "{e}");
+
+        let file = dir.path().join("ceremony.params");
+        let family = counting(32, Some(file.clone()));
+        let cache = ShapeCache::new(dir.path().join("cache"), true, 1 << 30);
+        let e = cache.proving_key(&family).err().unwrap().to_string();
         assert!(e.contains("no Groth16 parameters for mimc-r32 at"), "{e}");
         assert!(e.contains("ceremony.params"), "{e}");
+        // The family's own file is used once it exists; a file for another shape is refused.
+        let other = ShapeCache::new(dir.path().join("other"), true, 0)
+            .proving_key(&counting(33, None))
+            .unwrap();
+        fs::copy(
+            ShapeCache::new(dir.path().join("other"), true, 0)
+                .test_params_path("mimc-r33", &other.matrices),
+            &file,
+        )
+        .unwrap();
+        let e = cache.proving_key(&family).err().unwrap().to_string();
+        assert!(e.contains("the parameters do not fit the circuit"), "{e}");
+        let own = ShapeCache::new(dir.path().join("own"), true, 0)
+            .proving_key(&counting(32, None))
+            .unwrap();
+        fs::copy(
+            ShapeCache::new(dir.path().join("own"), true, 0)
+                .test_params_path("mimc-r32", &own.matrices),
+            &file,
+        )
+        .unwrap();
+        let k = cache.proving_key(&family).unwrap();
+        assert!(*k.params == *own.params);
+        assert!(!cache.test_params_path("mimc-r32", &own.matrices).exists());
 
-        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
-        let params = family.inner.generate_test_params(&mut rng).unwrap();
-        write_params(&params, &file).unwrap();
-        let loaded = cache.get_or_generate(&family).unwrap();
-        assert!(*loaded == params);
-        assert!(Arc::ptr_eq(
-            &loaded,
-            &cache.get_or_generate(&family).unwrap()
-        ));
-        assert_eq!(family.generated.load(Ordering::SeqCst), 0);
-        assert!(!cache.path_for("mimc-r32").exists());
-
-        // A published file is checked against its digest before it is read; the name is
-        // relative to the cache directory.
+        // A published file, named relative to the directory, is checked against its digest
+        // before it is read.
         let published = |digest| Counting {
-            inner: MimcFamily::new(32, 1).unwrap(),
-            generated: AtomicUsize::new(0),
-            file: Some(PathBuf::from("ceremony.params")),
             digest: Some(digest),
+            ..counting(32, Some(PathBuf::from("ceremony.params")))
         };
         let good: &'static str =
             Box::leak(crate::param_files::digest(&file).unwrap().into_boxed_str());
-        let loaded = ParamCache::new(dir.path())
-            .get_or_generate(&published(good))
+        let k = ShapeCache::new(dir.path(), false, 0)
+            .proving_key(&published(good))
             .unwrap();
-        assert!(*loaded == params);
-        let e = ParamCache::new(dir.path())
-            .get_or_generate(&published("00000000000000000000000000000000"))
+        assert!(*k.params == *own.params);
+        let e = ShapeCache::new(dir.path(), false, 0)
+            .proving_key(&published("00000000000000000000000000000000"))
             .err()
-            .expect("loaded")
+            .unwrap()
             .to_string();
         assert!(
             e.contains("ceremony.params is corrupt or not the published one"),
             "{e}"
         );
-
         std::fs::write(&file, b"truncated").unwrap();
-        let e = ParamCache::new(dir.path())
-            .get_or_generate(&family)
+        let e = ShapeCache::new(dir.path().join("cache"), true, 0)
+            .proving_key(&family)
             .err()
-            .expect("loaded");
+            .unwrap();
         assert!(e.to_string().contains("corrupt or truncated"), "{e}");
     }
 
     #[test]
-    fn synthesis_errors_are_reported() {
-        let e = CircuitError::Synthesis {
-            shape: "mimc-r1".into(),
-            partition: 3,
-            source: SynthesisError::AssignmentMissing,
-        };
-        assert!(e
-            .to_string()
-            .starts_with("synthesis of mimc-r1 partition 3 failed"));
+    fn host_keys_are_evicted_least_recently_used_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let (f1, f2, f3) = (counting(8, None), counting(9, None), counting(10, None));
+        let probe = ShapeCache::new(dir.path(), true, u64::MAX);
+        let size = host_bytes(&probe.proving_key(&f1).unwrap());
+        // Room for two keys of about this size.
+        let cache = ShapeCache::new(dir.path(), true, 2 * size + size / 2);
+        let k1 = cache.proving_key(&f1).unwrap();
+        let k2 = cache.proving_key(&f2).unwrap();
+        assert!(Arc::ptr_eq(&k1, &cache.proving_key(&f1).unwrap()));
+        cache.proving_key(&f3).unwrap(); // evicts f2, the least recently used
+        assert!(Arc::ptr_eq(&k1, &cache.proving_key(&f1).unwrap()));
+        assert!(!Arc::ptr_eq(&k2, &cache.proving_key(&f2).unwrap()));
     }
 }

@@ -1,13 +1,13 @@
 //! The circuits a synth node can synthesize, resolved by name from a job's [`CircuitSpec`], and
-//! a cache of their (test-only) Groth16 parameters.
+//! a cache of each shape's constraint matrices and Groth16 parameters.
 
 use std::sync::Arc;
 
-use bellperson::groth16::Parameters;
 use bellperson::SynthesisError;
-use blstrs::{Bls12, Scalar};
-use cuzk_wire::witness::Assignment;
-use rand::RngCore;
+use blstrs::Scalar;
+use cuzk_prover::recording::Assignment;
+use cuzk_prover::ShapeMatrices;
+use cuzk_wire::witness::Witness;
 use serde::{Deserialize, Serialize};
 
 mod cache;
@@ -19,18 +19,56 @@ pub mod porep;
 pub mod porep_c1;
 mod sha256;
 
-pub use cache::{check_params_fit, load_from_file, ParamCache, CACHE_ENV, FILECOIN_CACHE_ENV};
+pub use cache::{ShapeCache, ShapeId, CACHE_ENV, FILECOIN_CACHE_ENV};
 
-/// Synthesizes one partition's circuit, naming the shape and partition in any error.
-pub(crate) fn synthesize_as<C: bellperson::Circuit<Scalar>>(
+/// What to synthesize a partition into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Synthesis {
+    /// The assignment alone: what synth nodes ship. `capacity` (inputs, aux) pre-sizes it.
+    Witness { capacity: Option<(usize, usize)> },
+    /// Assignment, A/B/C evaluations and densities as bellperson's prover records them: the
+    /// reference the witness path is checked and timed against.
+    Recording,
+}
+
+/// A synthesized partition, in the form [`Synthesis`] asked for.
+#[derive(Debug)]
+pub enum Synthesized {
+    Witness(Witness),
+    Recording(Assignment),
+}
+
+/// Synthesizes one partition's circuit as `mode` says, naming the shape and partition in any
+/// error.
+pub(crate) fn run<C: bellperson::Circuit<Scalar>>(
     shape: String,
     partition: usize,
+    mode: Synthesis,
     circuit: C,
-) -> Result<Assignment, CircuitError> {
-    cuzk_prover::synthesize(circuit).map_err(|source| CircuitError::Synthesis {
-        shape,
+) -> Result<Synthesized, CircuitError> {
+    let wrap = |source| CircuitError::Synthesis {
+        shape: shape.clone(),
         partition,
         source,
+    };
+    match mode {
+        Synthesis::Witness { capacity } => cuzk_prover::synthesize_witness(circuit, capacity)
+            .map(Synthesized::Witness)
+            .map_err(wrap),
+        Synthesis::Recording => cuzk_prover::recording::synthesize(circuit)
+            .map(Synthesized::Recording)
+            .map_err(wrap),
+    }
+}
+
+/// The constraint matrices of a circuit instance's shape (values are never read).
+pub(crate) fn capture<C: bellperson::Circuit<Scalar>>(
+    shape: String,
+    circuit: C,
+) -> Result<ShapeMatrices, CircuitError> {
+    cuzk_prover::r1cs::capture(circuit).map_err(|e| CircuitError::Params {
+        shape,
+        reason: e.to_string(),
     })
 }
 pub use mimc::{MimcCircuit, MimcFamily};
@@ -79,34 +117,70 @@ pub enum CircuitError {
     Params { shape: String, reason: String },
 }
 
-/// One circuit family with fixed parameters: every partition has the same shape, so one
-/// Groth16 parameter set (named by [`shape_key`](Self::shape_key)) proves them all.
+/// One circuit family with fixed parameters: every partition has the same shape, so one set of
+/// constraint matrices and one Groth16 parameter set (named by [`shape_key`](Self::shape_key))
+/// prove them all.
 pub trait CircuitFamily: Send + Sync {
     fn name(&self) -> &'static str;
-    /// Identifies the Groth16 parameters, e.g. `sha256-b4`.
+    /// Identifies the shape, e.g. `sha256-b4`.
     fn shape_key(&self) -> String;
     fn partitions(&self) -> usize;
     /// Synthesizes partition `index` of the job with input `input`.
-    fn synthesize_partition(&self, input: &[u8], index: usize) -> Result<Assignment, CircuitError>;
+    fn synthesize(
+        &self,
+        input: &[u8],
+        index: usize,
+        mode: Synthesis,
+    ) -> Result<Synthesized, CircuitError>;
+    /// The shape's constraint matrices, from an instance that needs no job input.
+    fn capture_matrices(&self) -> Result<ShapeMatrices, CircuitError>;
     /// The public inputs of partition `index`, without ONE; computed natively, no synthesis.
     fn public_inputs(&self, input: &[u8], index: usize) -> Result<Vec<Scalar>, CircuitError>;
-    /// Random (insecure, test-only unless the randomness is destroyed) parameters for the shape.
-    fn generate_test_params(
-        &self,
-        rng: &mut dyn RngCore,
-    ) -> Result<Parameters<Bls12>, CircuitError>;
+    /// Whether jobs of this family prove random data (synthetic PoRep C1 outputs, for timings):
+    /// nodes take them only when allowed, skip proof verification, and mark the result.
+    fn synthetic(&self) -> bool {
+        false
+    }
     /// A parameter file the family must be proved with (e.g. from a trusted setup), instead
-    /// of generated test parameters; relative to the [`ParamCache`] directory unless absolute.
-    /// [`ParamCache`] loads it and never generates when this is `Some`; a missing file fails
+    /// of generated test parameters; relative to the [`ShapeCache`] directory unless absolute.
+    /// [`ShapeCache`] loads it and never generates when this is `Some`; a missing file fails
     /// the job.
     fn parameter_file(&self) -> Option<std::path::PathBuf> {
         None
     }
 
-    /// The published digest of [`parameter_file`](Self::parameter_file), checked on first
-    /// load ([`param_files::verify`]).
+    /// The published digest of [`parameter_file`](Self::parameter_file), checked before its
+    /// first use ([`param_files::verify`]).
     fn published_digest(&self) -> Option<&'static str> {
         None
+    }
+
+    /// Witness-only synthesis of partition `index`.
+    fn witness(
+        &self,
+        input: &[u8],
+        index: usize,
+        capacity: Option<(usize, usize)>,
+    ) -> Result<Witness, CircuitError> {
+        match self.synthesize(input, index, Synthesis::Witness { capacity })? {
+            Synthesized::Witness(w) => Ok(w),
+            Synthesized::Recording(a) => Ok(Witness {
+                input: a.input,
+                aux: a.aux,
+            }),
+        }
+    }
+
+    /// The reference synthesis of partition `index` (see [`Synthesis::Recording`]).
+    fn recording(&self, input: &[u8], index: usize) -> Result<Assignment, CircuitError> {
+        match self.synthesize(input, index, Synthesis::Recording)? {
+            Synthesized::Recording(a) => Ok(a),
+            Synthesized::Witness(_) => Err(CircuitError::Synthesis {
+                shape: self.shape_key(),
+                partition: index,
+                source: SynthesisError::AssignmentMissing,
+            }),
+        }
     }
 }
 
@@ -250,16 +324,55 @@ mod tests {
     fn rejects_bad_requests() {
         let family = resolve(&spec("mimc", json!({"rounds": 4, "partitions": 2}))).unwrap();
         let big = vec![0u8; MAX_INPUT_BYTES + 1];
-        let e = family.synthesize_partition(&big, 0).unwrap_err();
+        let e = family.witness(&big, 0, None).unwrap_err();
         assert!(matches!(e, CircuitError::BadInput { .. }), "{e}");
         assert!(family.public_inputs(&big, 0).is_err());
-        assert!(family
-            .synthesize_partition(&big[..MAX_INPUT_BYTES], 1)
-            .is_ok());
-        let e = family.synthesize_partition(b"x", 2).unwrap_err();
+        assert!(family.witness(&big[..MAX_INPUT_BYTES], 1, None).is_ok());
+        let e = family.witness(b"x", 2, None).unwrap_err();
         assert_eq!(
             e.to_string(),
             "bad input for circuit 'mimc': partition 2 requested but the job has 2"
         );
+    }
+}
+
+/// Byte identity with bellperson, shared by the families' tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use bellperson::groth16::{
+        create_proof_batch, generate_random_parameters, prepare_verifying_key,
+    };
+    use bellperson::Circuit;
+    use blstrs::Bls12;
+    use cuzk_prover::{proof_bytes, prove, verify, Backend, CpuBackend, ProvingKey};
+    use ff::Field;
+    use rand::SeedableRng;
+
+    /// Proves partitions `0..circuits.len()` of `input` through witness-only synthesis and the
+    /// captured matrices, with bellperson's own parameters for `blank`, and checks every proof
+    /// equals `create_proof_batch`'s for the same r, s and verifies.
+    pub fn assert_matches_bellperson<C: Circuit<Scalar> + Clone + Send>(
+        family: &dyn CircuitFamily,
+        blank: C,
+        circuits: Vec<C>,
+        input: &[u8],
+    ) {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(31);
+        let params = Arc::new(generate_random_parameters::<Bls12, _, _>(blank, &mut rng).unwrap());
+        let n = circuits.len();
+        let r_s: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+        let s_s: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+        let theirs = create_proof_batch(circuits, &*params, r_s.clone(), s_s.clone()).unwrap();
+        let pvk = prepare_verifying_key(&params.vk);
+        let matrices = Arc::new(family.capture_matrices().unwrap());
+        let key = ProvingKey::new(params, matrices).unwrap();
+        let key = CpuBackend.load_key(Arc::new(key)).unwrap();
+        for k in 0..n {
+            let w = family.witness(input, k, None).unwrap();
+            let ours = prove(&CpuBackend, &key, w, r_s[k], s_s[k]).unwrap();
+            assert_eq!(proof_bytes(&ours), proof_bytes(&theirs[k]), "partition {k}");
+            assert!(verify(&pvk, &ours, &family.public_inputs(input, k).unwrap()).unwrap());
+        }
     }
 }

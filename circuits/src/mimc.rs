@@ -4,18 +4,18 @@
 
 use std::sync::{Arc, OnceLock};
 
-use bellperson::groth16::{generate_random_parameters, Parameters};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
-use blstrs::{Bls12, Scalar};
-use cuzk_wire::witness::Assignment;
+use blstrs::Scalar;
+use cuzk_prover::ShapeMatrices;
 use ff::Field;
-use rand::{RngCore, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde::Deserialize;
 
 use crate::MAX_PARTITIONS;
 use crate::{
     check_range, check_request, parse_params, partition_seed, CircuitError, CircuitFamily,
+    Synthesis, Synthesized,
 };
 
 const NAME: &str = "mimc";
@@ -91,29 +91,21 @@ impl CircuitFamily for MimcFamily {
         self.partitions
     }
 
-    fn synthesize_partition(&self, input: &[u8], index: usize) -> Result<Assignment, CircuitError> {
-        crate::synthesize_as(self.shape_key(), index, self.circuit(input, index)?)
+    fn synthesize(
+        &self,
+        input: &[u8],
+        index: usize,
+        mode: Synthesis,
+    ) -> Result<Synthesized, CircuitError> {
+        crate::run(self.shape_key(), index, mode, self.circuit(input, index)?)
+    }
+
+    fn capture_matrices(&self) -> Result<ShapeMatrices, CircuitError> {
+        crate::capture(self.shape_key(), self.circuit(&[], 0)?)
     }
 
     fn public_inputs(&self, input: &[u8], index: usize) -> Result<Vec<Scalar>, CircuitError> {
         Ok(vec![self.circuit(input, index)?.output()])
-    }
-
-    fn generate_test_params(
-        &self,
-        mut rng: &mut dyn RngCore,
-    ) -> Result<Parameters<Bls12>, CircuitError> {
-        let circuit = MimcCircuit {
-            xl: Scalar::ZERO,
-            xr: Scalar::ZERO,
-            constants: self.constants(),
-        };
-        generate_random_parameters::<Bls12, _, _>(circuit, &mut rng).map_err(|e| {
-            CircuitError::Params {
-                shape: self.shape_key(),
-                reason: format!("generation failed: {e}"),
-            }
-        })
     }
 }
 
@@ -174,16 +166,16 @@ impl Circuit<Scalar> for MimcCircuit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bellperson::groth16::{create_proof_batch, prepare_verifying_key};
-    use cuzk_prover::{proof_bytes, prove, verify, Backend, CpuBackend};
 
     #[test]
     fn witnesses_are_deterministic_satisfied_and_differ() {
         let f = MimcFamily::new(300, 2).unwrap();
-        let a0 = f.synthesize_partition(b"in", 0).unwrap();
-        assert_eq!(a0, f.synthesize_partition(b"in", 0).unwrap());
-        let a1 = f.synthesize_partition(b"in", 1).unwrap();
-        assert_ne!(a0.aux, a1.aux);
+        let a0 = f.recording(b"in", 0).unwrap();
+        assert_eq!(a0, f.recording(b"in", 0).unwrap());
+        let w0 = f.witness(b"in", 0, None).unwrap();
+        assert_eq!((&w0.input, &w0.aux), (&a0.input, &a0.aux));
+        let a1 = f.witness(b"in", 1, None).unwrap();
+        assert_ne!(w0.aux, a1.aux);
         // Two constraints per round plus one per input (ONE and the output).
         assert_eq!(a0.num_constraints(), 2 * 300 + 2);
         assert_eq!(a0.aux.len(), 2 + 2 * 300 - 1);
@@ -196,19 +188,12 @@ mod tests {
     #[test]
     fn proofs_match_bellperson_byte_for_byte() {
         let f = MimcFamily::new(100, 2).unwrap();
-        let mut rng = ChaCha20Rng::seed_from_u64(31);
-        let params = Arc::new(f.generate_test_params(&mut rng).unwrap());
+        let blank = MimcCircuit {
+            xl: Scalar::ZERO,
+            xr: Scalar::ZERO,
+            constants: f.constants(),
+        };
         let circuits: Vec<_> = (0..2).map(|k| f.circuit(b"x", k).unwrap()).collect();
-        let r_s: Vec<Scalar> = (0..2).map(|_| Scalar::random(&mut rng)).collect();
-        let s_s: Vec<Scalar> = (0..2).map(|_| Scalar::random(&mut rng)).collect();
-        let theirs = create_proof_batch(circuits, &*params, r_s.clone(), s_s.clone()).unwrap();
-        let pvk = prepare_verifying_key(&params.vk);
-        let srs = CpuBackend.load_srs(params.clone()).unwrap();
-        for k in 0..2 {
-            let asg = f.synthesize_partition(b"x", k).unwrap();
-            let ours = prove(&CpuBackend, &srs, &params.vk, asg, r_s[k], s_s[k]).unwrap();
-            assert_eq!(proof_bytes(&ours), proof_bytes(&theirs[k]));
-            assert!(verify(&pvk, &ours, &f.public_inputs(b"x", k).unwrap()).unwrap());
-        }
+        crate::testing::assert_matches_bellperson(&f, blank, circuits, b"x");
     }
 }

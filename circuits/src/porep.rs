@@ -24,9 +24,9 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
-use bellperson::groth16::{generate_random_parameters, Parameters};
-use blstrs::{Bls12, Scalar};
-use cuzk_wire::witness::Assignment;
+use blstrs::Scalar;
+use cuzk_prover::setup::FixedBase;
+use cuzk_prover::ShapeMatrices;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::constants::{
     DefaultPieceDomain, DefaultPieceHasher, SectorShape32GiB, SectorShape64GiB, SectorShapeBase,
@@ -46,7 +46,7 @@ use storage_proofs_porep::stacked::{
 };
 
 use crate::porep_c1::{self, C1Format, SealProof};
-use crate::{parse_params, CircuitError, CircuitFamily};
+use crate::{parse_params, CircuitError, CircuitFamily, Synthesis, Synthesized};
 
 const NAME: &str = "porep-c2";
 /// A 32 GiB C1 output is tens of MB of JSON; anything far beyond a 64 GiB one is not a C1.
@@ -145,6 +145,10 @@ macro_rules! with_tree {
     };
 }
 
+// After `with_tree!`, which it uses.
+mod synthetic;
+pub use synthetic::{synthetic_c1, SYNTHETIC_KEY};
+
 type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
 type Drg<'a, Tree> = StackedDrg<'a, Tree, DefaultPieceHasher>;
 type Circuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
@@ -194,14 +198,29 @@ pub fn parameter_path(size: SectorSize) -> Result<PathBuf, CircuitError> {
     })
 }
 
-/// Generates random (INSECURE, TEST-ONLY) Groth16 parameters for `size` with bellperson's
-/// generator and installs them in the Filecoin parameter cache as `.params`, `.vk` and `.meta`,
-/// so that both our GPU nodes and filecoin-proofs (`seal_commit_phase2`, `verify_seal`) use
-/// them. Returns the `.params` path; does nothing if it already exists. A lock file makes
-/// concurrent callers wait for one generator. Slow: 14 min and 5.2 GB for 2 KiB on 2 cores.
-/// The file is marked insecure, and refused in a production directory unless `force`
-/// ([`crate::param_files`]).
-pub fn generate_test_parameters(size: SectorSize, force: bool) -> Result<PathBuf, CircuitError> {
+/// The constraint matrices of a partition of `size`, captured from filecoin-proofs' blank
+/// circuit (the one its parameter generator uses; every partition has this shape).
+pub fn blank_matrices(size: SectorSize) -> Result<ShapeMatrices, CircuitError> {
+    with_tree!(size, Tree => {
+        let pp = public_params::<Tree>(&size.config()).map_err(|e| params_err(size, e))?;
+        let blank = <Compound<Tree> as CompoundProof<Drg<'_, Tree>, _>>::blank_circuit(&pp);
+        crate::capture(shape_key(size), blank)
+    })
+}
+
+/// Generates random (INSECURE, TEST-ONLY) Groth16 parameters for `size` from the shape's
+/// matrices (captured from the blank circuit; toxic waste from the OS RNG; query points by
+/// `engine`) and installs them in the
+/// Filecoin parameter cache as `.params`, `.vk` and `.meta`, so that both our GPU nodes and
+/// filecoin-proofs (`seal_commit_phase2`, `verify_seal`) use them. Returns the `.params` path;
+/// does nothing if it already exists. A lock file makes concurrent callers wait for one
+/// generator. The file is marked insecure, and refused in a production directory unless
+/// `force` ([`crate::param_files`]).
+pub fn generate_test_parameters(
+    size: SectorSize,
+    engine: &dyn FixedBase,
+    force: bool,
+) -> Result<PathBuf, CircuitError> {
     let path = parameter_path(size)?;
     let err = |reason: String| params_err(size, reason);
     if let Some(dir) = path.parent() {
@@ -221,18 +240,27 @@ pub fn generate_test_parameters(size: SectorSize, force: bool) -> Result<PathBuf
             path = %path.display(),
             "generating INSECURE TEST-ONLY Groth16 parameters for PoRep; proofs made with them prove nothing"
         );
-        with_tree!(size, Tree => {
-            let pp = public_params::<Tree>(&size.config()).map_err(|e| err(e.to_string()))?;
-            let blank = <Compound<Tree> as CompoundProof<Drg<'_, Tree>, _>>::blank_circuit(&pp);
-            let params = generate_random_parameters::<Bls12, _, _>(blank, &mut rand::rngs::OsRng)
+        // Written beside and renamed into place: filecoin-proofs takes an existing `.params`
+        // file as complete.
+        let matrices = blank_matrices(size)?;
+        let tmp = path.with_extension(format!("params.tmp-{}", std::process::id()));
+        let write = || -> Result<(), CircuitError> {
+            let file = File::create(&tmp)
+                .map_err(|e| err(format!("cannot create {}: {e}", tmp.display())))?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 22, file);
+            cuzk_prover::setup::generate(&matrices, &mut rand::rngs::OsRng, engine, &mut out)
                 .map_err(|e| err(format!("generation failed: {e}")))?;
-            // Written beside and renamed into place: filecoin-proofs takes an existing
-            // `.params` file as complete.
-            let tmp = path.with_extension(format!("params.tmp-{}", std::process::id()));
-            cuzk_prover::params::write_params(&params, &tmp).map_err(|e| err(e.to_string()))?;
-            fs::rename(&tmp, &path)
-                .map_err(|e| err(format!("cannot rename {} into place: {e}", tmp.display())))?;
-        });
+            let file = out
+                .into_inner()
+                .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))?;
+            file.sync_all()
+                .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))
+        };
+        write().inspect_err(|_| {
+            let _ = fs::remove_file(&tmp);
+        })?;
+        fs::rename(&tmp, &path)
+            .map_err(|e| err(format!("cannot rename {} into place: {e}", tmp.display())))?;
     }
     // The `.vk` and `.meta` files are derived by filecoin-proofs itself (from the `.params`
     // and the public parameters), so they are exactly what `verify_seal` expects.
@@ -447,6 +475,9 @@ struct Params {
     miner: Option<Miner>,
     #[serde(default)]
     proof: Option<String>,
+    /// The C1 is synthetic (`cuzk-porep synthetic-c1`): timings only, its proof proves nothing.
+    #[serde(default)]
+    synthetic: bool,
 }
 
 /// A miner as JSON: `"f01234"`, `"t01234"`, `"1234"` or `1234`.
@@ -477,6 +508,7 @@ pub struct PorepC2Family {
     prover_id: [u8; 32],
     /// The proof version the job names, for inputs that do not name theirs.
     proof: Option<SealProof>,
+    synthetic: bool,
     parsed: Mutex<VecDeque<Parsed>>,
 }
 
@@ -512,6 +544,7 @@ impl PorepC2Family {
             sector_id,
             prover_id,
             proof: None,
+            synthetic: false,
             parsed: Mutex::default(),
         }
     }
@@ -545,6 +578,7 @@ impl PorepC2Family {
             }
             family.proof = Some(proof);
         }
+        family.synthetic = p.synthetic;
         Ok(family)
     }
 
@@ -594,6 +628,13 @@ impl PorepC2Family {
             )));
         }
         let detected = porep_c1::detect(input).map_err(input_err)?;
+        if detected.marked_synthetic != self.synthetic {
+            return Err(input_err(if detected.marked_synthetic {
+                "this C1 output is synthetic (random data, made for timings): submit it with \"synthetic\": true in the job's params"
+            } else {
+                "the job says \"synthetic\": true but its C1 output is not synthetic"
+            }));
+        }
         if let Some(number) = detected.sector_number {
             if number != self.sector_id {
                 return Err(input_err(format!(
@@ -655,6 +696,11 @@ impl PorepC2Family {
                 c1.vanilla_proofs.len()
             )));
         }
+        if self.synthetic {
+            // Random contents: no replica id or vanilla proof to check; its shape was checked
+            // by parsing and the partition count.
+            return Ok(parsed);
+        }
         let expected = replica_id::<Tree>(proof, self.sector_id, &self.prover_id, c1);
         if c1.replica_id != expected {
             return Err(input_err(format!(
@@ -685,11 +731,12 @@ impl PorepC2Family {
         }
     }
 
-    fn synthesize<Tree: 'static + MerkleTreeTrait>(
+    fn synthesize_tree<Tree: 'static + MerkleTreeTrait>(
         &self,
         input: &[u8],
         index: usize,
-    ) -> Result<Assignment, CircuitError> {
+        mode: Synthesis,
+    ) -> Result<Synthesized, CircuitError> {
         let c1 = self.c1::<Tree>(input)?;
         let (cpp, pub_in) = setup::<Tree>(c1.proof, &c1.out)?;
         let proofs = c1.out.vanilla_proofs.get(index).ok_or_else(|| {
@@ -709,7 +756,7 @@ impl PorepC2Family {
                 Some(index),
             )
             .map_err(|e| input_err(format!("cannot build partition {index}'s circuit: {e:#}")))?;
-            crate::synthesize_as(shape_key(self.size), index, circuit)
+            crate::run(shape_key(self.size), index, mode, circuit)
         }))
         .unwrap_or_else(|_| {
             Err(input_err(format!(
@@ -809,29 +856,30 @@ impl CircuitFamily for PorepC2Family {
         self.size.partitions()
     }
 
-    fn synthesize_partition(&self, input: &[u8], index: usize) -> Result<Assignment, CircuitError> {
-        with_tree!(self.size, Tree => self.synthesize::<Tree>(input, index))
+    fn synthesize(
+        &self,
+        input: &[u8],
+        index: usize,
+        mode: Synthesis,
+    ) -> Result<Synthesized, CircuitError> {
+        with_tree!(self.size, Tree => self.synthesize_tree::<Tree>(input, index, mode))
+    }
+
+    fn capture_matrices(&self) -> Result<ShapeMatrices, CircuitError> {
+        blank_matrices(self.size)
     }
 
     fn public_inputs(&self, input: &[u8], index: usize) -> Result<Vec<Scalar>, CircuitError> {
         with_tree!(self.size, Tree => self.inputs::<Tree>(input, index))
     }
 
-    /// PoRep parameters are 1–45 GiB and only trusted from a ceremony (or generated once with
-    /// `cuzk-porep params`); a node never generates them on demand.
-    fn generate_test_params(
-        &self,
-        _rng: &mut dyn RngCore,
-    ) -> Result<Parameters<Bls12>, CircuitError> {
-        Err(params_err(
-            self.size,
-            "PoRep parameters are never generated by a node; install them with `cuzk-porep params` (test) or paramfetch (real)",
-        ))
+    fn synthetic(&self) -> bool {
+        self.synthetic
     }
 
     fn parameter_file(&self) -> Option<PathBuf> {
         // Computing the name cannot fail for a supported size; if it ever did, the cache would
-        // fall back to generate_test_params, which fails with a clear error.
+        // refuse to generate parameters for the shape, with a clear error.
         parameter_file_name(self.size).ok().map(PathBuf::from)
     }
 
@@ -926,7 +974,7 @@ mod tests {
     fn synthesizes_a_real_c1_and_refuses_bad_ones() {
         let (_dir, sector) = sealed_2k();
         let f = family(sector.job_params()).unwrap();
-        let asg = f.synthesize_partition(&sector.c1_json, 0).unwrap();
+        let asg = f.recording(&sector.c1_json, 0).unwrap();
         let inputs = f.public_inputs(&sector.c1_json, 0).unwrap();
         assert_eq!(asg.input[0], Scalar::from(1u64));
         assert_eq!(asg.input[1..], inputs[..]);
@@ -935,11 +983,20 @@ mod tests {
             "{}",
             asg.num_constraints()
         );
+        // The blank circuit's matrices are the real circuit's: evaluated on the witness-only
+        // synthesis they give exactly the recorded A/B/C.
+        let m = f.capture_matrices().unwrap();
+        let w = f
+            .witness(&sector.c1_json, 0, Some((m.inputs, m.aux)))
+            .unwrap();
+        assert_eq!((&w.input, &w.aux), (&asg.input, &asg.aux));
+        let [a, b, c] = m.evaluate(&|j| w.value(j));
+        assert!(a == asg.a && b == asg.b && c == asg.c);
 
         let bad = |input: &[u8], params: serde_json::Value| {
             family(params)
                 .unwrap()
-                .synthesize_partition(input, 0)
+                .witness(input, 0, None)
                 .unwrap_err()
                 .to_string()
         };
@@ -960,7 +1017,7 @@ mod tests {
         value["comm_r"][0] = json!(byte ^ 1);
         let e = bad(&serde_json::to_vec(&value).unwrap(), sector.job_params());
         assert!(e.contains("do not verify"), "{e}");
-        let e = f.synthesize_partition(c1, 1).unwrap_err().to_string();
+        let e = f.witness(c1, 1, None).unwrap_err().to_string();
         assert!(e.contains("partition 1 requested"), "{e}");
     }
 
@@ -985,7 +1042,7 @@ mod tests {
         let sector = seal_sector_as(proof, dir.path(), 42, prover, &mut rng).unwrap();
 
         let f = family(sector.job_params()).unwrap();
-        let asg = f.synthesize_partition(&sector.c1_json, 0).unwrap();
+        let asg = f.witness(&sector.c1_json, 0, None).unwrap();
         assert_eq!(
             asg.input[1..],
             f.public_inputs(&sector.c1_json, 0).unwrap()[..]
@@ -995,7 +1052,7 @@ mod tests {
         params.as_object_mut().unwrap().remove("proof");
         let e = family(params.clone())
             .unwrap()
-            .synthesize_partition(&sector.c1_json, 0)
+            .witness(&sector.c1_json, 0, None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("StackedDrg2KiBV1_1 (replica id differs"), "{e}");
@@ -1010,20 +1067,56 @@ mod tests {
         .unwrap();
         for input in [&api, &lotus] {
             let f = family(params.clone()).unwrap();
-            let other = f.synthesize_partition(input, 0).unwrap();
-            assert_eq!(other.input, asg.input);
-            assert_eq!(other.num_constraints(), asg.num_constraints());
+            let other = f.witness(input, 0, None).unwrap();
+            assert_eq!((&other.input, &other.aux), (&asg.input, &asg.aux));
         }
         // The lotus file's sector number must be the job's.
         params["sector_id"] = json!(43);
         let e = family(params)
             .unwrap()
-            .synthesize_partition(&lotus, 0)
+            .witness(&lotus, 0, None)
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("the C1 file is for sector 42, the job for sector 43"),
             "{e}"
         );
+    }
+
+    /// A synthetic C1 has the real shape: its witness has exactly the real circuit's length.
+    /// It is refused unless the job says synthetic, and a real C1 is refused as synthetic.
+    #[test]
+    fn synthetic_c1_has_the_real_shape() {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let c1 = synthetic_c1(SectorSize::S2KiB, &mut rng).unwrap();
+        let prover = "07".repeat(32);
+        let params = |synthetic: bool| json!({"sector_size": "2KiB", "sector_id": 5, "prover_id": prover, "synthetic": synthetic});
+        let f = family(params(true)).unwrap();
+        assert!(f.synthetic());
+        let m = blank_matrices(SectorSize::S2KiB).unwrap();
+        let w = f.witness(&c1, 0, None).unwrap();
+        assert_eq!((w.input.len(), w.aux.len()), (m.inputs, m.aux));
+        let e = family(params(false))
+            .unwrap()
+            .witness(&c1, 0, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("synthetic"), "{e}");
+        let (_dir, sector) = sealed_2k();
+        let mut real = sector.job_params();
+        real["synthetic"] = json!(true);
+        let e = family(real)
+            .unwrap()
+            .witness(&sector.c1_json, 0, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not synthetic"), "{e}");
+        // The 32 GiB shape: 10 partitions of 18 challenges, parsed back by filecoin's types.
+        let big = synthetic_c1(SectorSize::S32GiB, &mut rng).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&big).unwrap();
+        assert_eq!(v["vanilla_proofs"].as_array().unwrap().len(), 10);
+        assert_eq!(v["vanilla_proofs"][0].as_array().unwrap().len(), 18);
+        let parsed: SealCommitPhase1Output<SectorShape32GiB> = serde_json::from_value(v).unwrap();
+        assert_eq!(parsed.vanilla_proofs[9][17].labeling_proofs.len(), 11);
     }
 }

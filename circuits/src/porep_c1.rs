@@ -135,6 +135,8 @@ pub struct C1Input<'a> {
     pub proof: Option<SealProof>,
     /// `SectorNum` of the lotus wrapper.
     pub sector_number: Option<u64>,
+    /// Marked as random contents made for timings (`crate::porep::SYNTHETIC_KEY`).
+    pub marked_synthetic: bool,
     pub json: Cow<'a, [u8]>,
 }
 
@@ -148,6 +150,7 @@ struct Probe {
     #[serde(rename = "SectorSize")]
     sector_size: Option<u64>,
     registered_proof: Option<String>,
+    cuzk_synthetic: Option<bool>,
 }
 
 fn probe(json: &[u8]) -> Result<Probe, String> {
@@ -172,6 +175,7 @@ pub fn detect(input: &[u8]) -> Result<C1Input<'_>, String> {
             format,
             proof,
             sector_number: None,
+            marked_synthetic: outer.cuzk_synthetic == Some(true),
             json: Cow::Borrowed(input),
         });
     };
@@ -195,6 +199,7 @@ pub fn detect(input: &[u8]) -> Result<C1Input<'_>, String> {
         format: C1Format::Lotus,
         proof: Some(proof),
         sector_number: outer.sector_num,
+        marked_synthetic: inner.cuzk_synthetic == Some(true),
         json: Cow::Owned(json),
     })
 }

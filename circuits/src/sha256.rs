@@ -3,17 +3,16 @@
 
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
 use bellperson::gadgets::{multipack, sha256::sha256};
-use bellperson::groth16::{generate_random_parameters, Parameters};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
-use blstrs::{Bls12, Scalar};
-use cuzk_wire::witness::Assignment;
-use rand::RngCore;
+use blstrs::Scalar;
+use cuzk_prover::ShapeMatrices;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::MAX_PARTITIONS;
 use crate::{
     check_range, check_request, parse_params, partition_seed, CircuitError, CircuitFamily,
+    Synthesis, Synthesized,
 };
 
 const NAME: &str = "sha256";
@@ -68,6 +67,12 @@ impl Sha256Family {
     }
 
     /// The bellperson circuit of partition `index` (also usable with bellperson's own prover).
+    fn blank(&self) -> Sha256Circuit {
+        Sha256Circuit {
+            preimage: vec![0; self.preimage_len()],
+        }
+    }
+
     pub fn circuit(&self, input: &[u8], index: usize) -> Result<Sha256Circuit, CircuitError> {
         Ok(Sha256Circuit {
             preimage: self.preimage(input, index)?,
@@ -88,8 +93,18 @@ impl CircuitFamily for Sha256Family {
         self.partitions
     }
 
-    fn synthesize_partition(&self, input: &[u8], index: usize) -> Result<Assignment, CircuitError> {
-        crate::synthesize_as(self.shape_key(), index, self.circuit(input, index)?)
+    fn synthesize(
+        &self,
+        input: &[u8],
+        index: usize,
+        mode: Synthesis,
+    ) -> Result<Synthesized, CircuitError> {
+        crate::run(self.shape_key(), index, mode, self.circuit(input, index)?)
+    }
+
+    /// The values never matter to the capture; any preimage of the right length will do.
+    fn capture_matrices(&self) -> Result<ShapeMatrices, CircuitError> {
+        crate::capture(self.shape_key(), self.blank())
     }
 
     fn public_inputs(&self, input: &[u8], index: usize) -> Result<Vec<Scalar>, CircuitError> {
@@ -97,22 +112,6 @@ impl CircuitFamily for Sha256Family {
         Ok(multipack::compute_multipacking(&multipack::bytes_to_bits(
             &digest,
         )))
-    }
-
-    fn generate_test_params(
-        &self,
-        mut rng: &mut dyn RngCore,
-    ) -> Result<Parameters<Bls12>, CircuitError> {
-        // The generator never reads witness values; any preimage of the right length will do.
-        let circuit = Sha256Circuit {
-            preimage: vec![0; self.preimage_len()],
-        };
-        generate_random_parameters::<Bls12, _, _>(circuit, &mut rng).map_err(|e| {
-            CircuitError::Params {
-                shape: self.shape_key(),
-                reason: format!("generation failed: {e}"),
-            }
-        })
     }
 }
 
@@ -144,12 +143,6 @@ impl Circuit<Scalar> for Sha256Circuit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bellperson::groth16::{create_proof_batch, prepare_verifying_key};
-    use cuzk_prover::{proof_bytes, prove, verify, Backend, CpuBackend};
-    use ff::Field;
-    use rand::SeedableRng;
-    use rand_chacha::ChaCha20Rng;
-    use std::sync::Arc;
 
     #[test]
     fn partitions_are_deterministic_and_differ() {
@@ -161,12 +154,14 @@ mod tests {
         assert_ne!(p0, f.preimage(b"job", 1).unwrap());
         assert_ne!(p0, f.preimage(b"job2", 0).unwrap());
 
-        let a0 = f.synthesize_partition(b"job", 0).unwrap();
-        let a1 = f.synthesize_partition(b"job", 1).unwrap();
-        assert_eq!(a0, f.synthesize_partition(b"job", 0).unwrap());
+        let a0 = f.recording(b"job", 0).unwrap();
+        let a1 = f.recording(b"job", 1).unwrap();
+        assert_eq!(a0, f.recording(b"job", 0).unwrap());
         assert_ne!(a0.aux, a1.aux);
         assert_eq!(a0.num_constraints(), a1.num_constraints());
         assert_eq!(a0.a_aux_density, a1.a_aux_density);
+        let w0 = f.witness(b"job", 0, None).unwrap();
+        assert_eq!((&w0.input, &w0.aux), (&a0.input, &a0.aux));
         // Public inputs computed natively equal the ones synthesis allocated.
         assert_eq!(&a0.input[1..], &f.public_inputs(b"job", 0).unwrap()[..]);
         assert_eq!(&a1.input[1..], &f.public_inputs(b"job", 1).unwrap()[..]);
@@ -179,30 +174,8 @@ mod tests {
     #[test]
     fn proofs_match_bellperson_byte_for_byte() {
         let family = Sha256Family::new(1, 2).unwrap();
-        let mut rng = ChaCha20Rng::seed_from_u64(21);
-        let params = Arc::new(family.generate_test_params(&mut rng).unwrap());
-        let pvk = prepare_verifying_key(&params.vk);
         let input = b"byte identity";
         let circuits: Vec<_> = (0..2).map(|k| family.circuit(input, k).unwrap()).collect();
-        let r_s: Vec<Scalar> = (0..2).map(|_| Scalar::random(&mut rng)).collect();
-        let s_s: Vec<Scalar> = (0..2).map(|_| Scalar::random(&mut rng)).collect();
-        let theirs = create_proof_batch(circuits, &*params, r_s.clone(), s_s.clone()).unwrap();
-
-        let backend = CpuBackend;
-        let srs = backend.load_srs(params.clone()).unwrap();
-        for k in 0..2 {
-            let asg = family.synthesize_partition(input, k).unwrap();
-            let ours = prove(&backend, &srs, &params.vk, asg, r_s[k], s_s[k]).unwrap();
-            assert_eq!(
-                proof_bytes(&ours),
-                proof_bytes(&theirs[k]),
-                "partition {k} differs"
-            );
-            let inputs = family.public_inputs(input, k).unwrap();
-            assert!(
-                verify(&pvk, &ours, &inputs).unwrap(),
-                "partition {k} does not verify"
-            );
-        }
+        crate::testing::assert_matches_bellperson(&family, family.blank(), circuits, input);
     }
 }

@@ -9,9 +9,9 @@ use bellperson::groth16::{create_random_proof_batch, Parameters};
 use bellperson::Circuit;
 use blstrs::{Bls12, Scalar};
 use clap::Args;
-use cuzk_circuits::{CircuitFamily, CircuitSpec, MimcFamily, ParamCache, Sha256Family};
+use cuzk_circuits::{CircuitFamily, CircuitSpec, MimcFamily, Sha256Family};
 use cuzk_cli::{inline_input, submit_and_wait, verify_job_proof, LocalCluster};
-use cuzk_common::config::{ConfigFile, GpuArgs, SynthArgs};
+use cuzk_common::config::{ConfigFile, GpuArgs, ParamArgs, SynthArgs};
 use cuzk_wire::job::{JobResult, JobStatus, PartitionTimings};
 
 use crate::{fresh_job_id, JobArgs};
@@ -27,6 +27,8 @@ pub struct BenchArgs {
     synth: SynthArgs,
     #[command(flatten)]
     gpu: GpuArgs,
+    #[command(flatten)]
+    params: ParamArgs,
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -88,15 +90,13 @@ pub async fn run(args: BenchArgs, file: ConfigFile) -> anyhow::Result<()> {
         params: template.params.clone(),
     })?;
     let partitions = family.partitions();
-    let cache = match &gpu.param_cache {
-        Some(dir) => ParamCache::new(dir.clone()),
-        None => ParamCache::from_env()?,
-    };
+    let param_config = args.params.merge(file.params).resolve(true);
+    let cache = cuzk_cli::shape_cache(&param_config)?;
     // Parameter generation/loading is excluded from both sides.
-    let params = cache.get_or_generate(&*family)?;
+    let params = cache.proving_key(&*family)?.params.clone();
     let threads = synth.threads;
 
-    let cluster = LocalCluster::start(synth, gpu).await?;
+    let cluster = LocalCluster::start(synth, gpu, param_config).await?;
     let timeout = Duration::from_secs(3600);
     let mut warm = template.clone();
     warm.job_id = fresh_job_id();

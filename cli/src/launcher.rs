@@ -131,8 +131,9 @@ impl ProcessCluster {
             Role::Synth => command
                 .args(["--synth-threads", &threads])
                 .args(&self.spec.synth_args),
+            // A launched cluster is a local test bed: shapes without parameters get test ones.
             Role::Gpu => command
-                .args(["--gpu-cpu-threads", &threads])
+                .args(["--gpu-cpu-threads", &threads, "--allow-test-params"])
                 .args(&self.spec.gpu_args),
         };
         let child = command

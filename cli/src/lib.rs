@@ -9,8 +9,8 @@ use anyhow::{bail, Context as _};
 use async_nats::Client;
 use base64::Engine;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
-use cuzk_circuits::{CircuitSpec, ParamCache};
-use cuzk_common::config::{GpuConfig, NatsArgs, SynthConfig};
+use cuzk_circuits::{CircuitSpec, ShapeCache};
+use cuzk_common::config::{GpuConfig, NatsArgs, ParamConfig, SynthConfig};
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::nats::{retry, RetryPolicy};
 use cuzk_common::topology::{self, results_subject, Topology, SUBJECT_SUBMIT};
@@ -73,7 +73,11 @@ pub struct LocalCluster {
 }
 
 impl LocalCluster {
-    pub async fn start(synth: SynthConfig, gpu: GpuConfig) -> anyhow::Result<LocalCluster> {
+    pub async fn start(
+        synth: SynthConfig,
+        gpu: GpuConfig,
+        params: ParamConfig,
+    ) -> anyhow::Result<LocalCluster> {
         let server = NatsServer::start()?;
         let (client, topology) = connect_url(&server.url(), "cuzk-local").await?;
         let shutdown = CancellationToken::new();
@@ -81,12 +85,14 @@ impl LocalCluster {
         let synth_node = Arc::new(cuzk_synth_node::SynthNode::new(
             topology.clone(),
             synth,
+            &params,
             "synth-local".into(),
         )?);
         nodes.spawn(synth_node.run(shutdown.clone()));
         let gpu_node = Arc::new(cuzk_gpu_node::GpuNode::new(
             topology.clone(),
             gpu,
+            &params,
             "gpu-local".into(),
         )?);
         nodes.spawn(gpu_node.run(shutdown.clone()));
@@ -172,12 +178,25 @@ pub fn inline_input(input: &JobInput) -> anyhow::Result<Vec<u8>> {
     })
 }
 
+/// The shape cache a command's parameter settings describe.
+pub fn shape_cache(params: &ParamConfig) -> anyhow::Result<ShapeCache> {
+    let dir = match &params.cache {
+        Some(dir) => dir.clone(),
+        None => ShapeCache::default_dir()?,
+    };
+    Ok(ShapeCache::new(
+        dir,
+        params.allow_test,
+        params.host_cache_bytes,
+    ))
+}
+
 /// Checks a finished job's proof independently of the cluster: each 192-byte partition proof
 /// against the verifying key and the public inputs recomputed from the job's input.
 pub fn verify_job_proof(
     spec: &JobSpec,
     result: &JobResult,
-    cache: &ParamCache,
+    cache: &ShapeCache,
 ) -> anyhow::Result<()> {
     if result.status != JobStatus::Done {
         bail!(
@@ -190,8 +209,7 @@ pub fn verify_job_proof(
         name: spec.circuit.clone(),
         params: spec.params.clone(),
     })?;
-    let params = cache.get_or_generate(&*family)?;
-    let pvk = prepare_verifying_key(&params.vk);
+    let pvk = prepare_verifying_key(&cache.verifying_key(&*family)?);
     let input = inline_input(&spec.input)?;
     let proof = hex::decode(result.proof.as_deref().context("result has no proof")?)?;
     if proof.len() != 192 * family.partitions() {

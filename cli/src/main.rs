@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use cuzk_circuits::ParamCache;
 use cuzk_cli::{submit_and_wait, timings_table, verify_job_proof, LocalCluster};
-use cuzk_common::config::{ConfigFile, GpuArgs, NatsArgs, SynthArgs};
+use cuzk_common::config::{ConfigFile, GpuArgs, NatsArgs, ParamArgs, SynthArgs};
 use cuzk_common::records;
 use cuzk_common::telemetry::{self, TelemetryArgs, TelemetryOptions};
 use cuzk_wire::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
@@ -145,6 +144,8 @@ struct LocalArgs {
     #[command(flatten)]
     gpu: GpuArgs,
     #[command(flatten)]
+    params: ParamArgs,
+    #[command(flatten)]
     telemetry: TelemetryArgs,
     /// Give up on the job after this long.
     #[arg(long, env = "CUZK_LOCAL_TIMEOUT_SECS", default_value_t = 1800)]
@@ -225,6 +226,8 @@ struct SynthNodeArgs {
     #[command(flatten)]
     synth: SynthArgs,
     #[command(flatten)]
+    params: ParamArgs,
+    #[command(flatten)]
     telemetry: TelemetryArgs,
     /// Validate the configuration, print it and exit.
     #[arg(long, env = "CUZK_CHECK_CONFIG")]
@@ -237,6 +240,8 @@ struct GpuNodeArgs {
     nats: NatsArgs,
     #[command(flatten)]
     gpu: GpuArgs,
+    #[command(flatten)]
+    params: ParamArgs,
     #[command(flatten)]
     telemetry: TelemetryArgs,
     /// Validate the configuration, print it and exit.
@@ -276,11 +281,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::SynthNode(args) => {
             let nats = args.nats.merge(file.nats).resolve("cuzk-synth")?;
             let synth = args.synth.merge(file.synth).resolve()?;
+            let params = args.params.merge(file.params).resolve(false);
             if args.check_config {
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({
-                        "nats": nats, "synth": synth, "metrics_addr": args.telemetry.metrics_addr()?
+                        "nats": nats, "synth": synth, "params": params,
+                        "metrics_addr": args.telemetry.metrics_addr()?
                     }))?
                 );
                 return Ok(());
@@ -291,6 +298,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let node = Arc::new(cuzk_synth_node::SynthNode::new(
                 topology,
                 synth,
+                &params,
                 nats.name.clone(),
             )?);
             run_until_drained(|token| node.run(token), drain).await
@@ -298,11 +306,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::GpuNode(args) => {
             let nats = args.nats.merge(file.nats).resolve("cuzk-gpu")?;
             let gpu = args.gpu.merge(file.gpu).resolve()?;
+            let params = args.params.merge(file.params).resolve(false);
             if args.check_config {
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({
-                        "nats": nats, "gpu": gpu, "metrics_addr": args.telemetry.metrics_addr()?
+                        "nats": nats, "gpu": gpu, "params": params,
+                        "metrics_addr": args.telemetry.metrics_addr()?
                     }))?
                 );
                 return Ok(());
@@ -313,6 +323,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let node = Arc::new(cuzk_gpu_node::GpuNode::new(
                 topology,
                 gpu,
+                &params,
                 nats.name.clone(),
             )?);
             run_until_drained(|token| node.run(token), drain).await
@@ -396,12 +407,10 @@ async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
     init_telemetry("cuzk-local", &args.telemetry).await?;
     let synth = args.synth.merge(file.synth).resolve()?;
     let gpu = args.gpu.merge(file.gpu).resolve()?;
+    let params = args.params.merge(file.params).resolve(true);
     let spec = args.job.spec()?;
-    let cache = match &gpu.param_cache {
-        Some(dir) => ParamCache::new(dir.clone()),
-        None => ParamCache::from_env()?,
-    };
-    let cluster = LocalCluster::start(synth, gpu).await?;
+    let cache = cuzk_cli::shape_cache(&params)?;
+    let cluster = LocalCluster::start(synth, gpu, params).await?;
     info!(url = %cluster.url(), job_id = %spec.job_id, circuit = %spec.circuit, params = %spec.params, "local cluster up; submitting");
     let outcome = submit_and_wait(
         &cluster.client,

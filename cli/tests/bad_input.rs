@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use cuzk_circuits::{CircuitFamily, CircuitSpec};
+use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
 use cuzk_cli::submit_and_wait;
 use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_NORMAL};
 use cuzk_common::{objects, records};
@@ -224,7 +224,20 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
         params: params.clone(),
     })
     .unwrap();
-    let assignment = family.synthesize_partition(b"blob", 0).unwrap();
+    let witness = family.witness(b"blob", 0, None).unwrap();
+    let hash = ShapeCache::open_default(true)
+        .unwrap()
+        .shape_id(&*family)
+        .unwrap()
+        .hash;
+    let encode = |info: &BlobHeaderInfo| {
+        encode_blob(
+            info,
+            &witness.input,
+            &witness.aux,
+            &EncodeOptions::default(),
+        )
+    };
 
     type Damage = fn(Vec<u8>) -> Vec<u8>;
     let cases: [(&str, Damage, &str); 3] = [
@@ -241,8 +254,8 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
         ("garbage", |b| vec![0x5a; b.len()], "bad magic"),
     ];
     for (job_id, damage, needle) in cases {
-        let info = BlobHeaderInfo::new(job_id, 0, family.shape_key()).unwrap();
-        let blob = damage(encode_blob(&info, &assignment, &EncodeOptions::default()));
+        let info = BlobHeaderInfo::new(job_id, 0, family.shape_key(), hash).unwrap();
+        let blob = damage(encode(&info));
         let mut results = cluster
             .client
             .subscribe(results_subject(job_id))
@@ -258,8 +271,8 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
     }
 
     // A work item whose blob is a valid blob of another job is refused too.
-    let info = BlobHeaderInfo::new("someone-else", 0, family.shape_key()).unwrap();
-    let blob = encode_blob(&info, &assignment, &EncodeOptions::default());
+    let info = BlobHeaderInfo::new("someone-else", 0, family.shape_key(), hash).unwrap();
+    let blob = encode(&info);
     let mut results = cluster
         .client
         .subscribe(results_subject("mixup"))

@@ -22,14 +22,14 @@ fn resolved_param_cache(env: &[(&str, &str)], args: &[&str]) -> serde_json::Valu
         String::from_utf8_lossy(&output.stderr)
     );
     let config: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    config["gpu"]["param_cache"].clone()
+    config["params"]["cache"].clone()
 }
 
 #[test]
 fn param_cache_twins_rank_between_flag_and_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cuzk.toml");
-    std::fs::write(&file, "[gpu]\nparam_cache = \"/from/file\"\n").unwrap();
+    std::fs::write(&file, "[params]\ncache = \"/from/file\"\n").unwrap();
     let file = file.to_str().unwrap();
     let fil = ("FIL_PROOFS_PARAMETER_CACHE", "/from/fil");
     let cuzk = ("CUZK_PARAM_CACHE", "/from/cuzk");

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cuzk_circuits::ParamCache;
+use cuzk_circuits::ShapeCache;
 use cuzk_cli::launcher::{LaunchSpec, ProcessCluster, Role};
 use cuzk_common::config::NatsArgs;
 use cuzk_common::topology::{Topology, RESULTS_STREAM, SUBJECT_SUBMIT};
@@ -149,7 +149,7 @@ async fn assert_all_reported_once(
     // Give a late duplicate (a redelivered partition assembling again) the chance to show.
     tokio::time::sleep(Duration::from_secs(4)).await;
     let counts = stored_results(topology).await;
-    let cache = ParamCache::from_env().unwrap();
+    let cache = ShapeCache::open_default(true).unwrap();
     for spec in good {
         assert_eq!(
             counts.get(&spec.job_id),
@@ -193,9 +193,9 @@ async fn gpu_node_killed_mid_partition() {
     let (client, topology) = client_for(&cluster).await;
     let jobs = good_jobs("gpu-kill", 3);
     submit(&client, &jobs).await;
-    // "parameters loaded" is logged right before a worker proves its first partition.
+    // "proving key loaded" is logged right before a worker proves its first partition.
     let victim = cluster.nodes(Role::Gpu)[0].clone();
-    wait_for_log(&cluster, &victim, "parameters loaded").await;
+    wait_for_log(&cluster, &victim, "proving key loaded").await;
     cluster.kill_node(&victim).unwrap();
     assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
 }
@@ -269,7 +269,7 @@ async fn sigterm_drains_a_gpu_node_without_losing_work() {
     let jobs = good_jobs("drain", 2);
     submit(&client, &jobs).await;
     let victim = cluster.nodes(Role::Gpu)[0].clone();
-    wait_for_log(&cluster, &victim, "parameters loaded").await;
+    wait_for_log(&cluster, &victim, "proving key loaded").await;
     let status = cluster.stop_node(&victim, Duration::from_secs(60)).unwrap();
     assert!(status.success(), "graceful stop exited with {status}");
     assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
@@ -304,8 +304,10 @@ async fn partition_that_kills_every_worker_fails_the_job() {
     }
     .resolve()
     .unwrap();
-    let synth =
-        Arc::new(cuzk_synth_node::SynthNode::new(synth_topology, synth, "synth".into()).unwrap());
+    let params = cuzk_common::config::ParamArgs::default().resolve(true);
+    let synth = Arc::new(
+        cuzk_synth_node::SynthNode::new(synth_topology, synth, &params, "synth".into()).unwrap(),
+    );
     let shutdown = CancellationToken::new();
     let synth_task = tokio::spawn(synth.run(shutdown.clone()));
 

@@ -5,7 +5,7 @@ mod support;
 
 use std::process::Command;
 
-use cuzk_circuits::ParamCache;
+use cuzk_circuits::ShapeCache;
 use cuzk_wire::job::{JobResult, JobStatus};
 use serde_json::json;
 
@@ -38,5 +38,5 @@ async fn nats_py_submits_and_reads_the_result() {
         json!({"rounds": 500, "partitions": 2}),
         "submitted by nats-py",
     );
-    cuzk_cli::verify_job_proof(&spec, &result, &ParamCache::from_env().unwrap()).unwrap();
+    cuzk_cli::verify_job_proof(&spec, &result, &ShapeCache::open_default(true).unwrap()).unwrap();
 }

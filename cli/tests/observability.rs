@@ -336,6 +336,7 @@ async fn one_job_is_one_trace_across_both_nodes() {
                 "encode",
                 "queue_room_wait",
                 SEND_WORK,
+                "shape",
                 "synthesize",
                 "upload"
             ],
@@ -366,7 +367,10 @@ async fn one_job_is_one_trace_across_both_nodes() {
             .into_iter()
             .find(|s| s.name == "prove")
             .unwrap();
-        assert_eq!(child_names(&spans, prove), ["compute_h", "msms"]);
+        assert_eq!(
+            child_names(&spans, prove),
+            ["compute_h", "evaluate", "msms", "upload"]
+        );
         proved += names.iter().filter(|n| *n == "assemble").count();
     }
     assert_eq!(

@@ -75,8 +75,10 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     }
     .resolve()
     .unwrap();
+    let params = cuzk_common::config::ParamArgs::default().resolve(true);
     let synth = Arc::new(
-        cuzk_synth_node::SynthNode::new(synth_topology, synth, "synth-role".into()).unwrap(),
+        cuzk_synth_node::SynthNode::new(synth_topology, synth, &params, "synth-role".into())
+            .unwrap(),
     );
     let synth_task = tokio::spawn(synth.run(shutdown.clone()));
     let (_gpu_client, gpu_topology) = cuzk_cli::connect(&role(&url, "gpu")).await.unwrap();
@@ -87,7 +89,9 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     }
     .resolve()
     .unwrap();
-    let gpu = Arc::new(cuzk_gpu_node::GpuNode::new(gpu_topology, gpu, "gpu-role".into()).unwrap());
+    let gpu = Arc::new(
+        cuzk_gpu_node::GpuNode::new(gpu_topology, gpu, &params, "gpu-role".into()).unwrap(),
+    );
     let gpu_task = tokio::spawn(gpu.run(shutdown.clone()));
 
     let submitter = cuzk_common::nats::connect(&role(&url, "submitter"))

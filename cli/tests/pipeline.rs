@@ -4,7 +4,7 @@
 
 mod support;
 
-use cuzk_circuits::ParamCache;
+use cuzk_circuits::ShapeCache;
 use cuzk_cli::{submit_and_wait, verify_job_proof};
 use cuzk_common::records;
 use cuzk_wire::job::{JobStatus, PartitionStatus};
@@ -14,7 +14,7 @@ use support::{blobs_left, cluster, cluster_with, job, TIMEOUT};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_partition_jobs_come_back_verified() {
     let cluster = cluster().await;
-    let cache = ParamCache::from_env().unwrap();
+    let cache = ShapeCache::open_default(true).unwrap();
     let jobs = [
         job(
             "mimc-3",
@@ -67,7 +67,7 @@ async fn multi_partition_jobs_come_back_verified() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tampered_result_does_not_verify() {
     let cluster = cluster().await;
-    let cache = ParamCache::from_env().unwrap();
+    let cache = ShapeCache::open_default(true).unwrap();
     let spec = job(
         "tamper",
         "mimc",
@@ -100,12 +100,16 @@ async fn gpu_node_proves_with_a_parameter_file_from_a_path() {
     })
     .unwrap();
     // Parameters unlike the cache's (another seed): proofs verify only if the file was used.
-    let params = family
-        .generate_test_params(&mut rand_chacha::ChaCha20Rng::seed_from_u64(7))
-        .unwrap();
+    let matrices = family.capture_matrices().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ceremony.params");
-    cuzk_prover::params::write_params(&params, &path).unwrap();
+    let (vk, _) = cuzk_prover::setup::generate(
+        &matrices,
+        &mut rand_chacha::ChaCha20Rng::seed_from_u64(7),
+        &cuzk_prover::setup::CpuFixedBase::new(),
+        &mut std::fs::File::create(&path).unwrap(),
+    )
+    .unwrap();
 
     let cluster = cluster_with(GpuArgs {
         params_files: Some(vec![format!("{}={}", family.shape_key(), path.display())]),
@@ -118,7 +122,7 @@ async fn gpu_node_proves_with_a_parameter_file_from_a_path() {
         .unwrap();
     cluster.stop().await.unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
-    let pvk = prepare_verifying_key(&params.vk);
+    let pvk = prepare_verifying_key(&vk);
     let proof = hex::decode(result.proof.unwrap()).unwrap();
     for (index, bytes) in proof.chunks(192).enumerate() {
         let proof = Proof::read(bytes).unwrap();

@@ -17,20 +17,19 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
 use cuzk_circuits::porep::{generate_test_parameters, SectorSize};
 use cuzk_circuits::porep_c1;
-use cuzk_circuits::{ParamCache, FILECOIN_CACHE_ENV};
+use cuzk_circuits::{ShapeCache, FILECOIN_CACHE_ENV};
 use cuzk_cli::submit_and_wait;
-use cuzk_common::config::GpuArgs;
 use cuzk_wire::job::{JobInput, JobSpec, JobStatus};
 use filecoin_proofs_api::seal::{self, SealCommitPhase1Output};
 use filecoin_proofs_api::{PieceInfo, RegisteredSealProof, UnpaddedBytesAmount};
 use rand::RngCore;
 use serde_json::json;
-use support::{cluster_with, job, TIMEOUT};
+use support::{cluster, job, TIMEOUT};
 
 const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 const MINER: u64 = 1234;
@@ -132,19 +131,19 @@ fn c1_job(job_id: &str, params: serde_json::Value, c1: &[u8]) -> JobSpec {
     spec
 }
 
-/// The parameter directory the cluster uses, given to filecoin-proofs as well.
-fn param_dir() -> PathBuf {
-    let dir = ParamCache::from_env().unwrap().dir().to_owned();
+/// Points filecoin-proofs at the parameter directory the cluster uses (its default).
+fn share_param_dir() {
+    let dir = ShapeCache::default_dir().unwrap();
     // SAFETY: the first thing the test does, before it starts threads; filecoin-proofs reads
     // its settings once, on first use, which is after this.
     unsafe { std::env::set_var(FILECOIN_CACHE_ENV, &dir) };
-    dir
 }
 
 #[test]
 fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
-    let dir = param_dir();
-    generate_test_parameters(SectorSize::S2KiB, false).expect("2 KiB parameters");
+    share_param_dir();
+    let engine = cuzk_prover::setup::CpuFixedBase::new();
+    generate_test_parameters(SectorSize::S2KiB, &engine, false).expect("2 KiB parameters");
 
     let work = tempfile::tempdir().unwrap();
     let c1 = seal_c1(&work.path().join("sector"), SECTOR);
@@ -159,11 +158,7 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
         .build()
         .unwrap()
         .block_on(async {
-            let cluster = cluster_with(GpuArgs {
-                param_cache: Some(dir),
-                ..Default::default()
-            })
-            .await;
+            let cluster = cluster().await;
             let url = cluster.url();
 
             // Bad C1 outputs fail in synthesis, before any parameters are needed.

@@ -47,6 +47,8 @@ pub struct ConfigFile {
     pub synth: SynthArgs,
     #[serde(default)]
     pub gpu: GpuArgs,
+    #[serde(default)]
+    pub params: ParamArgs,
 }
 
 impl ConfigFile {
@@ -263,7 +265,8 @@ impl NatsArgs {
     }
 }
 
-/// `--param-cache`'s environment twin (the name `cuzk_circuits::ParamCache::from_env` reads).
+/// `--param-cache`'s environment twin (the name `cuzk_circuits::ShapeCache::default_dir`
+/// reads).
 pub const PARAM_CACHE_ENV: &str = "CUZK_PARAM_CACHE";
 /// filecoin-proofs' name for the same directory, honoured as a second twin: operators of
 /// lotus and Curio have it set already.
@@ -393,12 +396,6 @@ pub struct GpuArgs {
     /// Threads for the CPU backend (default: all cores).
     #[arg(long = "gpu-cpu-threads", env = "CUZK_GPU_CPU_THREADS")]
     pub cpu_threads: Option<usize>,
-    /// Directory of Groth16 parameters for every circuit: Filecoin's published files
-    /// (`v28-*.params`, digest-checked on first load) and generated test ones
-    /// (`TEST-ONLY-INSECURE-*`). `FIL_PROOFS_PARAMETER_CACHE` is honoured too
-    /// [default: $XDG_CACHE_HOME/cuzk/params or ~/.cache/cuzk/params]
-    #[arg(long = "param-cache", env = PARAM_CACHE_ENV)]
-    pub param_cache: Option<PathBuf>,
     /// Device memory the backend may use, bytes (default: what the device reports free).
     #[arg(long = "gpu-memory-budget", env = "CUZK_GPU_MEMORY_BUDGET")]
     pub memory_budget: Option<u64>,
@@ -421,8 +418,6 @@ pub struct GpuConfig {
     pub workers: usize,
     pub prefetch: usize,
     pub cpu_threads: usize,
-    /// `None`: the default directory (`cuzk_circuits::ParamCache::from_env`).
-    pub param_cache: Option<PathBuf>,
     pub memory_budget: Option<u64>,
     pub verify: bool,
     pub params_files: Vec<(String, PathBuf)>,
@@ -431,12 +426,6 @@ pub struct GpuConfig {
 
 impl GpuArgs {
     pub fn merge(mut self, file: GpuArgs) -> GpuArgs {
-        // The second environment twin ranks with the first: above the file.
-        if self.param_cache.is_none() {
-            self.param_cache = std::env::var_os(FIL_PARAM_CACHE_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from);
-        }
         fill!(
             self,
             file,
@@ -444,7 +433,6 @@ impl GpuArgs {
             workers,
             prefetch,
             cpu_threads,
-            param_cache,
             memory_budget,
             verify,
             params_files,
@@ -459,7 +447,6 @@ impl GpuArgs {
             workers: self.workers.unwrap_or(1),
             prefetch: self.prefetch.unwrap_or(1),
             cpu_threads: self.cpu_threads.unwrap_or_else(default_threads),
-            param_cache: self.param_cache,
             memory_budget: self.memory_budget,
             verify: self.verify.unwrap_or(true),
             params_files: parse_params_files(self.params_files.unwrap_or_default())?,
@@ -478,6 +465,73 @@ impl GpuArgs {
             ));
         }
         Ok(config)
+    }
+}
+
+/// Where each circuit shape's constraint matrices and Groth16 parameters live; both node roles
+/// read them (synth nodes stamp blobs with the matrices' hash).
+#[derive(clap::Args, Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamArgs {
+    /// Directory of every circuit's Groth16 parameters — Filecoin's published files
+    /// (`v28-*.params`, checked against their published digests on first use) and generated
+    /// test ones (`TEST-ONLY-INSECURE-*`) — and of the constraint matrices by circuit shape.
+    /// `FIL_PROOFS_PARAMETER_CACHE` is honoured too (default: $XDG_CACHE_HOME/cuzk/params or
+    /// ~/.cache/cuzk/params).
+    #[arg(long = "param-cache", env = PARAM_CACHE_ENV)]
+    pub cache: Option<PathBuf>,
+    /// Generate TEST-ONLY, INSECURE Groth16 parameters for shapes that have none. Never in
+    /// production: anyone can derive their toxic waste and forge proofs.
+    #[arg(long = "allow-test-params", env = "CUZK_ALLOW_TEST_PARAMS",
+        num_args = 0..=1, default_missing_value = "true")]
+    pub allow_test: Option<bool>,
+    /// Host memory for proving keys kept between uses, bytes (least recently used evicted first).
+    #[arg(long = "param-host-cache-bytes", env = "CUZK_PARAM_HOST_CACHE_BYTES")]
+    pub host_cache_bytes: Option<u64>,
+    /// Accept jobs on synthetic inputs (random data of a real shape, for timings; their proofs
+    /// prove nothing and are not verified).
+    #[arg(long = "allow-synthetic", env = "CUZK_ALLOW_SYNTHETIC",
+        num_args = 0..=1, default_missing_value = "true")]
+    pub allow_synthetic: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParamConfig {
+    /// `None`: the default directory, resolved where it is used.
+    pub cache: Option<PathBuf>,
+    pub allow_test: bool,
+    pub host_cache_bytes: u64,
+    pub allow_synthetic: bool,
+}
+
+impl ParamArgs {
+    pub fn merge(mut self, file: ParamArgs) -> ParamArgs {
+        // The second environment twin ranks with the first: above the file.
+        if self.cache.is_none() {
+            self.cache = std::env::var_os(FIL_PARAM_CACHE_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from);
+        }
+        fill!(
+            self,
+            file,
+            cache,
+            allow_test,
+            host_cache_bytes,
+            allow_synthetic
+        );
+        self
+    }
+
+    /// `allow_test_default`: what an unset `--allow-test-params` means for this command (`cuzk
+    /// local` and the tests allow test parameters; the node commands never do by default).
+    pub fn resolve(self, allow_test_default: bool) -> ParamConfig {
+        ParamConfig {
+            cache: self.cache,
+            allow_test: self.allow_test.unwrap_or(allow_test_default),
+            host_cache_bytes: self.host_cache_bytes.unwrap_or(8 << 30),
+            allow_synthetic: self.allow_synthetic.unwrap_or(false),
+        }
     }
 }
 

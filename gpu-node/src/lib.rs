@@ -1,17 +1,19 @@
 //! The GPU node: pulls partition work items one at a time per worker, prefetches and decodes the
-//! next blob while the current partition is proved, proves through a [`Backend`], records the
-//! partition proof, and — on the node that completes a job's set — assembles and reports the
-//! job's proof exactly once.
+//! next witness blob while the current partition is proved, proves through a [`Backend`] with the
+//! shape's proving key (resident per device, shared by its workers), records the partition
+//! proof, and — on the node that completes a job's set — assembles and reports the job's proof
+//! exactly once.
 
-use std::collections::HashMap;
+mod keys;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
-use bellperson::groth16::{prepare_verifying_key, Parameters, PreparedVerifyingKey, VerifyingKey};
-use blstrs::{Bls12, Scalar};
-use cuzk_circuits::{CircuitSpec, ParamCache};
-use cuzk_common::config::{BackendKind, GpuConfig};
+use bellperson::groth16::prepare_verifying_key;
+use blstrs::Scalar;
+use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
+use cuzk_common::config::{BackendKind, GpuConfig, ParamConfig};
 use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one};
 use cuzk_common::nodes::{self, Held, NodeInfo, NodeLoad};
@@ -25,10 +27,10 @@ use cuzk_wire::job::{
     unix_ms, JobRecord, JobResult, JobStatus, JobTimings, PartitionStatus, PartitionTimings,
     WorkItem, RESULT_VERSION,
 };
-use cuzk_wire::witness::Assignment;
+use cuzk_wire::witness::Witness;
 use cuzk_wire::Retryable;
 use ff::Field;
-use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
@@ -65,7 +67,9 @@ struct Prepared {
     ticker: tokio::task::JoinHandle<()>,
     delivered: i64,
     item: WorkItem,
-    assignment: Assignment,
+    witness: Witness,
+    /// The hash of the matrices the witness was synthesized against (from the blob header).
+    shape_hash: [u8; 32],
     timings: PartitionTimings,
     /// The partition's span on this node, from taking the item to settling it.
     span: tracing::Span,
@@ -74,33 +78,40 @@ struct Prepared {
     _held: Held,
 }
 
-/// A circuit shape's parameters in the backend's form, loaded once and shared by a worker.
-struct Loaded<B: Backend> {
-    srs: B::Srs,
-    vk: VerifyingKey<Bls12>,
-    pvk: PreparedVerifyingKey<Bls12>,
-}
+use keys::{Keys, Loaded};
 
 pub struct GpuNode {
     topology: Topology,
     config: GpuConfig,
     name: String,
-    params: Arc<ParamCache>,
+    shapes: Arc<ShapeCache>,
+    /// Host memory for proving keys (the CPU backend's device is the host).
+    host_key_bytes: u64,
+    allow_synthetic: bool,
     limits: DecodeLimits,
     load: Arc<NodeLoad>,
 }
 
 impl GpuNode {
-    pub fn new(topology: Topology, config: GpuConfig, name: String) -> anyhow::Result<GpuNode> {
-        let params = match &config.param_cache {
-            Some(dir) => ParamCache::new(dir.clone()),
-            None => ParamCache::from_env()?,
+    pub fn new(
+        topology: Topology,
+        config: GpuConfig,
+        params: &ParamConfig,
+        name: String,
+    ) -> anyhow::Result<GpuNode> {
+        let dir = match &params.cache {
+            Some(dir) => dir.clone(),
+            None => ShapeCache::default_dir()?,
         };
+        let shapes = ShapeCache::new(dir, params.allow_test, params.host_cache_bytes)
+            .with_parameter_files(config.params_files.iter().cloned().collect());
         Ok(GpuNode {
             topology,
             config,
             name,
-            params: Arc::new(params),
+            shapes: Arc::new(shapes),
+            host_key_bytes: params.host_cache_bytes,
+            allow_synthetic: params.allow_synthetic,
             limits: DecodeLimits::default(),
             load: Arc::default(),
         })
@@ -139,9 +150,11 @@ impl GpuNode {
                     device,
                     self.config.memory_budget,
                 )?);
+                let budget = backend.key_budget();
                 self.spawn_workers(
                     &mut workers,
                     backend,
+                    budget,
                     &format!("cuda{device}"),
                     &pool,
                     &consumers,
@@ -152,6 +165,7 @@ impl GpuNode {
             self.spawn_workers(
                 &mut workers,
                 Arc::new(CpuBackend),
+                self.host_key_bytes,
                 "cpu",
                 &pool,
                 &consumers,
@@ -187,19 +201,24 @@ impl GpuNode {
         Ok(())
     }
 
-    /// `--workers` proving workers on one backend, labelled `{prefix}.{index}`.
+    /// `--workers` proving workers on one backend, labelled `{prefix}.{index}`, sharing its
+    /// proving keys (at most `key_budget` bytes of them).
+    #[allow(clippy::too_many_arguments)]
     fn spawn_workers<B: Backend>(
         self: &Arc<Self>,
         workers: &mut JoinSet<()>,
         backend: Arc<B>,
+        key_budget: u64,
         prefix: &str,
         pool: &Arc<rayon::ThreadPool>,
         consumers: &Arc<[PullConsumer; 2]>,
         shutdown: &CancellationToken,
     ) {
+        let keys = Arc::new(Keys::new(key_budget));
         for w in 0..self.config.workers {
             workers.spawn(self.clone().worker(
                 backend.clone(),
+                keys.clone(),
                 pool.clone(),
                 format!("{prefix}.{w}"),
                 consumers.clone(),
@@ -211,6 +230,7 @@ impl GpuNode {
     async fn worker<B: Backend>(
         self: Arc<Self>,
         backend: Arc<B>,
+        keys: Arc<Keys<B>>,
         pool: Arc<rayon::ThreadPool>,
         label: String,
         consumers: Arc<[PullConsumer; 2]>,
@@ -222,7 +242,6 @@ impl GpuNode {
             self.clone()
                 .fetch_loop(consumers, slots, tx, shutdown.clone()),
         );
-        let loaded: Mutex<HashMap<String, Arc<Loaded<B>>>> = Mutex::new(HashMap::new());
         while let Some(prepared) = rx.recv().await {
             let prepared: Prepared = prepared;
             if shutdown.is_cancelled() {
@@ -231,7 +250,7 @@ impl GpuNode {
             }
             let span = prepared.span.clone();
             span.record("cuzk.worker", label.as_str());
-            self.prove_and_settle(&backend, &pool, &loaded, &label, prepared)
+            self.prove_and_settle(&backend, &pool, &keys, &label, prepared)
                 .instrument(span)
                 .await;
         }
@@ -312,7 +331,7 @@ impl GpuNode {
         timings.queue_wait_ms = unix_ms().saturating_sub(item.published_at_ms) as f64;
         metrics().stage_ms("work_queue", &labels(&item), timings.queue_wait_ms);
         let fetched = self
-            .fetch_assignment(&item, &mut timings)
+            .fetch_witness(&item, &mut timings)
             .instrument(span.clone())
             .await;
         let mut prepared = Prepared {
@@ -320,7 +339,8 @@ impl GpuNode {
             ticker,
             delivered,
             item,
-            assignment: Assignment::default(),
+            witness: Witness::default(),
+            shape_hash: [0; 32],
             timings,
             span: span.clone(),
             _slot: slot,
@@ -328,8 +348,9 @@ impl GpuNode {
         };
         async move {
             match fetched {
-                Ok(Some(assignment)) => {
-                    prepared.assignment = assignment;
+                Ok(Some((witness, shape_hash))) => {
+                    prepared.witness = witness;
+                    prepared.shape_hash = shape_hash;
                     Some(prepared)
                 }
                 Ok(None) => {
@@ -349,11 +370,13 @@ impl GpuNode {
         .await
     }
 
-    async fn fetch_assignment(
+    /// The item's witness and the matrices hash it was synthesized against; `None` when its
+    /// job already ended.
+    async fn fetch_witness(
         &self,
         item: &WorkItem,
         timings: &mut PartitionTimings,
-    ) -> Result<Option<Assignment>, PartitionError> {
+    ) -> Result<Option<(Witness, [u8; 32])>, PartitionError> {
         match records::load(&self.topology.jobs_kv, &item.job_id).await? {
             Some((record, _)) if !record.status.is_final() => {}
             _ => return Ok(None),
@@ -382,7 +405,7 @@ impl GpuNode {
             .instrument(info_span!("decode"))
             .await
             .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
-        let (header, assignment) = decoded
+        let (header, witness) = decoded
             .map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
         metrics().stage("decode", &job, started.elapsed());
         timings.decode_ms = ms(started.elapsed());
@@ -395,20 +418,20 @@ impl GpuNode {
                 item.partition, item.blob_object, header.job_id, header.partition, header.shape_key
             )));
         }
-        Ok(Some(assignment))
+        Ok(Some((witness, header.shape_hash)))
     }
 
     async fn prove_and_settle<B: Backend>(
         &self,
         backend: &Arc<B>,
         pool: &Arc<rayon::ThreadPool>,
-        loaded: &Mutex<HashMap<String, Arc<Loaded<B>>>>,
+        keys: &Keys<B>,
         label: &str,
         mut prepared: Prepared,
     ) {
-        let assignment = std::mem::take(&mut prepared.assignment);
+        let witness = std::mem::take(&mut prepared.witness);
         match self
-            .prove(backend, pool, loaded, label, &prepared, assignment)
+            .prove(backend, pool, keys, label, &prepared, witness)
             .await
         {
             Ok(()) => {
@@ -427,35 +450,45 @@ impl GpuNode {
         &self,
         backend: &Arc<B>,
         pool: &Arc<rayon::ThreadPool>,
-        loaded: &Mutex<HashMap<String, Arc<Loaded<B>>>>,
+        keys: &Keys<B>,
         label: &str,
         prepared: &Prepared,
-        assignment: Assignment,
+        witness: Witness,
     ) -> Result<(), PartitionError> {
         let item = &prepared.item;
+        let family = family_of(item)?;
+        let synthetic = family.synthetic();
+        if synthetic && !self.allow_synthetic {
+            return Err(PartitionError::Fatal(
+                "synthetic jobs (random data, for timings) are not accepted here: start the nodes with --allow-synthetic".into(),
+            ));
+        }
         let shape = self
-            .load_shape(backend, loaded, item)
+            .load_shape(backend, keys, item, family)
             .instrument(info_span!("load_params"))
             .await?;
-        let public_inputs = assignment.input.get(1..).unwrap_or_default().to_vec();
+        let info = backend.key_info(&shape.key);
+        if prepared.shape_hash != info.matrices_hash {
+            return Err(PartitionError::Fatal(format!(
+                "partition {}: the blob was synthesized against constraint matrices {} of {}, but this node's are {} (synth and GPU nodes run different circuit code)",
+                item.partition,
+                hex::encode(&prepared.shape_hash[..8]),
+                item.shape_key,
+                hex::encode(&info.matrices_hash[..8])
+            )));
+        }
+        let public_inputs = witness.public_inputs().to_vec();
         let mut rng = rand::rngs::OsRng;
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let started = Instant::now();
         let (backend_ref, shape_ref, pool) = (backend.clone(), shape.clone(), pool.clone());
         // Spans do not follow work onto other threads: enter `prove` on the pool thread so the
-        // prover's H and MSM spans are its children.
+        // prover's stage spans are its children.
         let span = info_span!("prove");
         let (proof, prove_timings) = tokio::task::spawn_blocking(move || {
             pool.install(|| {
                 span.in_scope(|| {
-                    cuzk_prover::prove_timed(
-                        &*backend_ref,
-                        &shape_ref.srs,
-                        &shape_ref.vk,
-                        assignment,
-                        r,
-                        s,
-                    )
+                    cuzk_prover::prove_timed(&*backend_ref, &shape_ref.key, witness, r, s)
                 })
             })
         })
@@ -466,12 +499,17 @@ impl GpuNode {
         self.load.busy(label, elapsed);
         let (m, job) = (metrics(), labels(item));
         m.stage("prove", &job, elapsed);
+        m.stage("h2d", &job, prove_timings.upload);
+        m.stage("spmv", &job, prove_timings.evaluate);
         m.stage("h", &job, prove_timings.h);
         m.stage("msm", &job, prove_timings.msm);
         timings.prove_ms = ms(elapsed);
+        timings.h2d_ms = ms(prove_timings.upload);
+        timings.spmv_ms = ms(prove_timings.evaluate);
         timings.h_ms = ms(prove_timings.h);
         timings.msm_ms = ms(prove_timings.msm);
-        let verified = self.config.verify;
+        // A synthetic witness satisfies no constraint: its proof cannot verify.
+        let verified = self.config.verify && !synthetic;
         if verified
             && !matches!(
                 cuzk_prover::verify(&shape.pvk, &proof, &public_inputs),
@@ -485,6 +523,8 @@ impl GpuNode {
         }
         let proof_hex = hex::encode(cuzk_prover::proof_bytes(&proof));
         info!(
+            h2d_ms = timings.h2d_ms,
+            spmv_ms = timings.spmv_ms,
             h_ms = timings.h_ms,
             msm_ms = timings.msm_ms,
             prove_ms = timings.prove_ms,
@@ -519,58 +559,35 @@ impl GpuNode {
         Ok(())
     }
 
-    /// Parameters for the item's circuit shape, loaded into the backend once per worker.
+    /// The proving key of the item's circuit shape, loaded into the backend once per device.
     async fn load_shape<B: Backend>(
         &self,
         backend: &Arc<B>,
-        loaded: &Mutex<HashMap<String, Arc<Loaded<B>>>>,
+        keys: &Keys<B>,
         item: &WorkItem,
+        family: Arc<dyn CircuitFamily>,
     ) -> Result<Arc<Loaded<B>>, PartitionError> {
-        let mut loaded = loaded.lock().await;
-        if let Some(shape) = loaded.get(&item.shape_key) {
-            return Ok(shape.clone());
-        }
-        let params_value: serde_json::Value = serde_json::from_str(&item.params_json)
-            .map_err(|e| PartitionError::Fatal(format!("work item params: {e}")))?;
-        let family = cuzk_circuits::resolve(&CircuitSpec {
-            name: item.circuit.clone(),
-            params: params_value,
-        })
-        .map_err(|e| PartitionError::Fatal(e.to_string()))?;
-        if family.shape_key() != item.shape_key {
-            return Err(PartitionError::Fatal(format!(
-                "work item shape {} does not match circuit shape {}",
-                item.shape_key,
-                family.shape_key()
-            )));
-        }
-        let cache = self.params.clone();
-        let file = self
-            .config
-            .params_files
-            .iter()
-            .find(|(shape, _)| *shape == item.shape_key)
-            .map(|(_, p)| p.clone());
+        let (shapes, backend) = (self.shapes.clone(), backend.clone());
         let started = Instant::now();
-        let params: Arc<Parameters<Bls12>> = tokio::task::spawn_blocking(move || match file {
-            // An operator-supplied file: check every point, it did not come from us.
-            Some(path) => cuzk_circuits::load_from_file(&path, &*family, true),
-            None => cache.get_or_generate(&*family),
-        })
-        .await
-        .map_err(|e| PartitionError::Fatal(format!("parameter loading died: {e}")))?
-        .map_err(|e| PartitionError::Fatal(format!("no parameters for {}: {e}", item.shape_key)))?;
-        let backend = backend.clone();
-        let params_for_srs = params.clone();
-        let srs = tokio::task::spawn_blocking(move || backend.load_srs(params_for_srs))
-            .await
-            .map_err(|e| PartitionError::Fatal(format!("SRS loading died: {e}")))??;
-        let vk = params.vk.clone();
-        let pvk = prepare_verifying_key(&vk);
-        info!(shape = %item.shape_key, load_ms = ms(started.elapsed()), "parameters loaded");
-        let shape = Arc::new(Loaded { srs, vk, pvk });
-        loaded.insert(item.shape_key.clone(), shape.clone());
-        Ok(shape)
+        let prepare = async move {
+            let pk = tokio::task::spawn_blocking(move || shapes.proving_key(&*family))
+                .await
+                .map_err(|e| PartitionError::Fatal(format!("parameter loading died: {e}")))?
+                .map_err(|e| {
+                    PartitionError::Fatal(format!("no proving key for {}: {e}", item.shape_key))
+                })?;
+            let bytes = pk.device_bytes();
+            Ok((pk, bytes))
+        };
+        let load = |pk: Arc<cuzk_prover::ProvingKey>| async move {
+            let (pvk, bytes) = (prepare_verifying_key(&pk.info.vk), pk.device_bytes());
+            let key = tokio::task::spawn_blocking(move || backend.load_key(pk))
+                .await
+                .map_err(|e| PartitionError::Fatal(format!("key loading died: {e}")))??;
+            info!(shape = %item.shape_key, load_ms = ms(started.elapsed()), bytes, "proving key loaded");
+            Ok(Loaded { key, pvk, bytes })
+        };
+        keys.get_or_load(&item.shape_key, prepare, load).await
     }
 
     /// Builds the job's result from its complete record and reports it (idempotent).
@@ -599,6 +616,11 @@ impl GpuNode {
             proof: Some(hex::encode(&proof)),
             partitions: record.partitions.len() as u32,
             verified: record.partitions.iter().all(|p| p.verified),
+            synthetic: cuzk_circuits::resolve(&CircuitSpec {
+                name: record.circuit.clone(),
+                params: record.params.clone(),
+            })
+            .is_ok_and(|f| f.synthetic()),
             error: None,
             timings: JobTimings {
                 total_ms: now.saturating_sub(record.submitted_at_ms) as f64,
@@ -674,6 +696,25 @@ impl GpuNode {
                 "settling a work item failed; it will be redelivered");
         }
     }
+}
+
+/// The circuit family a work item names, checked against the item's shape.
+fn family_of(item: &WorkItem) -> Result<Arc<dyn CircuitFamily>, PartitionError> {
+    let params_value: serde_json::Value = serde_json::from_str(&item.params_json)
+        .map_err(|e| PartitionError::Fatal(format!("work item params: {e}")))?;
+    let family = cuzk_circuits::resolve(&CircuitSpec {
+        name: item.circuit.clone(),
+        params: params_value,
+    })
+    .map_err(|e| PartitionError::Fatal(e.to_string()))?;
+    if family.shape_key() != item.shape_key {
+        return Err(PartitionError::Fatal(format!(
+            "work item shape {} does not match circuit shape {}",
+            item.shape_key,
+            family.shape_key()
+        )));
+    }
+    Ok(family)
 }
 
 /// High-priority work first; otherwise wait briefly on the normal queue.

@@ -3,3 +3,5 @@
 #include "curve.cuh"
 #include "ntt.cuh"
 #include "msm.cuh"
+#include "spmv.cuh"
+#include "fixed_base.cuh"

@@ -1,13 +1,25 @@
 #!/bin/bash
-# Builds the cuzk CLI and the GPU check here and packs them (gzip: the carry limit is 64 MiB and
-# the stripped binaries with their fatbin are ~67 MB) with nats-server into .device/ for the
-# device tool. Then: run(command="bash .device/run-all.sh", carry=[".device"]).
+# Builds what the GPU machine runs and packs it into .device/ (gzip: the carry limit is 64 MiB)
+# with nats-server, the run scripts, the SupraSeal anchor binary and its 2 KiB C1 when present.
+# Then, on the device tool: run(command="bash .device/run-porep.sh", carry=[".device"]) (or
+# run-all.sh, run-multi-gpu.sh).
+#
+#   CUZK_CUDA_ARCHS=90 kernels/scripts/pack-device.sh      # H200 SASS only: smaller, faster to build
+#   SSA=path/to/ssa                                        # the anchor (default: its build cache)
+#   ANCHOR=../shared/anchors/supraseal-c2                  # where c1-2k.json lives
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release -p cuzk-cli -p cuzk-kernels --bin cuzk --bin cuzk-gpu-check
+NVCC="${NVCC:-$(scripts/install-nvcc.sh | tail -n 1)}"
+export NVCC
+cargo build --release -p cuzk-porep-tools -p cuzk-gpu-check -p cuzk-cli
 mkdir -p .device /tmp/cuzk-pack
-cp target/release/cuzk target/release/cuzk-gpu-check "$(command -v nats-server)" /tmp/cuzk-pack/
-strip /tmp/cuzk-pack/cuzk /tmp/cuzk-pack/cuzk-gpu-check
-for f in cuzk cuzk-gpu-check nats-server; do gzip -6 -c /tmp/cuzk-pack/$f > .device/$f.gz; done
-cp kernels/scripts/device-run-all.sh .device/run-all.sh
-du -ch .device/*.gz | tail -1
+cp target/release/cuzk target/release/cuzk-porep target/release/cuzk-gpu-check "$(command -v nats-server)" /tmp/cuzk-pack/
+strip /tmp/cuzk-pack/cuzk /tmp/cuzk-pack/cuzk-porep /tmp/cuzk-pack/cuzk-gpu-check
+SSA="${SSA:-$HOME/.cache/cuzk/ssa/build/target/release/ssa}"
+[ -x "$SSA" ] && cp "$SSA" /tmp/cuzk-pack/ssa
+for f in /tmp/cuzk-pack/*; do gzip -6 -c "$f" > ".device/$(basename "$f").gz"; done
+ANCHOR="${ANCHOR:-../shared/anchors/supraseal-c2}"
+[ -f "$ANCHOR/c1-2k.json" ] && cp "$ANCHOR/c1-2k.json" .device/
+cp kernels/scripts/device-*.sh .device/
+for s in .device/device-*.sh; do mv "$s" ".device/$(basename "$s" | sed 's/^device-/run-/')"; done
+du -ch .device/* | tail -1

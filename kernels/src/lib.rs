@@ -18,9 +18,9 @@ pub mod gpu;
 pub use error::CudaError;
 
 #[cfg(cuzk_fatbin)]
-pub use backend::{push_dense, CudaBackend, CudaSrs};
+pub use backend::{CudaBackend, CudaKey, DevScalars, DevWitness};
 #[cfg(cuzk_fatbin)]
-pub use gpu::{Curve, DevBuf, DeviceBases, Gpu, NttKind};
+pub use gpu::{Curve, DevBuf, DeviceBases, DeviceMatrix, Gpu, NttKind};
 
 /// True when kernels are embedded in this build.
 pub const KERNELS_BUILT: bool = cfg!(cuzk_fatbin);
@@ -74,36 +74,72 @@ impl CudaBackend {
 }
 
 #[cfg(not(cuzk_fatbin))]
+impl CudaBackend {
+    /// Bytes of device memory resident proving keys may take.
+    pub fn key_budget(&self) -> u64 {
+        match *self {}
+    }
+}
+
+#[cfg(not(cuzk_fatbin))]
 impl cuzk_prover::Backend for CudaBackend {
-    type Srs = std::convert::Infallible;
+    type Key = std::convert::Infallible;
+    type Witness = std::convert::Infallible;
+    type Scalars = std::convert::Infallible;
 
     fn name(&self) -> &'static str {
         match *self {}
     }
 
-    fn load_srs(
+    fn load_key(
         &self,
-        _: std::sync::Arc<bellperson::groth16::Parameters<blstrs::Bls12>>,
-    ) -> Result<Self::Srs, cuzk_prover::BackendError> {
+        _: std::sync::Arc<cuzk_prover::ProvingKey>,
+    ) -> Result<Self::Key, cuzk_prover::BackendError> {
         match *self {}
+    }
+
+    fn key_info<'k>(&self, key: &'k Self::Key) -> &'k cuzk_prover::KeyInfo {
+        match *key {}
+    }
+
+    fn upload(
+        &self,
+        key: &Self::Key,
+        _: cuzk_wire::witness::Witness,
+    ) -> Result<Self::Witness, cuzk_prover::BackendError> {
+        match *key {}
+    }
+
+    fn evaluate(
+        &self,
+        key: &Self::Key,
+        _: &Self::Witness,
+    ) -> Result<[Self::Scalars; 3], cuzk_prover::BackendError> {
+        match *key {}
     }
 
     fn compute_h(
         &self,
-        _: Vec<blstrs::Scalar>,
-        _: Vec<blstrs::Scalar>,
-        _: Vec<blstrs::Scalar>,
-    ) -> Result<Vec<blstrs::Scalar>, cuzk_prover::BackendError> {
-        match *self {}
+        key: &Self::Key,
+        _: [Self::Scalars; 3],
+    ) -> Result<Self::Scalars, cuzk_prover::BackendError> {
+        match *key {}
     }
 
     fn msms(
         &self,
-        srs: &Self::Srs,
-        _: &[blstrs::Scalar],
-        _: &cuzk_wire::witness::Assignment,
+        key: &Self::Key,
+        _: &Self::Witness,
+        _: &Self::Scalars,
     ) -> Result<cuzk_prover::MsmResults, cuzk_prover::BackendError> {
-        match *srs {}
+        match *key {}
+    }
+
+    fn download(
+        &self,
+        v: &Self::Scalars,
+    ) -> Result<Vec<blstrs::Scalar>, cuzk_prover::BackendError> {
+        match *v {}
     }
 }
 

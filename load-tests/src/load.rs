@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use cuzk_circuits::ParamCache;
+use cuzk_circuits::ShapeCache;
 use cuzk_common::topology::{JOBS_STREAM, SUBJECT_SUBMIT, WORK_STREAM};
 use cuzk_wire::job::{JobResult, JobSpec, JobStatus};
 use futures::StreamExt;
@@ -97,7 +97,7 @@ pub struct RunData {
 pub async fn drive(
     target: &Target,
     config: &RunConfig,
-    verify_with: Option<&ParamCache>,
+    verify_with: Option<&ShapeCache>,
     label: &str,
 ) -> anyhow::Result<RunData> {
     let family = cuzk_circuits::resolve(&cuzk_circuits::CircuitSpec {

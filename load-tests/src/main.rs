@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use cuzk_circuits::{CircuitSpec, ParamCache};
+use cuzk_circuits::{CircuitSpec, ShapeCache};
 use cuzk_common::config::NatsArgs;
 use cuzk_wire::job::{JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
 
@@ -149,14 +149,14 @@ impl WorkloadArgs {
     }
 
     /// Parameters are generated (test-only) before any clock starts, once for every process.
-    fn prepare_params(&self) -> anyhow::Result<ParamCache> {
+    fn prepare_params(&self) -> anyhow::Result<ShapeCache> {
         let template = self.template()?;
         let family = cuzk_circuits::resolve(&CircuitSpec {
             name: template.circuit,
             params: template.params,
         })?;
-        let cache = ParamCache::from_env()?;
-        cache.get_or_generate(&*family)?;
+        let cache = ShapeCache::open_default(true)?;
+        cache.proving_key(&*family)?;
         Ok(cache)
     }
 }
@@ -294,7 +294,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         Target::launch(args.launch.shape(args.launch.gpu)?).await?
     };
     let cache = if w.verify {
-        Some(ParamCache::from_env()?)
+        Some(ShapeCache::open_default(true)?)
     } else {
         None
     };

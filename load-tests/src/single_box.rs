@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use bellperson::groth16::prepare_verifying_key;
 use blstrs::Scalar;
-use cuzk_circuits::{CircuitSpec, ParamCache};
+use cuzk_circuits::{CircuitSpec, ShapeCache};
 use cuzk_prover::{Backend, CpuBackend};
 use cuzk_wire::job::{JobResult, JobStatus, JobTimings, PartitionTimings, RESULT_VERSION};
 use ff::Field;
@@ -20,17 +20,17 @@ use crate::load::{JobOutcome, RunConfig, RunData, Sample};
 const WORKER: &str = "single-box/cpu";
 
 /// Runs `config.jobs` jobs, all queued at the start, one after another (after the warm-up).
-pub fn run(config: &RunConfig, cache: &ParamCache, sample_ms: u64) -> anyhow::Result<RunData> {
+pub fn run(config: &RunConfig, cache: &ShapeCache, sample_ms: u64) -> anyhow::Result<RunData> {
     let template = &config.template;
     let family = cuzk_circuits::resolve(&CircuitSpec {
         name: template.circuit.clone(),
         params: template.params.clone(),
     })?;
     let partitions = family.partitions();
-    let params = cache.get_or_generate(&*family)?;
-    let pvk = prepare_verifying_key(&params.vk);
+    let key = cache.proving_key(&*family)?;
+    let pvk = prepare_verifying_key(&key.info.vk);
     let backend = CpuBackend;
-    let srs = backend.load_srs(params.clone())?;
+    let key = backend.load_key(key)?;
     let input = cuzk_cli::inline_input(&template.input)?;
 
     let prove_job =
@@ -38,18 +38,17 @@ pub fn run(config: &RunConfig, cache: &ParamCache, sample_ms: u64) -> anyhow::Re
             let synth_started = Instant::now();
             let assignments = (0..partitions)
                 .into_par_iter()
-                .map(|k| family.synthesize_partition(&input, k))
+                .map(|k| family.witness(&input, k, None))
                 .collect::<Result<Vec<_>, _>>()?;
             // Synthesis of a partition is not timed one by one here: they run together, and the
             // herd's cost is the wall time of the whole batch.
             let synth_ms = synth_started.elapsed().as_secs_f64() * 1e3 / partitions as f64;
             let mut timings = Vec::with_capacity(partitions);
-            for (k, assignment) in assignments.into_iter().enumerate() {
+            for (k, witness) in assignments.into_iter().enumerate() {
                 let mut rng = rand::rngs::OsRng;
                 let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
                 let started = Instant::now();
-                let (proof, t) =
-                    cuzk_prover::prove_timed(&backend, &srs, &params.vk, assignment, r, s)?;
+                let (proof, t) = cuzk_prover::prove_timed(&backend, &key, witness, r, s)?;
                 record(started, Instant::now());
                 // Checked like the GPU node checks (`--gpu-verify`), inside the wall time.
                 let inputs = family.public_inputs(&input, k)?;
@@ -59,6 +58,8 @@ pub fn run(config: &RunConfig, cache: &ParamCache, sample_ms: u64) -> anyhow::Re
                 );
                 timings.push(PartitionTimings {
                     synth_ms,
+                    h2d_ms: t.upload.as_secs_f64() * 1e3,
+                    spmv_ms: t.evaluate.as_secs_f64() * 1e3,
                     h_ms: t.h.as_secs_f64() * 1e3,
                     msm_ms: t.msm.as_secs_f64() * 1e3,
                     prove_ms: t.total.as_secs_f64() * 1e3,
@@ -96,6 +97,7 @@ pub fn run(config: &RunConfig, cache: &ParamCache, sample_ms: u64) -> anyhow::Re
             proof: None,
             partitions: partitions as u32,
             verified: true,
+            synthetic: false,
             error: None,
             timings: JobTimings {
                 total_ms: completed * 1e3,

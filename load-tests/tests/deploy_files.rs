@@ -266,11 +266,13 @@ fn setting(file: &str, key: &str) -> Vec<String> {
 #[test]
 fn every_deploy_file_uses_one_parameter_directory() {
     let dir = "/var/cache/cuzk/params";
-    assert_eq!(setting("deploy/k8s/config.yaml", "param_cache"), [dir]);
-    assert_eq!(
-        setting("deploy/systemd/cuzk-gpu@.service", "CUZK_PARAM_CACHE"),
-        [dir]
-    );
+    assert_eq!(setting("deploy/k8s/config.yaml", "cache"), [dir]);
+    for unit in [
+        "deploy/systemd/cuzk-gpu@.service",
+        "deploy/systemd/cuzk-synth.service",
+    ] {
+        assert_eq!(setting(unit, "CUZK_PARAM_CACHE"), [dir], "{unit}");
+    }
     assert_eq!(
         setting("deploy/docker/Dockerfile", "CUZK_PARAM_CACHE"),
         [dir]

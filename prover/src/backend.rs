@@ -1,10 +1,17 @@
-//! The boundary between the proving math (shared) and the engines that run NTTs and MSMs.
+//! The boundary between the proving math (shared) and the engines that run it.
+//!
+//! A partition goes through four steps, each a method here: upload the witness, evaluate
+//! A·w, B·w, C·w (sparse products with the shape's matrices), the H polynomial, the five MSMs.
+//! Vectors stay in the backend's own form between steps (device memory for a GPU), so nothing
+//! returns to the host until the MSM results. What each MSM multiplies is decided once per shape
+//! above the trait ([`ProvingKey`]).
 
 use std::sync::Arc;
 
-use bellperson::groth16::Parameters;
-use blstrs::{Bls12, G1Projective, G2Projective, Scalar};
-use cuzk_wire::witness::Assignment;
+use blstrs::{G1Projective, G2Projective, Scalar};
+use cuzk_wire::witness::Witness;
+
+use crate::key::{KeyInfo, ProvingKey};
 
 /// Errors a backend reports. `retryable` tells the caller whether the same work may succeed on
 /// another attempt (a transient device condition) or never will (bad input, wrong parameters).
@@ -18,6 +25,9 @@ pub enum BackendError {
     Shape(String),
     #[error("backend unavailable: {0}")]
     Unavailable(String),
+    /// Two engines run side by side ([`crate::Dual`]) disagreed.
+    #[error("backends disagree: {0}")]
+    Mismatch(String),
 }
 
 impl cuzk_wire::Retryable for BackendError {
@@ -31,39 +41,106 @@ impl cuzk_wire::Retryable for BackendError {
 pub struct MsmResults {
     pub h: G1Projective,
     pub l: G1Projective,
-    /// A over inputs (full) plus aux (filtered by `a_aux_density`).
+    /// A over the variables the key's `a_vars` names.
     pub a: G1Projective,
-    /// B over `b_g1` with inputs then aux filtered by the B densities.
+    /// B over `b_g1` with the variables the key's `b_vars` names.
     pub b_g1: G1Projective,
     pub b_g2: G2Projective,
 }
 
-/// An engine that computes the H polynomial and the five MSMs of a Groth16 proof.
-///
-/// The SRS is prepared once per circuit shape (`load_srs`) and reused for every partition, so
-/// a device backend can keep it resident.
+/// An engine that proves Groth16 partitions of shapes it has loaded.
 pub trait Backend: Send + Sync + 'static {
-    /// The backend's form of the proving key's query vectors.
-    type Srs: Send + Sync + 'static;
+    /// A shape's proving key in the backend's form (a GPU keeps SRS and matrices resident).
+    type Key: Send + Sync + 'static;
+    /// A witness in the backend's form.
+    type Witness: Send + 'static;
+    /// A scalar vector in the backend's form.
+    type Scalars: Send + 'static;
 
     fn name(&self) -> &'static str;
 
-    fn load_srs(&self, params: Arc<Parameters<Bls12>>) -> Result<Self::Srs, BackendError>;
+    /// Prepares a shape once; the backend may keep what it needs and let the rest go.
+    fn load_key(&self, key: Arc<ProvingKey>) -> Result<Self::Key, BackendError>;
 
-    /// H coefficients `0..m-1` from the constraint evaluations (design §3.3). The vectors are
-    /// consumed: a backend may reuse them as scratch space.
+    fn key_info<'k>(&self, key: &'k Self::Key) -> &'k KeyInfo;
+
+    /// Takes a witness whose lengths [`KeyInfo::check_witness`] accepted.
+    fn upload(&self, key: &Self::Key, witness: Witness) -> Result<Self::Witness, BackendError>;
+
+    /// `[A·w, B·w, C·w]`, one value per constraint.
+    fn evaluate(
+        &self,
+        key: &Self::Key,
+        w: &Self::Witness,
+    ) -> Result<[Self::Scalars; 3], BackendError>;
+
+    /// H coefficients `0..m-1` from the evaluations (consumed: a backend may reuse them).
     fn compute_h(
         &self,
-        a: Vec<Scalar>,
-        b: Vec<Scalar>,
-        c: Vec<Scalar>,
-    ) -> Result<Vec<Scalar>, BackendError>;
+        key: &Self::Key,
+        abc: [Self::Scalars; 3],
+    ) -> Result<Self::Scalars, BackendError>;
 
-    /// The five MSMs over the SRS with `h` and the assignment's inputs, aux and densities.
+    /// The five MSMs over the key's SRS.
     fn msms(
         &self,
-        srs: &Self::Srs,
-        h: &[Scalar],
-        assignment: &Assignment,
+        key: &Self::Key,
+        w: &Self::Witness,
+        h: &Self::Scalars,
     ) -> Result<MsmResults, BackendError>;
+
+    /// A vector's values on the host (tests and [`crate::Dual`]).
+    fn download(&self, v: &Self::Scalars) -> Result<Vec<Scalar>, BackendError>;
+}
+
+/// A shared backend is a backend (several workers or a [`crate::Dual`] hold one device).
+impl<B: Backend> Backend for Arc<B> {
+    type Key = B::Key;
+    type Witness = B::Witness;
+    type Scalars = B::Scalars;
+
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    fn load_key(&self, key: Arc<ProvingKey>) -> Result<Self::Key, BackendError> {
+        (**self).load_key(key)
+    }
+
+    fn key_info<'k>(&self, key: &'k Self::Key) -> &'k KeyInfo {
+        (**self).key_info(key)
+    }
+
+    fn upload(&self, key: &Self::Key, witness: Witness) -> Result<Self::Witness, BackendError> {
+        (**self).upload(key, witness)
+    }
+
+    fn evaluate(
+        &self,
+        key: &Self::Key,
+        w: &Self::Witness,
+    ) -> Result<[Self::Scalars; 3], BackendError> {
+        (**self).evaluate(key, w)
+    }
+
+    fn compute_h(
+        &self,
+        key: &Self::Key,
+        abc: [Self::Scalars; 3],
+    ) -> Result<Self::Scalars, BackendError> {
+        (**self).compute_h(key, abc)
+    }
+
+    fn msms(
+        &self,
+        key: &Self::Key,
+        w: &Self::Witness,
+        h: &Self::Scalars,
+    ) -> Result<MsmResults, BackendError> {
+        (**self).msms(key, w, h)
+    }
+
+    fn download(&self, v: &Self::Scalars) -> Result<Vec<Scalar>, BackendError> {
+        (**self).download(v)
+    }
 }

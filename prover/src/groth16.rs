@@ -7,14 +7,18 @@ use std::time::{Duration, Instant};
 use bellperson::groth16::{self, PreparedVerifyingKey, Proof, VerifyingKey};
 use bellperson::SynthesisError;
 use blstrs::{Bls12, Scalar};
-use cuzk_wire::witness::Assignment;
-use group::{prime::PrimeCurveAffine, Curve};
+use cuzk_wire::witness::Witness;
+use group::Curve;
 
 use crate::backend::{Backend, BackendError, MsmResults};
 
 /// Wall time of each proving stage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProveTimings {
+    /// The witness into the backend (host to device for a GPU).
+    pub upload: Duration,
+    /// A·w, B·w, C·w.
+    pub evaluate: Duration,
     /// The H polynomial (three iNTTs, three coset NTTs, one inverse coset NTT).
     pub h: Duration,
     /// The five MSMs.
@@ -23,60 +27,43 @@ pub struct ProveTimings {
     pub total: Duration,
 }
 
-/// Proves one synthesized circuit with blinding factors `r` and `s`.
+/// Proves one witness of `key`'s shape with blinding factors `r` and `s`.
 pub fn prove<B: Backend>(
     backend: &B,
-    srs: &B::Srs,
-    vk: &VerifyingKey<Bls12>,
-    assignment: Assignment,
+    key: &B::Key,
+    witness: Witness,
     r: Scalar,
     s: Scalar,
 ) -> Result<Proof<Bls12>, BackendError> {
-    prove_timed(backend, srs, vk, assignment, r, s).map(|(proof, _)| proof)
+    prove_timed(backend, key, witness, r, s).map(|(proof, _)| proof)
 }
 
-/// [`prove`], also reporting per-stage timings.
+/// [`prove`], also reporting per-stage timings. Spans name each stage in the trace (children of
+/// the caller's span on this thread; cheap when tracing is off).
 pub fn prove_timed<B: Backend>(
     backend: &B,
-    srs: &B::Srs,
-    vk: &VerifyingKey<Bls12>,
-    mut assignment: Assignment,
+    key: &B::Key,
+    witness: Witness,
     r: Scalar,
     s: Scalar,
 ) -> Result<(Proof<Bls12>, ProveTimings), BackendError> {
     let start = Instant::now();
-    assignment.check_shape().map_err(BackendError::Shape)?;
-    if vk.ic.len() != assignment.input.len() {
-        return Err(BackendError::Shape(format!(
-            "{} public inputs (with ONE) but the verifying key expects {}",
-            assignment.input.len(),
-            vk.ic.len()
-        )));
-    }
-    // bellperson refuses these (a subversion-CRS attack); it checks after the MSMs, but the
-    // outcome is the same and failing first saves the work.
-    if bool::from(vk.delta_g1.is_identity() | vk.delta_g2.is_identity()) {
-        return Err(BackendError::Shape(
-            "verifying key delta is the identity point".into(),
-        ));
-    }
-
-    // The constraint evaluations are only needed for H; hand them over so the backend can
-    // reuse (or free) them before the MSMs.
-    let a = std::mem::take(&mut assignment.a);
-    let b = std::mem::take(&mut assignment.b);
-    let c = std::mem::take(&mut assignment.c);
-    // Spans for the trace (children of the caller's span on this thread); cheap when off.
-    let h = tracing::info_span!("compute_h").in_scope(|| backend.compute_h(a, b, c))?;
+    let info = backend.key_info(key);
+    info.check_witness(&witness)?;
+    let w = tracing::info_span!("upload").in_scope(|| backend.upload(key, witness))?;
+    let uploaded = Instant::now();
+    let abc = tracing::info_span!("evaluate").in_scope(|| backend.evaluate(key, &w))?;
+    let evaluated = Instant::now();
+    let h = tracing::info_span!("compute_h").in_scope(|| backend.compute_h(key, abc))?;
     let h_done = Instant::now();
-
-    let msms = tracing::info_span!("msms").in_scope(|| backend.msms(srs, &h, &assignment))?;
-    drop(h);
+    let msms = tracing::info_span!("msms").in_scope(|| backend.msms(key, &w, &h))?;
+    drop((h, w));
     let msm_done = Instant::now();
-
-    let proof = assemble(vk, &msms, r, s);
+    let proof = assemble(&info.vk, &msms, r, s);
     let timings = ProveTimings {
-        h: h_done - start,
+        upload: uploaded - start,
+        evaluate: evaluated - uploaded,
+        h: h_done - evaluated,
         msm: msm_done - h_done,
         total: start.elapsed(),
     };
@@ -120,9 +107,13 @@ pub fn proof_bytes(proof: &Proof<Bls12>) -> [u8; 192] {
 mod tests {
     use super::*;
     use crate::cpu::CpuBackend;
-    use crate::recording::{synthesize, tests::ToyCircuit};
+    use crate::dual::Dual;
+    use crate::key::ProvingKey;
+    use crate::r1cs::capture;
+    use crate::recording::tests::ToyCircuit;
+    use crate::witness_cs::synthesize_witness;
     use bellperson::groth16::{
-        create_proof_batch, generate_random_parameters, prepare_verifying_key,
+        create_proof_batch, generate_random_parameters, prepare_verifying_key, Parameters,
     };
     use cuzk_wire::Retryable;
     use ff::Field;
@@ -130,15 +121,25 @@ mod tests {
     use rand_chacha::ChaCha20Rng;
     use std::sync::Arc;
 
+    fn blank(rounds: usize) -> ToyCircuit {
+        ToyCircuit {
+            x: Scalar::ZERO,
+            y: Scalar::ZERO,
+            rounds,
+        }
+    }
+
+    fn key(params: &Arc<Parameters<Bls12>>, rounds: usize) -> Arc<ProvingKey> {
+        Arc::new(
+            ProvingKey::new(params.clone(), Arc::new(capture(blank(rounds)).unwrap())).unwrap(),
+        )
+    }
+
     #[test]
     fn toy_proofs_match_bellperson_byte_for_byte() {
         let mut rng = ChaCha20Rng::seed_from_u64(11);
-        let blank = ToyCircuit {
-            x: Scalar::ZERO,
-            y: Scalar::ZERO,
-            rounds: 20,
-        };
-        let params = Arc::new(generate_random_parameters::<Bls12, _, _>(blank, &mut rng).unwrap());
+        let params =
+            Arc::new(generate_random_parameters::<Bls12, _, _>(blank(20), &mut rng).unwrap());
         let pvk = prepare_verifying_key(&params.vk);
         let circuits: Vec<ToyCircuit> = (0..3u64)
             .map(|i| ToyCircuit {
@@ -152,18 +153,26 @@ mod tests {
         let theirs =
             create_proof_batch(circuits.clone(), &*params, r_s.clone(), s_s.clone()).unwrap();
 
-        let backend = CpuBackend;
-        let srs = backend.load_srs(params.clone()).unwrap();
+        // The CPU backend, and the CPU backend checked against itself through `Dual`.
+        let cpu = CpuBackend;
+        let cpu_key = cpu.load_key(key(&params, 20)).unwrap();
+        let dual = Dual {
+            reference: CpuBackend,
+            candidate: CpuBackend,
+        };
+        let dual_key = dual.load_key(key(&params, 20)).unwrap();
         for (i, circuit) in circuits.into_iter().enumerate() {
             let inputs = circuit.public_inputs();
-            let asg = synthesize(circuit).unwrap();
-            let (ours, t) = prove_timed(&backend, &srs, &params.vk, asg, r_s[i], s_s[i]).unwrap();
-            assert!(t.total >= t.h + t.msm);
+            let w = synthesize_witness(circuit, None).unwrap();
+            let (ours, t) = prove_timed(&cpu, &cpu_key, w.clone(), r_s[i], s_s[i]).unwrap();
+            assert!(t.total >= t.upload + t.evaluate + t.h + t.msm);
             assert_eq!(
                 proof_bytes(&ours),
                 proof_bytes(&theirs[i]),
                 "proof {i} differs"
             );
+            let via_dual = prove(&dual, &dual_key, w, r_s[i], s_s[i]).unwrap();
+            assert_eq!(proof_bytes(&via_dual), proof_bytes(&ours));
             let mut written = Vec::new();
             ours.write(&mut written).unwrap();
             assert_eq!(written, proof_bytes(&ours));
@@ -171,77 +180,120 @@ mod tests {
         }
     }
 
+    /// The CPU backend with one A·w value off by one: what a broken engine looks like.
+    struct Broken;
+
+    impl Backend for Broken {
+        type Key = <CpuBackend as Backend>::Key;
+        type Witness = Witness;
+        type Scalars = Vec<Scalar>;
+        fn name(&self) -> &'static str {
+            "broken"
+        }
+        fn load_key(&self, key: Arc<ProvingKey>) -> Result<Self::Key, BackendError> {
+            CpuBackend.load_key(key)
+        }
+        fn key_info<'k>(&self, key: &'k Self::Key) -> &'k crate::KeyInfo {
+            CpuBackend.key_info(key)
+        }
+        fn upload(&self, key: &Self::Key, w: Witness) -> Result<Witness, BackendError> {
+            CpuBackend.upload(key, w)
+        }
+        fn evaluate(&self, key: &Self::Key, w: &Witness) -> Result<[Vec<Scalar>; 3], BackendError> {
+            let mut abc = CpuBackend.evaluate(key, w)?;
+            abc[0][3] += Scalar::ONE;
+            Ok(abc)
+        }
+        fn compute_h(
+            &self,
+            key: &Self::Key,
+            abc: [Vec<Scalar>; 3],
+        ) -> Result<Vec<Scalar>, BackendError> {
+            CpuBackend.compute_h(key, abc)
+        }
+        fn msms(
+            &self,
+            key: &Self::Key,
+            w: &Witness,
+            h: &Vec<Scalar>,
+        ) -> Result<MsmResults, BackendError> {
+            CpuBackend.msms(key, w, h)
+        }
+        fn download(&self, v: &Vec<Scalar>) -> Result<Vec<Scalar>, BackendError> {
+            CpuBackend.download(v)
+        }
+    }
+
     #[test]
-    fn rejects_mismatched_parameters_without_panicking() {
-        let mut rng = ChaCha20Rng::seed_from_u64(12);
-        let blank = |rounds| ToyCircuit {
-            x: Scalar::ZERO,
-            y: Scalar::ZERO,
-            rounds,
+    fn dual_catches_a_broken_backend() {
+        let mut rng = ChaCha20Rng::seed_from_u64(13);
+        let params =
+            Arc::new(generate_random_parameters::<Bls12, _, _>(blank(6), &mut rng).unwrap());
+        let dual = Dual {
+            reference: CpuBackend,
+            candidate: Broken,
         };
+        let key = dual.load_key(key(&params, 6)).unwrap();
+        let w = synthesize_witness(
+            ToyCircuit {
+                x: Scalar::ONE,
+                ..blank(6)
+            },
+            None,
+        )
+        .unwrap();
+        let err = prove(&dual, &key, w, Scalar::ONE, Scalar::ONE).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "backends disagree: A·w: cpu and broken differ (first difference at element 3)"
+        );
+        assert!(!err.retryable());
+    }
+
+    #[test]
+    fn rejects_mismatched_parameters_and_witnesses_without_panicking() {
+        let mut rng = ChaCha20Rng::seed_from_u64(12);
         let params =
             Arc::new(generate_random_parameters::<Bls12, _, _>(blank(4), &mut rng).unwrap());
-        let backend = CpuBackend;
-        let srs = backend.load_srs(params.clone()).unwrap();
-        let r = Scalar::ONE;
-
-        // More rounds: more aux than L points.
-        let asg = synthesize(ToyCircuit {
-            x: Scalar::ONE,
-            ..blank(5)
-        })
-        .unwrap();
-        let err = prove(&backend, &srs, &params.vk, asg, r, r).unwrap_err();
-        assert!(matches!(err, BackendError::Shape(_)), "{err}");
-        assert!(!err.retryable());
-
-        // Many more rounds: a larger domain than H has points.
-        let asg = synthesize(ToyCircuit {
-            x: Scalar::ONE,
-            ..blank(40)
-        })
-        .unwrap();
-        assert!(matches!(
-            prove(&backend, &srs, &params.vk, asg, r, r),
-            Err(BackendError::Shape(_))
-        ));
-
-        // A truncated payload.
-        let mut asg = synthesize(ToyCircuit {
-            x: Scalar::ONE,
-            ..blank(4)
-        })
-        .unwrap();
-        asg.c.pop();
-        assert!(matches!(
-            prove(&backend, &srs, &params.vk, asg, r, r),
-            Err(BackendError::Shape(_))
-        ));
-
-        // Wrong input count for the verifying key.
-        let mut asg = synthesize(ToyCircuit {
-            x: Scalar::ONE,
-            ..blank(4)
-        })
-        .unwrap();
-        asg.input.push(Scalar::ONE);
-        asg.b_input_density.push(false);
-        assert!(matches!(
-            prove(&backend, &srs, &params.vk, asg, r, r),
-            Err(BackendError::Shape(_))
-        ));
-
+        let shape_err = |r: Result<ProvingKey, BackendError>| match r {
+            Err(e @ BackendError::Shape(_)) => e.to_string(),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("accepted"),
+        };
+        // More rounds: more aux than L points; many more: a larger domain than H has points.
+        for rounds in [5, 40] {
+            let e = shape_err(ProvingKey::new(
+                params.clone(),
+                Arc::new(capture(blank(rounds)).unwrap()),
+            ));
+            assert!(e.contains("the parameters do not fit the circuit"), "{e}");
+        }
         // Identity delta.
-        let mut vk = params.vk.clone();
-        vk.delta_g1 = blstrs::G1Affine::identity();
-        let asg = synthesize(ToyCircuit {
-            x: Scalar::ONE,
-            ..blank(4)
-        })
-        .unwrap();
-        assert!(matches!(
-            prove(&backend, &srs, &vk, asg, r, r),
-            Err(BackendError::Shape(_))
+        let mut bad = (*params).clone();
+        bad.vk.delta_g1 = group::prime::PrimeCurveAffine::identity();
+        let e = shape_err(ProvingKey::new(
+            Arc::new(bad),
+            Arc::new(capture(blank(4)).unwrap()),
         ));
+        assert!(e.contains("delta"), "{e}");
+
+        // A witness of another length names both.
+        let backend = CpuBackend;
+        let key = backend.load_key(key(&params, 4)).unwrap();
+        let mut w = synthesize_witness(
+            ToyCircuit {
+                x: Scalar::ONE,
+                ..blank(4)
+            },
+            None,
+        )
+        .unwrap();
+        w.aux.pop();
+        let err = prove(&backend, &key, w, Scalar::ONE, Scalar::ONE).unwrap_err();
+        assert!(!err.retryable());
+        assert_eq!(
+            err.to_string(),
+            "input does not fit the parameters: the witness has 3 inputs and 5 aux variables, the shape's matrices 3 and 6"
+        );
     }
 }

@@ -1,14 +1,23 @@
-//! Groth16 (BLS12-381) proving split into synthesis ([`recording`]) and the H/MSM stage
-//! ([`backend`], with [`cpu`] as the reference engine), matching bellperson 0.27 byte for byte.
+//! Groth16 (BLS12-381) proving split into witness synthesis ([`witness_cs`]) and the stages a
+//! backend runs ([`backend`]: evaluation through the shape's constraint matrices ([`r1cs`]), H,
+//! the MSMs), with [`cpu`] as the reference engine, matching bellperson 0.27 byte for byte.
 
 pub mod backend;
 pub mod cpu;
+pub mod dual;
 pub mod groth16;
+pub mod key;
 mod ntt;
 pub mod params;
+pub mod r1cs;
 pub mod recording;
+pub mod setup;
+pub mod witness_cs;
 
 pub use backend::{Backend, BackendError, MsmResults};
 pub use cpu::CpuBackend;
+pub use dual::Dual;
 pub use groth16::{proof_bytes, prove, prove_timed, verify, ProveTimings};
-pub use recording::{synthesize, RecordingCs};
+pub use key::{KeyInfo, ProvingKey};
+pub use r1cs::ShapeMatrices;
+pub use witness_cs::synthesize_witness;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer::PullConsumer, message::PublishMessage, AckKind};
 use base64::Engine;
-use cuzk_circuits::{CircuitFamily, CircuitSpec};
-use cuzk_common::config::SynthConfig;
+use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
+use cuzk_common::config::{ParamConfig, SynthConfig};
 use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one, retry, RetryPolicy};
 use cuzk_common::nodes::{self, NodeInfo, NodeLoad};
@@ -64,6 +64,9 @@ impl<E: Retryable> From<E> for JobError {
 pub struct SynthNode {
     topology: Topology,
     config: SynthConfig,
+    allow_synthetic: bool,
+    /// Shape identities (the matrices' hash, stamped on every blob) and variable counts.
+    shapes: Arc<ShapeCache>,
     pool: Arc<rayon::ThreadPool>,
     partitions: Arc<Semaphore>,
     name: String,
@@ -81,13 +84,26 @@ struct JobContext {
 }
 
 impl SynthNode {
-    pub fn new(topology: Topology, config: SynthConfig, name: String) -> anyhow::Result<SynthNode> {
+    pub fn new(
+        topology: Topology,
+        config: SynthConfig,
+        params: &ParamConfig,
+        name: String,
+    ) -> anyhow::Result<SynthNode> {
+        let dir = match &params.cache {
+            Some(dir) => dir.clone(),
+            None => ShapeCache::default_dir()?,
+        };
+        // Synth nodes never load parameters: no host key budget, no test parameters.
+        let shapes = Arc::new(ShapeCache::new(dir, false, 0));
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(config.threads)
             .thread_name(|i| format!("synth-{i}"))
             .build()?;
         Ok(SynthNode {
             partitions: Arc::new(Semaphore::new(config.partitions_in_flight)),
+            shapes,
+            allow_synthetic: params.allow_synthetic,
             topology,
             config,
             pool: Arc::new(pool),
@@ -300,6 +316,11 @@ impl SynthNode {
         .map_err(|e| JobError::Fatal(e.to_string()))?;
         let job_labels = JobLabels::new(&spec.circuit, &circuit.shape_key());
         *labels = Some(job_labels.clone());
+        if circuit.synthetic() && !self.allow_synthetic {
+            return Err(JobError::Fatal(
+                "synthetic jobs (random data, for timings) are not accepted here: start the nodes with --allow-synthetic".into(),
+            ));
+        }
         let input = self.load_input(&spec.input).await?;
         let record = match existing {
             Some(record) => record,
@@ -465,11 +486,18 @@ impl SynthNode {
         }
 
         let mut timings = PartitionTimings::default();
+        // The shape's matrices are captured once per shape and machine (cached on disk).
+        let (circuit, shapes) = (job.circuit.clone(), self.shapes.clone());
+        let shape = self
+            .on_pool(move || shapes.shape_id(&*circuit))
+            .instrument(info_span!("shape"))
+            .await?
+            .map_err(|e| JobError::Fatal(format!("partition {index}: {e}")))?;
         let started = Instant::now();
-        let circuit = job.circuit.clone();
-        let input = job.input.clone();
-        let assignment = self
-            .on_pool(move || circuit.synthesize_partition(&input, index))
+        let (circuit, input) = (job.circuit.clone(), job.input.clone());
+        let capacity = Some((shape.inputs, shape.aux));
+        let witness = self
+            .on_pool(move || circuit.witness(&input, index, capacity))
             .instrument(info_span!("synthesize"))
             .await?
             .map_err(|e| JobError::Fatal(format!("partition {index}: {e}")))?;
@@ -477,14 +505,21 @@ impl SynthNode {
         timings.synth_ms = ms(started.elapsed());
 
         let started = Instant::now();
-        let header = BlobHeaderInfo::new(job_id.as_str(), index as u32, job.circuit.shape_key())
-            .map_err(|e| JobError::Fatal(e.to_string()))?;
+        let header = BlobHeaderInfo::new(
+            job_id.as_str(),
+            index as u32,
+            job.circuit.shape_key(),
+            shape.hash,
+        )
+        .map_err(|e| JobError::Fatal(e.to_string()))?;
         let options = EncodeOptions {
             level: self.config.zstd_level,
             ..Default::default()
         };
         let (bytes, stats) = self
-            .on_pool(move || blob::encode_blob_with_stats(&header, &assignment, &options))
+            .on_pool(move || {
+                blob::encode_blob_with_stats(&header, &witness.input, &witness.aux, &options)
+            })
             .instrument(info_span!("encode"))
             .await?;
         metrics().stage("encode", &job.labels, started.elapsed());

@@ -1,12 +1,11 @@
-//! Sizes and speeds of the blob codec on synthetic assignments.
+//! Sizes and speeds of the blob codec on synthetic witnesses.
 //!
-//! `cargo run --release -p cuzk-common --example codec_bench [log2_constraints]` (default 20).
+//! `cargo run --release -p cuzk-wire --example codec_bench [log2_aux]` (default 20).
 //!
-//! "sha-like" models a SHA-256-heavy witness: mostly Boolean constraints (a = x, b = 1 − x,
-//! c = 0), XOR/AND gadgets with 0/1/2, word packing with 32-bit values, subtractions giving −1
-//! and small negatives, and a few full-width values; aux is mostly bits. "random" is uniform full
-//! field elements everywhere, the codec's worst case. Speeds are MB/s of raw assignment (32 bytes
-//! per scalar) through `encode_blob` / `decode_blob`, best of three.
+//! "sha-like" models a SHA-256-heavy witness: mostly bits, 32-bit words, small negatives and a
+//! few full-width values. "random" is uniform full field elements, the codec's worst case.
+//! Speeds are MB/s of raw witness (32 bytes per scalar) through `encode_blob` / `decode_blob`,
+//! best of three.
 
 use std::time::Instant;
 
@@ -15,7 +14,7 @@ use cuzk_wire::blob::{
     decode_blob, encode_blob_with_stats, BlobHeaderInfo, BlobStats, DecodeLimits, EncodeOptions,
 };
 use cuzk_wire::codec;
-use cuzk_wire::witness::{Assignment, Density};
+use cuzk_wire::witness::Witness;
 use ff::{Field, PrimeField};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -23,46 +22,10 @@ fn bit(rng: &mut StdRng) -> Scalar {
     Scalar::from(rng.gen::<bool>() as u64)
 }
 
-fn sha_like(n: usize, rng: &mut StdRng) -> Assignment {
-    let mut asg = Assignment {
-        input: (0..20).map(|_| Scalar::random(&mut *rng)).collect(),
-        ..Default::default()
-    };
-    asg.input[0] = Scalar::ONE;
-    for _ in 0..n {
-        let (a, b, c) = match rng.gen_range(0..100) {
-            // Boolean constraint x · (1 − x) = 0.
-            0..=54 => {
-                let x = bit(rng);
-                (x, Scalar::ONE - x, Scalar::ZERO)
-            }
-            // XOR / AND gadgets: (2x) · y = x + y − z.
-            55..=79 => {
-                let (x, y) = (bit(rng), bit(rng));
-                (x + x, y, x * y + x * y)
-            }
-            // Packing 32 bits into a word: word · 1 = Σ bits.
-            80..=89 => {
-                let w = Scalar::from(rng.gen::<u32>() as u64);
-                (w, Scalar::ONE, w)
-            }
-            // Differences: (x − 1) · k = −k or 0.
-            90..=94 => {
-                let x = bit(rng);
-                let k = Scalar::from(rng.gen_range(1..1000u64));
-                ((x - Scalar::ONE), k, (x - Scalar::ONE) * k)
-            }
-            _ => (
-                Scalar::random(&mut *rng),
-                Scalar::random(&mut *rng),
-                Scalar::random(&mut *rng),
-            ),
-        };
-        asg.a.push(a);
-        asg.b.push(b);
-        asg.c.push(c);
-    }
-    asg.aux = (0..n)
+fn sha_like(n: usize, rng: &mut StdRng) -> Witness {
+    let mut input: Vec<Scalar> = (0..20).map(|_| Scalar::random(&mut *rng)).collect();
+    input[0] = Scalar::ONE;
+    let aux = (0..n)
         .map(|_| match rng.gen_range(0..100) {
             0..=84 => bit(rng),
             85..=92 => Scalar::from(rng.gen::<u32>() as u64),
@@ -70,43 +33,19 @@ fn sha_like(n: usize, rng: &mut StdRng) -> Assignment {
             _ => Scalar::random(&mut *rng),
         })
         .collect();
-    finish(asg, rng)
+    Witness { input, aux }
 }
 
-fn random(n: usize, rng: &mut StdRng) -> Assignment {
+fn random(n: usize, rng: &mut StdRng) -> Witness {
     let mut v = |n: usize| {
         (0..n)
             .map(|_| Scalar::random(&mut *rng))
             .collect::<Vec<_>>()
     };
-    let asg = Assignment {
+    Witness {
         input: v(20),
         aux: v(n),
-        a: v(n),
-        b: v(n),
-        c: v(n),
-        ..Default::default()
-    };
-    finish(asg, rng)
-}
-
-/// Constraint `input_i · 0 = 0` per input (so `a` ends with the inputs) and random densities.
-fn finish(mut asg: Assignment, rng: &mut StdRng) -> Assignment {
-    for i in 0..asg.input.len() {
-        asg.a.push(asg.input[i]);
-        asg.b.push(Scalar::ZERO);
-        asg.c.push(Scalar::ZERO);
     }
-    let mut density = |n: usize| {
-        let mut d = Density::new();
-        (0..n).for_each(|_| d.push(rng.gen_bool(0.6)));
-        d
-    };
-    asg.a_aux_density = density(asg.aux.len());
-    asg.b_input_density = density(asg.input.len());
-    asg.b_aux_density = density(asg.aux.len());
-    asg.check_shape().expect("bench assignment is well formed");
-    asg
 }
 
 struct Run {
@@ -115,18 +54,18 @@ struct Run {
     decode_s: f64,
 }
 
-fn run(asg: &Assignment, opts: &EncodeOptions) -> Run {
-    let info = BlobHeaderInfo::new("bench", 0, "synthetic").unwrap();
+fn run(w: &Witness, opts: &EncodeOptions) -> Run {
+    let info = BlobHeaderInfo::new("bench", 0, "synthetic", [0; 32]).unwrap();
     let limits = DecodeLimits::default();
     let (mut encode_s, mut decode_s, mut result) = (f64::MAX, f64::MAX, None);
     for _ in 0..3 {
         let t = Instant::now();
-        let (blob, stats) = encode_blob_with_stats(&info, asg, opts);
+        let (blob, stats) = encode_blob_with_stats(&info, &w.input, &w.aux, opts);
         encode_s = encode_s.min(t.elapsed().as_secs_f64());
         let t = Instant::now();
         let (_, back) = decode_blob(&blob, &limits).expect("own blob decodes");
         decode_s = decode_s.min(t.elapsed().as_secs_f64());
-        assert!(back == *asg, "roundtrip mismatch");
+        assert!(back == *w, "roundtrip mismatch");
         result = Some(stats);
     }
     Run {
@@ -143,7 +82,7 @@ fn mb(bytes: u64) -> f64 {
 fn main() {
     let log_n: u32 = std::env::args()
         .nth(1)
-        .map_or(20, |s| s.parse().expect("log2 of the constraint count"));
+        .map_or(20, |s| s.parse().expect("log2 of the aux count"));
     let n = 1usize << log_n;
     let threads = rayon::current_num_threads();
     let mut rng = StdRng::seed_from_u64(42);
@@ -152,7 +91,7 @@ fn main() {
         ("random", random(n, &mut rng)),
     ];
 
-    println!("2^{log_n} constraints, {threads} threads available\n");
+    println!("2^{log_n} aux variables, {threads} threads available\n");
     println!(
         "| data | level | chunk | threads | raw MB | encoded MB | compressed MB | ratio | encode MB/s | decode MB/s |"
     );
@@ -201,14 +140,15 @@ fn main() {
     // vector at the default level so only the layout differs.
     let (_, asg) = &data[0];
     let (_, stats) = encode_blob_with_stats(
-        &BlobHeaderInfo::new("bench", 0, "synthetic").unwrap(),
-        asg,
+        &BlobHeaderInfo::new("bench", 0, "synthetic", [0; 32]).unwrap(),
+        &asg.input,
+        &asg.aux,
         &default,
     );
     println!("\n| vector | elements | zero | one | small | neg-small | full | raw MB | compressed MB | ratio |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for v in &stats.vectors {
-        let c = v.classes.unwrap_or_default();
+        let c = v.classes;
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.1} |",
             v.kind,
@@ -230,12 +170,7 @@ fn main() {
     );
     println!("| vector | raw 32 B + zstd: MB, ms | interleaved tag+value: MB | split tags / values (chosen): MB, ms |");
     println!("|---|---|---|---|");
-    for (name, v) in [
-        ("aux", &asg.aux),
-        ("a", &asg.a),
-        ("b", &asg.b),
-        ("c", &asg.c),
-    ] {
+    for (name, v) in [("aux", &asg.aux)] {
         let mut interleaved = Vec::new();
         let mut one = Vec::new();
         for s in v.iter() {

@@ -117,54 +117,75 @@ pub fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Per-partition stage timings, milliseconds. Filled in by the synth node, then the GPU node.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct PartitionTimings {
-    pub synth_ms: f64,
-    pub encode_ms: f64,
-    pub upload_ms: f64,
+/// Declares [`PartitionTimings`]: each millisecond stage once, with its table label, in pipeline
+/// order.
+macro_rules! partition_timings {
+    ($($(#[$doc:meta])* $field:ident: $label:literal),+ $(,)?) => {
+        /// Per-partition stage timings, milliseconds. Filled in by the synth node, then the GPU
+        /// node.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct PartitionTimings {
+            $($(#[$doc])* pub $field: f64,)+
+            /// Bytes of the compressed blob on the wire, and of the raw 32-byte-per-element
+            /// witness.
+            pub blob_bytes: u64,
+            pub raw_bytes: u64,
+        }
+
+        impl PartitionTimings {
+            /// The millisecond stages in pipeline order: (table label, CSV column).
+            pub const STAGES: &'static [(&'static str, &'static str)] =
+                &[$(($label, stringify!($field))),+];
+
+            /// The millisecond stages, in `STAGES` order.
+            pub fn stage_ms(&self) -> Vec<f64> {
+                vec![$(self.$field),+]
+            }
+
+            /// Every field divided by `n`: the mean of `n` partitions whose timings were summed.
+            pub fn mean_of(total: &Self, n: u64) -> Self {
+                let (d, n) = (n.max(1) as f64, n.max(1));
+                PartitionTimings {
+                    $($field: total.$field / d,)+
+                    blob_bytes: total.blob_bytes / n,
+                    raw_bytes: total.raw_bytes / n,
+                }
+            }
+        }
+
+        impl std::iter::Sum for PartitionTimings {
+            fn sum<I: Iterator<Item = PartitionTimings>>(parts: I) -> PartitionTimings {
+                parts.fold(PartitionTimings::default(), |acc, t| PartitionTimings {
+                    $($field: acc.$field + t.$field,)+
+                    blob_bytes: acc.blob_bytes + t.blob_bytes,
+                    raw_bytes: acc.raw_bytes + t.raw_bytes,
+                })
+            }
+        }
+    };
+}
+
+partition_timings! {
+    /// Witness-only synthesis on the synth node.
+    synth_ms: "synth",
+    encode_ms: "encode",
+    upload_ms: "upload",
     /// From the work item's publication to a GPU worker taking it.
-    pub queue_wait_ms: f64,
-    pub fetch_ms: f64,
-    pub decode_ms: f64,
-    pub h_ms: f64,
-    pub msm_ms: f64,
-    pub prove_ms: f64,
-    /// Bytes of the compressed blob on the wire, and of the raw 32-byte-per-element vectors.
-    pub blob_bytes: u64,
-    pub raw_bytes: u64,
+    queue_wait_ms: "queue",
+    fetch_ms: "fetch",
+    decode_ms: "decode",
+    /// The witness into the prover's memory (host to device on a GPU).
+    h2d_ms: "h2d",
+    /// A·w, B·w, C·w through the shape's matrices.
+    spmv_ms: "SpMV",
+    h_ms: "H",
+    msm_ms: "MSM",
+    /// The whole proof: h2d, SpMV, H, MSMs and assembly.
+    prove_ms: "prove",
 }
 
 impl PartitionTimings {
-    /// The millisecond stages in pipeline order: (table label, CSV column).
-    pub const STAGES: [(&'static str, &'static str); 9] = [
-        ("synth", "synth_ms"),
-        ("encode", "encode_ms"),
-        ("upload", "upload_ms"),
-        ("queue", "queue_wait_ms"),
-        ("fetch", "fetch_ms"),
-        ("decode", "decode_ms"),
-        ("H", "h_ms"),
-        ("MSM", "msm_ms"),
-        ("prove", "prove_ms"),
-    ];
-
-    /// The millisecond stages, in `STAGES` order.
-    pub fn stage_ms(&self) -> [f64; 9] {
-        [
-            self.synth_ms,
-            self.encode_ms,
-            self.upload_ms,
-            self.queue_wait_ms,
-            self.fetch_ms,
-            self.decode_ms,
-            self.h_ms,
-            self.msm_ms,
-            self.prove_ms,
-        ]
-    }
-
     /// The stage labels, right-aligned in 9-character columns (a text table's header).
     pub fn stage_header() -> String {
         Self::STAGES
@@ -183,47 +204,19 @@ impl PartitionTimings {
 
     /// The stages' CSV column names and values (`{:.2}`), comma-separated.
     pub fn stage_csv_header() -> String {
-        Self::STAGES.map(|(_, c)| c).join(",")
+        Self::STAGES
+            .iter()
+            .map(|(_, c)| *c)
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     pub fn stage_csv(&self) -> String {
-        self.stage_ms().map(|v| format!("{v:.2}")).join(",")
-    }
-
-    /// Every field divided by `n`: the mean of `n` partitions whose timings were summed.
-    pub fn mean_of(total: &Self, n: u64) -> Self {
-        let (d, n) = (n.max(1) as f64, n.max(1));
-        PartitionTimings {
-            synth_ms: total.synth_ms / d,
-            encode_ms: total.encode_ms / d,
-            upload_ms: total.upload_ms / d,
-            queue_wait_ms: total.queue_wait_ms / d,
-            fetch_ms: total.fetch_ms / d,
-            decode_ms: total.decode_ms / d,
-            h_ms: total.h_ms / d,
-            msm_ms: total.msm_ms / d,
-            prove_ms: total.prove_ms / d,
-            blob_bytes: total.blob_bytes / n,
-            raw_bytes: total.raw_bytes / n,
-        }
-    }
-}
-
-impl std::iter::Sum for PartitionTimings {
-    fn sum<I: Iterator<Item = PartitionTimings>>(parts: I) -> PartitionTimings {
-        parts.fold(PartitionTimings::default(), |acc, t| PartitionTimings {
-            synth_ms: acc.synth_ms + t.synth_ms,
-            encode_ms: acc.encode_ms + t.encode_ms,
-            upload_ms: acc.upload_ms + t.upload_ms,
-            queue_wait_ms: acc.queue_wait_ms + t.queue_wait_ms,
-            fetch_ms: acc.fetch_ms + t.fetch_ms,
-            decode_ms: acc.decode_ms + t.decode_ms,
-            h_ms: acc.h_ms + t.h_ms,
-            msm_ms: acc.msm_ms + t.msm_ms,
-            prove_ms: acc.prove_ms + t.prove_ms,
-            blob_bytes: acc.blob_bytes + t.blob_bytes,
-            raw_bytes: acc.raw_bytes + t.raw_bytes,
-        })
+        self.stage_ms()
+            .iter()
+            .map(|v| format!("{v:.2}"))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
@@ -384,6 +377,10 @@ pub struct JobResult {
     /// Whether the assembling node checked every partition proof with the verifying key.
     #[serde(default)]
     pub verified: bool,
+    /// The job proved synthetic input (random data of a real shape, for timings): its proof
+    /// proves nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub synthetic: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(default)]
@@ -402,6 +399,7 @@ impl JobResult {
             proof: None,
             partitions: 0,
             verified: false,
+            synthetic: false,
             error: Some(error.into()),
             timings: JobTimings::default(),
             partition_timings: Vec::new(),

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use cuzk_cli::LocalCluster;
-use cuzk_common::config::{GpuArgs, SynthArgs};
+use cuzk_common::config::{GpuArgs, ParamArgs, SynthArgs};
 use cuzk_wire::job::{JobInput, JobResult, JobSpec, Priority, JOB_SPEC_VERSION};
 use futures::StreamExt;
 
@@ -31,7 +31,9 @@ pub async fn cluster_with(gpu: GpuArgs) -> LocalCluster {
     }
     .resolve()
     .unwrap();
-    LocalCluster::start(synth, gpu)
+    // Test parameters are generated where missing, as `cuzk local` does.
+    let params = ParamArgs::default().resolve(true);
+    LocalCluster::start(synth, gpu, params)
         .await
         .expect("local cluster")
 }

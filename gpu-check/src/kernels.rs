@@ -1,0 +1,394 @@
+//! Kernel-level checks against the CPU reference (NTTs, H, G1/G2 MSMs with edge cases) and
+//! the kernel benchmark tables.
+
+use std::time::Instant;
+
+use blstrs::{G1Affine, G2Affine, Scalar};
+use cuzk_kernels::{CudaBackend, DeviceBases, Gpu, NttKind};
+use cuzk_prover::cpu;
+use ff::Field;
+use group::Group;
+use rand::RngCore;
+
+use crate::inputs::{edge_points, median, random_g1, random_g2, random_scalars, rng_from, time_ms};
+use crate::{Args, Report};
+
+pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
+    let gpu = be.gpu();
+    let kinds = [
+        (
+            NttKind::Forward,
+            "ntt",
+            cpu::ntt as fn(&mut [Scalar], Scalar),
+        ),
+        (NttKind::Inverse, "intt", cpu::intt),
+        (NttKind::Coset, "coset_ntt", cpu::coset_ntt),
+        (NttKind::InverseCoset, "icoset_ntt", cpu::icoset_ntt),
+    ];
+    for log in [1u32, 2, 5, 10, 11, 13, 16, 17, 20, 22, 24]
+        .into_iter()
+        .filter(|&l| l <= args.max_log)
+    {
+        let v = random_scalars(seed ^ log as u64, 1 << log);
+        for (k, name, f) in kinds {
+            let mut c = v.clone();
+            f(&mut c, cpu::omega(log));
+            let mut g = v.clone();
+            let ok = gpu.transform(&mut g, k).map(|_| g == c);
+            rep.check(&format!("{name} 2^{log}"), matches!(ok, Ok(true)));
+        }
+    }
+    for n in [
+        1usize,
+        3,
+        1000,
+        4097,
+        (1 << 16) + 5,
+        (1 << 20) - 3,
+        (1 << 22) + 1,
+        1 << 24,
+    ] {
+        if n > 1 << args.max_log {
+            continue;
+        }
+        let a = random_scalars(seed + 11, n);
+        let b = random_scalars(seed + 12, n);
+        let c = random_scalars(seed + 13, n);
+        let want = cpu::compute_h(a.clone(), b.clone(), c.clone()).unwrap();
+        let got = gpu.compute_h(&a, &b, &c);
+        rep.check(
+            &format!("compute_h n={n}"),
+            matches!(got, Ok(ref h) if *h == want),
+        );
+    }
+
+    // ---- MSM G1
+    let max_g1 = 1usize << args.max_log;
+    let bases1 = random_g1(seed + 21, max_g1);
+    let d1 = gpu.upload_g1(&bases1).expect("upload G1 bases");
+    let g1_case =
+        |rep: &mut Report, name: &str, bases: &[G1Affine], d: &DeviceBases, s: &[Scalar]| {
+            let want = cpu::msm_g1(&bases[..s.len()], s);
+            let got = gpu.msm_g1(d, s);
+            rep.check(&format!("msm_g1 {name}"), matches!(got, Ok(g) if g == want));
+        };
+    for log in [0u32, 1, 4, 10, 12, 16, 18, 20, 22, 24]
+        .into_iter()
+        .filter(|&l| l <= args.max_log)
+    {
+        let s = random_scalars(seed + 100 + log as u64, 1 << log);
+        g1_case(rep, &format!("2^{log}"), &bases1, &d1, &s);
+    }
+    for n in [1000usize, 12345, 100_003] {
+        let s = random_scalars(seed + 200 + n as u64, n);
+        g1_case(rep, &format!("n={n}"), &bases1, &d1, &s);
+    }
+    // edge cases on 2^14 points
+    let n = 1 << 14;
+    let mut r = rng_from(seed, 77);
+    let rnd = random_scalars(seed + 300, n);
+    let zero = vec![Scalar::ZERO; n];
+    g1_case(rep, "all-zero scalars", &bases1, &d1, &zero);
+    let mut sparse = zero.clone();
+    for _ in 0..50 {
+        sparse[(r.next_u32() as usize) % n] = Scalar::random(&mut r);
+    }
+    g1_case(rep, "mostly-zero scalars", &bases1, &d1, &sparse);
+    g1_case(rep, "all r-1", &bases1, &d1, &vec![-Scalar::ONE; n]);
+    g1_case(
+        rep,
+        "all one (one bucket)",
+        &bases1,
+        &d1,
+        &vec![Scalar::ONE; n],
+    );
+    let small: Vec<Scalar> = (0..n)
+        .map(|_| Scalar::from(r.next_u32() as u64 % 3))
+        .collect();
+    g1_case(rep, "bits and twos", &bases1, &d1, &small);
+    let eb = edge_points(&bases1, n);
+    let de = gpu.upload_g1(&eb).unwrap();
+    g1_case(
+        rep,
+        "identity/repeated/negated points, random scalars",
+        &eb,
+        &de,
+        &rnd,
+    );
+    g1_case(
+        rep,
+        "identity/repeated/negated points, scalar one",
+        &eb,
+        &de,
+        &vec![Scalar::ONE; n],
+    );
+    let mut mix = rnd.clone();
+    for (i, m) in mix.iter_mut().enumerate() {
+        if i % 3 == 0 {
+            *m = -Scalar::ONE;
+        }
+        if i % 4 == 0 {
+            *m = Scalar::ZERO;
+        }
+    }
+    g1_case(
+        rep,
+        "identity/repeated/negated points, mixed scalars",
+        &eb,
+        &de,
+        &mix,
+    );
+    let empty = gpu.msm_g1(&d1, &[]);
+    rep.check(
+        "msm_g1 empty = identity",
+        matches!(empty, Ok(g) if bool::from(g.is_identity())),
+    );
+    drop(d1);
+    drop(bases1);
+
+    // ---- MSM G2
+    let max_g2 = 1usize << args.g2_max_log.min(args.max_log);
+    let bases2 = random_g2(seed + 31, max_g2.max(1 << 14));
+    let d2 = gpu.upload_g2(&bases2).expect("upload G2 bases");
+    let g2_case =
+        |rep: &mut Report, name: &str, bases: &[G2Affine], d: &DeviceBases, s: &[Scalar]| {
+            let want = cpu::msm_g2(&bases[..s.len()], s);
+            let got = gpu.msm_g2(d, s);
+            rep.check(&format!("msm_g2 {name}"), matches!(got, Ok(g) if g == want));
+        };
+    for log in [0u32, 4, 10, 12, 16, 20, 22]
+        .into_iter()
+        .filter(|&l| l <= args.g2_max_log.min(args.max_log))
+    {
+        let s = random_scalars(seed + 400 + log as u64, 1 << log);
+        g2_case(rep, &format!("2^{log}"), &bases2, &d2, &s);
+    }
+    g2_case(
+        rep,
+        "n=12345",
+        &bases2,
+        &d2,
+        &random_scalars(seed + 500, 12345),
+    );
+    g2_case(rep, "all r-1", &bases2, &d2, &vec![-Scalar::ONE; n]);
+    g2_case(rep, "all one", &bases2, &d2, &vec![Scalar::ONE; n]);
+    g2_case(rep, "mostly-zero", &bases2, &d2, &sparse);
+    let eb2 = edge_points(&bases2, n);
+    let de2 = gpu.upload_g2(&eb2).unwrap();
+    g2_case(
+        rep,
+        "identity/repeated/negated points, mixed scalars",
+        &eb2,
+        &de2,
+        &mix,
+    );
+    drop((d2, de2, bases2));
+
+    // ---- fixed-base multiplication (parameter generation), against the CPU tables
+    let fb = cuzk_prover::setup::CpuFixedBase::new();
+    for n in [1usize, 1000, (1 << 22) + 3] {
+        if n > 1 << args.max_log {
+            continue;
+        }
+        let mut s = random_scalars(seed + 600 + n as u64, n);
+        for (i, v) in [
+            Scalar::ZERO,
+            Scalar::ONE,
+            -Scalar::ONE,
+            Scalar::from(1u64 << 63),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if i < n {
+                s[i] = v;
+            }
+        }
+        use cuzk_prover::setup::FixedBase;
+        let g1 = be.g1(&s);
+        rep.check(
+            &format!("fixed-base G1 n={n}"),
+            matches!(g1, Ok(ref p) if *p == fb.g1(&s).unwrap()),
+        );
+        let m = n.min(1 << 20);
+        let g2 = be.g2(&s[..m]);
+        rep.check(
+            &format!("fixed-base G2 n={m}"),
+            matches!(g2, Ok(ref p) if *p == fb.g2(&s[..m]).unwrap()),
+        );
+    }
+}
+
+pub fn run_bench(args: &Args, be: &CudaBackend, seed: u64, rows: &mut Vec<String>) {
+    let gpu: &Gpu = be.gpu();
+    let reps = args.reps;
+    let row = |rows: &mut Vec<String>, what: String, gpu_ms: f64, cpu_ms: Option<f64>| {
+        let (c, ratio) = match cpu_ms {
+            Some(c) => (format!("{c:.1}"), format!("{:.1}x", c / gpu_ms)),
+            None => ("-".into(), "-".into()),
+        };
+        let line = format!("| {what:<38} | {gpu_ms:>10.2} | {c:>10} | {ratio:>7} |");
+        println!("{line}");
+        rows.push(line);
+    };
+    let cpu_reps = |log: u32| if log <= 20 { 3 } else { 1 };
+    // NTT on device-resident data
+    for log in [20u32, 22, 24, 26]
+        .into_iter()
+        .filter(|&l| l <= args.bench_max_log)
+    {
+        let v = random_scalars(seed + 1000 + log as u64, 1 << log);
+        let d = gpu.upload_scalars(&v).unwrap();
+        let g = time_ms(reps, || {
+            gpu.transform_device(&d, log, NttKind::Forward).unwrap()
+        });
+        let c = (log <= 24).then(|| {
+            time_ms(cpu_reps(log), || {
+                let mut w = v.clone();
+                cpu::ntt(&mut w, cpu::omega(log));
+            })
+        });
+        row(rows, format!("NTT 2^{log} (device-resident)"), g, c);
+    }
+    // H pipeline host -> host
+    for log in [22u32, 24].into_iter().filter(|&l| l <= args.bench_max_log) {
+        let n = 1usize << log;
+        let (a, b, c) = (
+            random_scalars(seed + 1, n),
+            random_scalars(seed + 2, n),
+            random_scalars(seed + 3, n),
+        );
+        let g = time_ms(reps, || {
+            gpu.compute_h(&a, &b, &c).unwrap();
+        });
+        let cm = time_ms(1, || {
+            cpu::compute_h(a.clone(), b.clone(), c.clone()).unwrap();
+        });
+        row(
+            rows,
+            format!("H pipeline 2^{log} (host->host)"),
+            g,
+            Some(cm),
+        );
+    }
+    // G1 MSM
+    let maxn = 1usize << args.bench_max_log;
+    let t = Instant::now();
+    let bases = random_g1(seed + 2000, maxn);
+    println!(
+        "generated 2^{} G1 bases in {:.1} s",
+        args.bench_max_log,
+        t.elapsed().as_secs_f64()
+    );
+    let db = gpu.upload_g1(&bases).unwrap();
+    for log in [20u32, 22, 24, 26]
+        .into_iter()
+        .filter(|&l| l <= args.bench_max_log)
+    {
+        let n = 1usize << log;
+        let s = random_scalars(seed + 3000 + log as u64, n);
+        let ds = gpu.upload_scalars(&s).unwrap();
+        let g = time_ms(reps, || {
+            gpu.msm_g1_device(&db, &ds, n).unwrap();
+        });
+        let gh = time_ms(reps, || {
+            gpu.msm_g1(&db, &s).unwrap();
+        });
+        let c = (log <= 24).then(|| {
+            time_ms(cpu_reps(log), || {
+                cpu::msm_g1(&bases[..n], &s);
+            })
+        });
+        row(rows, format!("G1 MSM 2^{log} (scalars on device)"), g, c);
+        row(rows, format!("G1 MSM 2^{log} (scalars from host)"), gh, c);
+    }
+    drop(db);
+    drop(bases);
+    let g2max = args.bench_max_log.min(24);
+    let bases = random_g2(seed + 4000, 1 << g2max);
+    let db = gpu.upload_g2(&bases).unwrap();
+    for log in [20u32, 22, 24].into_iter().filter(|&l| l <= g2max) {
+        let n = 1usize << log;
+        let s = random_scalars(seed + 5000 + log as u64, n);
+        let ds = gpu.upload_scalars(&s).unwrap();
+        let g = time_ms(reps, || {
+            gpu.msm_g2_device(&db, &ds, n).unwrap();
+        });
+        let c = (log <= 22).then(|| {
+            time_ms(1, || {
+                cpu::msm_g2(&bases[..n], &s);
+            })
+        });
+        row(rows, format!("G2 MSM 2^{log} (scalars on device)"), g, c);
+    }
+    // Fixed-base multiplication (parameter generation)
+    use cuzk_prover::setup::FixedBase;
+    let fb = cuzk_prover::setup::CpuFixedBase::new();
+    for log in [20u32, 22].into_iter().filter(|&l| l <= args.bench_max_log) {
+        let s = random_scalars(seed + 6000 + log as u64, 1 << log);
+        let g = time_ms(reps.min(3), || {
+            be.g1(&s).unwrap();
+        });
+        let c = (log <= 20).then(|| {
+            time_ms(1, || {
+                fb.g1(&s).unwrap();
+            })
+        });
+        row(rows, format!("fixed-base G1 2^{log} (host->host)"), g, c);
+    }
+    let s = random_scalars(seed + 6100, 1 << 20);
+    let g = time_ms(reps.min(3), || {
+        be.g2(&s).unwrap();
+    });
+    let c = time_ms(1, || {
+        fb.g2(&s).unwrap();
+    });
+    row(rows, "fixed-base G2 2^20 (host->host)".into(), g, Some(c));
+}
+
+/// G1 MSM only, scalars resident on the device.
+pub fn run_g1_bench(
+    args: &Args,
+    be: &CudaBackend,
+    seed: u64,
+    rep: &mut Report,
+    rows: &mut Vec<String>,
+) {
+    let gpu: &Gpu = be.gpu();
+    let Some(&maxlog) = args.g1_logs.iter().max() else {
+        return;
+    };
+    let t = Instant::now();
+    let bases = random_g1(seed + 8000, 1 << maxlog);
+    println!(
+        "generated 2^{maxlog} G1 bases in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let db = gpu.upload_g1(&bases).unwrap();
+    for &log in &args.g1_logs {
+        let n = 1usize << log;
+        let s = random_scalars(seed + 8100 + log as u64, n);
+        let ds = gpu.upload_scalars(&s).unwrap();
+        // one exact check against the CPU at this size before timing
+        let got = gpu.msm_g1_device(&db, &ds, n).unwrap();
+        rep.check(
+            &format!("msm_g1 2^{log} (bench inputs) = CPU"),
+            got == cpu::msm_g1(&bases[..n], &s),
+        );
+        let all: Vec<f64> = {
+            let mut v = Vec::new();
+            for _ in 0..args.reps.max(1) {
+                let t = Instant::now();
+                gpu.msm_g1_device(&db, &ds, n).unwrap();
+                v.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            v
+        };
+        let (mn, mx) = all
+            .iter()
+            .fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
+        let line = format!("| G1 MSM 2^{log} (scalars on device)      | median {:>8.2} ms | min {mn:.2} max {mx:.2} (n={}) |", median(all.clone()), all.len());
+        println!("{line}");
+        rows.push(line);
+    }
+}

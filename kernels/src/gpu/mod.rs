@@ -1,0 +1,396 @@
+//! Device side: the embedded fatbin on cudarc, device buffers and pinned staging; the kernels'
+//! Rust faces live in the submodules (NTTs and the H pipeline, Pippenger MSMs, the sparse
+//! products and gathers).
+
+pub use ntt::NttKind;
+pub use spmv::DeviceMatrix;
+
+use std::sync::{Arc, Mutex};
+
+use blstrs::Scalar;
+use cudarc::driver::{
+    sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
+    LaunchConfig, PinnedHostSlice,
+};
+use cudarc::nvrtc::Ptx;
+use ff::Field;
+use rayon::prelude::*;
+
+use crate::error::CudaError;
+
+static FATBIN: &[u8] = include_bytes!(env!("CUZK_FATBIN"));
+
+pub(crate) type Result<T> = std::result::Result<T, CudaError>;
+
+/// Which group an MSM runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Curve {
+    G1,
+    G2,
+}
+
+impl Curve {
+    /// Bytes of one affine base (blst layout: x, y in Montgomery form; identity = all zero).
+    pub fn affine_bytes(self) -> usize {
+        match self {
+            Curve::G1 => 96,
+            Curve::G2 => 192,
+        }
+    }
+    fn xyzz_bytes(self) -> usize {
+        2 * self.affine_bytes()
+    }
+    fn suffix(self) -> &'static str {
+        match self {
+            Curve::G1 => "g1",
+            Curve::G2 => "g2",
+        }
+    }
+}
+
+/// A device allocation in bytes.
+pub struct DevBuf {
+    buf: CudaSlice<u8>,
+}
+
+impl DevBuf {
+    pub fn ptr(&self, s: &CudaStream) -> u64 {
+        let (p, _sync) = self.buf.device_ptr(s);
+        p
+    }
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+impl Gpu {
+    /// The device address `offset` bytes into `buf`, for kernels reading part of it.
+    pub fn ptr_at(&self, buf: &DevBuf, offset: usize) -> u64 {
+        assert!(offset <= buf.bytes(), "offset past the buffer");
+        buf.ptr(&self.stream) + offset as u64
+    }
+}
+
+/// Affine bases resident on the device.
+pub struct DeviceBases {
+    pub(crate) buf: Option<DevBuf>,
+    pub(crate) len: usize,
+    pub(crate) curve: Curve,
+}
+
+impl DeviceBases {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn bytes(&self) -> usize {
+        self.buf.as_ref().map_or(0, |b| b.bytes())
+    }
+}
+
+struct Funcs {
+    ntt_bitrev: CudaFunction,
+    ntt_pass: CudaFunction,
+    fr_powers: CudaFunction,
+    fr_mul_powers: CudaFunction,
+    fr_scale: CudaFunction,
+    h_pointwise: CudaFunction,
+    scan_block: CudaFunction,
+    scan_add: CudaFunction,
+    msm_digits: CudaFunction,
+    msm_scatter: CudaFunction,
+    msm_task_count: CudaFunction,
+    msm_task_fill: CudaFunction,
+    msm_partial_ranges: CudaFunction,
+    spmv_csr: CudaFunction,
+    gather_fr: CudaFunction,
+    fixed_base_g1: CudaFunction,
+    fixed_base_g2: CudaFunction,
+    to_affine_g1: CudaFunction,
+    to_affine_g2: CudaFunction,
+    curve: [CurveFuncs; 2],
+}
+
+struct CurveFuncs {
+    accumulate: CudaFunction,
+    sum_ranges: CudaFunction,
+    gather: CudaFunction,
+    reduce_segments: CudaFunction,
+    sum_groups: CudaFunction,
+    to_jacobian: CudaFunction,
+}
+
+struct Twiddles {
+    log: u32,
+    fwd: DevBuf,
+    inv: DevBuf,
+}
+
+/// Page-locked staging for scalar uploads, grown on demand and reused.
+struct Staging {
+    buf: Option<PinnedHostSlice<u8>>,
+}
+
+/// One GPU: context, streams, the loaded module and cached tables.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    copy: Arc<CudaStream>,
+    _module: Arc<CudaModule>,
+    f: Funcs,
+    tw: Mutex<Option<Twiddles>>,
+    staging: Mutex<Staging>,
+    /// Fixed-base tables of the generators (parameter generation only).
+    fb: Mutex<Option<fixed_base::Tables>>,
+    name: String,
+}
+
+fn grid(n: u64, block: u32) -> u32 {
+    n.div_ceil(block as u64).max(1).min(u32::MAX as u64) as u32
+}
+
+fn cfg(grid: u32, block: u32, smem: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (grid, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: smem,
+    }
+}
+
+macro_rules! launch {
+    ($s:expr, $f:expr, $cfg:expr; $($a:expr),* $(,)?) => {{
+        use cudarc::driver::PushKernelArg as _;
+        let mut b = $s.stream.launch_builder(&$f);
+        $( let v = $a; b.arg(&v); )*
+        #[allow(unused_unsafe)]
+        unsafe { b.launch($cfg) }.map(|_| ()).map_err($crate::error::CudaError::from)
+    }};
+}
+
+/// Views a slice of plain-old-data values as bytes.
+pub(crate) fn as_bytes<T>(v: &[T]) -> &[u8] {
+    // SAFETY: only used on u32 and on blstrs Scalar / G1Affine / G2Affine, `repr(transparent)`
+    // wrappers of blst's `repr(C)` limb structs with no padding.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+fn as_bytes_mut<T>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: as above; every bit pattern written comes from the device's field elements.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// Stream-ordered allocations come from the device's default memory pool; by default it hands
+/// memory back to the driver at every synchronisation, so each call would map its scratch
+/// buffers anew. Keep freed memory in the pool instead (best effort).
+fn keep_pool_memory(ctx: &Arc<CudaContext>) {
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    unsafe {
+        if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS
+        {
+            let mut v: u64 = u64::MAX;
+            let _ = sys::cuMemPoolSetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut v as *mut u64).cast(),
+            );
+        }
+    }
+}
+
+pub fn driver_present() -> bool {
+    // SAFETY: only probes whether the library can be opened.
+    unsafe { sys::is_culib_present() }
+}
+
+pub fn device_count() -> usize {
+    if !driver_present() {
+        return 0;
+    }
+    CudaContext::device_count()
+        .map(|n| n.max(0) as usize)
+        .unwrap_or(0)
+}
+
+impl Gpu {
+    pub fn new(ordinal: usize) -> Result<Self> {
+        if !driver_present() {
+            return Err(CudaError::NoDriver);
+        }
+        let count = device_count();
+        if ordinal >= count {
+            return Err(CudaError::NoDevice(ordinal, count));
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        // All cross-stream ordering is explicit (events below).
+        unsafe { ctx.disable_event_tracking() };
+        keep_pool_memory(&ctx);
+        let stream = ctx.new_stream()?;
+        let copy = ctx.new_stream()?;
+        let module = ctx.load_module(Ptx::from_binary(FATBIN.to_vec()))?;
+        let lf = |n: &str| module.load_function(n).map_err(CudaError::from);
+        let cf = |c: Curve| -> Result<CurveFuncs> {
+            let s = c.suffix();
+            Ok(CurveFuncs {
+                accumulate: lf(&format!("msm_accumulate_{s}"))?,
+                sum_ranges: lf(&format!("msm_sum_ranges_{s}"))?,
+                gather: lf(&format!("msm_gather_{s}"))?,
+                reduce_segments: lf(&format!("msm_reduce_segments_{s}"))?,
+                sum_groups: lf(&format!("msm_sum_groups_{s}"))?,
+                to_jacobian: lf(&format!("msm_to_jacobian_{s}"))?,
+            })
+        };
+        let f = Funcs {
+            ntt_bitrev: lf("ntt_bitrev")?,
+            ntt_pass: lf("ntt_pass")?,
+            fr_powers: lf("fr_powers")?,
+            fr_mul_powers: lf("fr_mul_powers")?,
+            fr_scale: lf("fr_scale")?,
+            h_pointwise: lf("h_pointwise")?,
+            scan_block: lf("scan_block")?,
+            scan_add: lf("scan_add")?,
+            msm_digits: lf("msm_digits")?,
+            msm_scatter: lf("msm_scatter")?,
+            msm_task_count: lf("msm_task_count")?,
+            msm_task_fill: lf("msm_task_fill")?,
+            msm_partial_ranges: lf("msm_partial_ranges")?,
+            spmv_csr: lf("spmv_csr")?,
+            gather_fr: lf("gather_fr")?,
+            fixed_base_g1: lf("fixed_base_g1")?,
+            fixed_base_g2: lf("fixed_base_g2")?,
+            to_affine_g1: lf("to_affine_g1")?,
+            to_affine_g2: lf("to_affine_g2")?,
+            curve: [cf(Curve::G1)?, cf(Curve::G2)?],
+        };
+        let name = ctx.name().unwrap_or_else(|_| "unknown".into());
+        Ok(Gpu {
+            ctx,
+            stream,
+            copy,
+            _module: module,
+            f,
+            tw: Mutex::new(None),
+            staging: Mutex::new(Staging { buf: None }),
+            fb: Mutex::new(None),
+            name,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// (free, total) device memory in bytes.
+    pub fn mem_info(&self) -> Result<(usize, usize)> {
+        Ok(self.ctx.mem_get_info()?)
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        Ok(self.stream.synchronize()?)
+    }
+
+    pub fn alloc(&self, bytes: usize) -> Result<DevBuf> {
+        let buf = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }?;
+        Ok(DevBuf { buf })
+    }
+
+    fn alloc_zeroed(&self, bytes: usize) -> Result<DevBuf> {
+        let mut buf = self.alloc(bytes)?;
+        self.stream.memset_zeros(&mut buf.buf)?;
+        Ok(buf)
+    }
+
+    /// Synchronous upload of host bytes (pageable) on the compute stream.
+    pub fn upload(&self, bytes: &[u8]) -> Result<DevBuf> {
+        let mut b = self.alloc(bytes.len())?;
+        if !bytes.is_empty() {
+            self.stream.memcpy_htod(bytes, &mut b.buf)?;
+        }
+        Ok(b)
+    }
+
+    fn download_into(&self, src: &DevBuf, offset: usize, dst: &mut [u8]) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let view = src.buf.slice(offset..offset + dst.len());
+        self.stream.memcpy_dtoh(&view, dst)?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Uploads `parts` back to back into one new buffer through the pinned staging area, on the
+    /// copy stream, and waits for the copy: the buffer is ready for any stream.
+    pub fn upload_concat(&self, parts: &[&[Scalar]]) -> Result<DevBuf> {
+        let total: usize = parts.iter().map(|p| p.len() * 32).sum();
+        let mut d = DevBuf {
+            buf: unsafe { self.copy.alloc::<u8>(total.max(1)) }?,
+        };
+        self.with_staging(total, |pinned| {
+            let mut off = 0;
+            for p in parts {
+                self.stage_upload(pinned, off, as_bytes(p), &mut d, off)?;
+                off += p.len() * 32;
+            }
+            self.copy.synchronize()?;
+            Ok(())
+        })?;
+        Ok(d)
+    }
+
+    /// `n` scalars from the start of `src`.
+    pub fn download_scalars(&self, src: &DevBuf, n: usize) -> Result<Vec<Scalar>> {
+        let mut out = vec![Scalar::ZERO; n];
+        self.download_into(src, 0, as_bytes_mut(&mut out))?;
+        Ok(out)
+    }
+
+    /// Runs `f` with a pinned staging buffer of at least `bytes`.
+    fn with_staging<R>(
+        &self,
+        bytes: usize,
+        f: impl FnOnce(&mut PinnedHostSlice<u8>) -> Result<R>,
+    ) -> Result<R> {
+        // A panic elsewhere while holding the lock leaves a buffer that is still fine to reuse.
+        let mut st = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+        if st.buf.as_ref().is_none_or(|b| b.len() < bytes) {
+            st.buf = None;
+            // write-combined page-locked memory: fast to fill and to upload.
+            st.buf = Some(unsafe { self.ctx.alloc_pinned::<u8>(bytes.max(1 << 20)) }?);
+        }
+        f(st.buf.as_mut().unwrap())
+    }
+
+    /// Copies host bytes into the staging buffer at `off` (parallel) and uploads them on the copy
+    /// stream into `dst`; returns an event the compute stream can wait on.
+    fn stage_upload(
+        &self,
+        pinned: &mut PinnedHostSlice<u8>,
+        off: usize,
+        src: &[u8],
+        dst: &mut DevBuf,
+        dst_off: usize,
+    ) -> Result<CudaEvent> {
+        if !src.is_empty() {
+            {
+                let host = pinned.as_mut_slice()?;
+                host[off..off + src.len()]
+                    .par_chunks_mut(1 << 22)
+                    .zip(src.par_chunks(1 << 22))
+                    .for_each(|(d, s)| d.copy_from_slice(s));
+            }
+            let host = pinned.as_slice()?;
+            let mut view = dst.buf.slice_mut(dst_off..dst_off + src.len());
+            self.copy
+                .memcpy_htod(&host[off..off + src.len()], &mut view)?;
+        }
+        Ok(self.copy.record_event(None)?)
+    }
+}
+
+// After `launch!`, which they use.
+mod fixed_base;
+mod msm;
+mod ntt;
+mod spmv;

@@ -1,0 +1,301 @@
+//! Pippenger MSMs in G1 and G2 over device-resident bases and scalars.
+
+use blst::{blst_fp, blst_fp2};
+use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use group::Group;
+
+use super::{as_bytes, as_bytes_mut, cfg, grid, Curve, DevBuf, DeviceBases, Gpu, Result};
+use crate::digits::{num_windows, window_bits};
+use crate::error::CudaError;
+
+impl Gpu {
+    /// Uploads affine bases (blst layout) to the device.
+    pub fn upload_g1(&self, bases: &[G1Affine]) -> Result<DeviceBases> {
+        assert_eq!(std::mem::size_of::<G1Affine>(), 96);
+        self.upload_bases(as_bytes(bases), bases.len(), Curve::G1)
+    }
+
+    pub fn upload_g2(&self, bases: &[G2Affine]) -> Result<DeviceBases> {
+        assert_eq!(std::mem::size_of::<G2Affine>(), 192);
+        self.upload_bases(as_bytes(bases), bases.len(), Curve::G2)
+    }
+
+    fn upload_bases(&self, bytes: &[u8], len: usize, curve: Curve) -> Result<DeviceBases> {
+        let buf = if len == 0 {
+            None
+        } else {
+            Some(self.upload(bytes)?)
+        };
+        self.stream.synchronize()?;
+        Ok(DeviceBases { buf, len, curve })
+    }
+
+    fn scan(&self, inp: u64, out: u64, n: u64) -> Result<()> {
+        let nblk = n.div_ceil(2048).max(1);
+        if nblk == 1 {
+            return launch!(self, self.f.scan_block, cfg(1, 1024, 0); inp, out, n, 0u64);
+        }
+        let sums = self.alloc((nblk * 4) as usize)?;
+        let sums_out = self.alloc((nblk * 4) as usize)?;
+        let s = &self.stream;
+        launch!(self, self.f.scan_block, cfg(nblk as u32, 1024, 0); inp, out, n, sums.ptr(s))?;
+        self.scan(sums.ptr(s), sums_out.ptr(s), nblk)?;
+        launch!(self, self.f.scan_add, cfg(grid(n, 256), 256, 0); out, n, sums_out.ptr(s))
+    }
+
+    /// Splits per-bucket item counts into tasks of at most `t`: (tasks per bucket, exclusive
+    /// offsets, total tasks, most tasks of one bucket).
+    fn plan_tasks(&self, counts: &DevBuf, nbt: u32, t: u32) -> Result<(DevBuf, DevBuf, u64, u32)> {
+        let s = &self.stream;
+        let ntasks = self.alloc(nbt as usize * 4)?;
+        let off = self.alloc(nbt as usize * 4)?;
+        let maxb = self.alloc_zeroed(4)?;
+        launch!(self, self.f.msm_task_count, cfg(grid(nbt as u64, 256), 256, 0);
+            counts.ptr(s), nbt, t, ntasks.ptr(s), maxb.ptr(s))?;
+        self.scan(ntasks.ptr(s), off.ptr(s), nbt as u64)?;
+        let mut v = [0u32; 3];
+        self.download_into(&off, (nbt as usize - 1) * 4, as_bytes_mut(&mut v[..1]))?;
+        self.download_into(&ntasks, (nbt as usize - 1) * 4, as_bytes_mut(&mut v[1..2]))?;
+        self.download_into(&maxb, 0, as_bytes_mut(&mut v[2..]))?;
+        Ok((ntasks, off, (v[0] + v[1]) as u64, v[2]))
+    }
+
+    /// Window sums of sum_i s_i P_i (scalars on the device, Montgomery form) as raw Jacobian
+    /// limbs; the MSM's window width.
+    fn msm_windows(
+        &self,
+        bases: &DeviceBases,
+        scalars: u64,
+        n: usize,
+    ) -> Result<(Vec<u8>, u32, u32)> {
+        let curve = bases.curve;
+        let cf = &self.f.curve[curve as usize];
+        let s = &self.stream;
+        let c = window_bits(n);
+        let nwin = num_windows(c);
+        let nb = 1u32 << (c - 1);
+        let nbt = nwin * nb;
+        let n32 = n as u32;
+        // Counting sort by (window, bucket): digits with their rank in the bucket, offsets,
+        // then every entry straight to its place.
+        let digits = self.alloc(n * nwin as usize * 8)?;
+        let counts = self.alloc_zeroed(nbt as usize * 4)?;
+        let offsets = self.alloc(nbt as usize * 4)?;
+        let sorted = self.alloc(n * nwin as usize * 4)?;
+        launch!(self, self.f.msm_digits, cfg(grid(n as u64, 256), 256, 0);
+            scalars, n32, c, nwin, digits.ptr(s), counts.ptr(s))?;
+        self.scan(counts.ptr(s), offsets.ptr(s), nbt as u64)?;
+        launch!(self, self.f.msm_scatter, cfg(grid(n as u64, 256), 256, 0);
+            digits.ptr(s), n32, c, nwin, offsets.ptr(s), sorted.ptr(s))?;
+        drop(digits);
+
+        // Equal-length chunks of the sorted entries, one per thread; L is as long as keeps a few
+        // waves of threads in flight (long chunks leave fewer crossing buckets to reduce).
+        let mut last = [0u32; 2];
+        self.download_into(
+            &offsets,
+            (nbt as usize - 1) * 4,
+            as_bytes_mut(&mut last[..1]),
+        )?;
+        self.download_into(
+            &counts,
+            (nbt as usize - 1) * 4,
+            as_bytes_mut(&mut last[1..]),
+        )?;
+        let total = last[0] as u64 + last[1] as u64;
+        let chunk = (total / 200_000).clamp(8, 128) as u32;
+        let nchunks = total.div_ceil(chunk as u64);
+        let xb = curve.xyzz_bytes();
+        let buckets = self.alloc_zeroed(nbt as usize * xb)?;
+        let mut vals = self.alloc((2 * nchunks as usize).max(1) * xb)?;
+        let (cnt, off) = (self.alloc(nbt as usize * 4)?, self.alloc(nbt as usize * 4)?);
+        let maxc = self.alloc_zeroed(4)?;
+        launch!(self, self.f.msm_partial_ranges, cfg(grid(nbt as u64, 256), 256, 0);
+            offsets.ptr(s), counts.ptr(s), nbt, chunk, cnt.ptr(s), off.ptr(s), maxc.ptr(s))?;
+        if total > 0 {
+            launch!(self, cf.accumulate, cfg(grid(nchunks, 128), 128, 0);
+                bases.buf.as_ref().unwrap().ptr(s), sorted.ptr(s), offsets.ptr(s), nbt,
+                total as u32, chunk, buckets.ptr(s), vals.ptr(s))?;
+        }
+        drop(sorted);
+        let mut max_tasks = 0u32;
+        self.download_into(&maxc, 0, as_bytes_mut(std::slice::from_mut(&mut max_tasks)))?;
+        // Reduce each crossing bucket's partials in parallel, level by level (a skewed bucket,
+        // e.g. all scalars equal, has many partials), until every bucket has at most one.
+        let (mut cnt, mut off) = (cnt, off);
+        while max_tasks > 1 {
+            let t2 = 16u32;
+            let (cnt2, off2, total2, max2) = self.plan_tasks(&cnt, nbt, t2)?;
+            let tasks2 = self.alloc((total2 as usize).max(1) * 8)?;
+            launch!(self, self.f.msm_task_fill, cfg(grid(nbt as u64, 256), 256, 0);
+                off.ptr(s), cnt.ptr(s), off2.ptr(s), nbt, t2, tasks2.ptr(s))?;
+            let vals2 = self.alloc((total2 as usize).max(1) * xb)?;
+            launch!(self, cf.sum_ranges, cfg(grid(total2, 128), 128, 0);
+                vals.ptr(s), tasks2.ptr(s), total2 as u32, vals2.ptr(s))?;
+            (vals, cnt, off, max_tasks) = (vals2, cnt2, off2, max2);
+        }
+        launch!(self, cf.gather, cfg(grid(nbt as u64, 128), 128, 0);
+            vals.ptr(s), off.ptr(s), cnt.ptr(s), nbt, buckets.ptr(s))?;
+        drop((vals, cnt, off));
+
+        // Weighted per-window reduction, then group sums down to one point per window.
+        let seg_len = 32u32;
+        let nseg = nb.div_ceil(seg_len);
+        let mut cur = self.alloc((nwin * nseg) as usize * xb)?;
+        launch!(self, cf.reduce_segments, cfg(grid((nwin * nseg) as u64, 64), 64, 0);
+            buckets.ptr(s), nb, nwin, seg_len, nseg, cur.ptr(s))?;
+        let mut per = nseg;
+        while per > 1 {
+            let gsz = 32u32;
+            let per_out = per.div_ceil(gsz);
+            let next = self.alloc((nwin * per_out) as usize * xb)?;
+            launch!(self, cf.sum_groups, cfg(grid((nwin * per_out) as u64, 64), 64, 0);
+                cur.ptr(s), per, gsz, per_out, nwin, next.ptr(s))?;
+            cur = next;
+            per = per_out;
+        }
+        let jac = self.alloc(nwin as usize * xb / 4 * 3)?;
+        launch!(self, cf.to_jacobian, cfg(1, 64, 0); cur.ptr(s), nwin, jac.ptr(s))?;
+        let mut out = vec![0u8; nwin as usize * xb / 4 * 3];
+        self.download_into(&jac, 0, &mut out)?;
+        drop((counts, offsets, buckets));
+        Ok((out, c, nwin))
+    }
+
+    /// MSM with scalars already on the device (Montgomery form, `n <= bases.len()`).
+    pub fn msm_g1_device(
+        &self,
+        bases: &DeviceBases,
+        scalars: &DevBuf,
+        n: usize,
+    ) -> Result<G1Projective> {
+        self.msm_g1_ptr(bases, scalars.ptr(&self.stream), n)
+    }
+
+    /// [`Self::msm_g1_device`] with the scalars at a device address (inside a larger buffer).
+    pub fn msm_g1_ptr(&self, bases: &DeviceBases, scalars: u64, n: usize) -> Result<G1Projective> {
+        check_msm(bases, Curve::G1, n)?;
+        if n == 0 {
+            return Ok(G1Projective::identity());
+        }
+        let (raw, c, nwin) = self.msm_windows(bases, scalars, n)?;
+        Ok(combine(&raw, c, nwin, jac_g1))
+    }
+
+    pub fn msm_g2_device(
+        &self,
+        bases: &DeviceBases,
+        scalars: &DevBuf,
+        n: usize,
+    ) -> Result<G2Projective> {
+        check_msm(bases, Curve::G2, n)?;
+        if n == 0 {
+            return Ok(G2Projective::identity());
+        }
+        let (raw, c, nwin) = self.msm_windows(bases, scalars.ptr(&self.stream), n)?;
+        Ok(combine(&raw, c, nwin, jac_g2))
+    }
+
+    /// Uploads scalars through the pinned staging buffer.
+    pub fn upload_scalars(&self, scalars: &[Scalar]) -> Result<DevBuf> {
+        let mut d = self.alloc(scalars.len() * 32)?;
+        self.with_staging(scalars.len() * 32, |p| {
+            let ev = self.stage_upload(p, 0, as_bytes(scalars), &mut d, 0)?;
+            self.stream.wait(&ev)?;
+            self.copy.synchronize()?;
+            Ok(())
+        })?;
+        Ok(d)
+    }
+
+    pub fn msm_g1(&self, bases: &DeviceBases, scalars: &[Scalar]) -> Result<G1Projective> {
+        check_msm(bases, Curve::G1, scalars.len())?;
+        let d = self.upload_scalars(scalars)?;
+        self.msm_g1_device(bases, &d, scalars.len())
+    }
+
+    pub fn msm_g2(&self, bases: &DeviceBases, scalars: &[Scalar]) -> Result<G2Projective> {
+        check_msm(bases, Curve::G2, scalars.len())?;
+        let d = self.upload_scalars(scalars)?;
+        self.msm_g2_device(bases, &d, scalars.len())
+    }
+
+    /// Uploads several scalar vectors in one pinned staging area; the compute stream waits for
+    /// each before any later kernel, while the next vector's copy proceeds.
+    pub fn upload_many(&self, vecs: &[&[Scalar]]) -> Result<Vec<DevBuf>> {
+        let total: usize = vecs.iter().map(|v| v.len() * 32).sum();
+        let mut out: Vec<DevBuf> = vecs
+            .iter()
+            .map(|v| self.alloc(v.len() * 32))
+            .collect::<Result<_>>()?;
+        self.with_staging(total, |p| {
+            let mut off = 0;
+            let mut evs = Vec::new();
+            for (v, d) in vecs.iter().zip(out.iter_mut()) {
+                evs.push(self.stage_upload(p, off, as_bytes(v), d, 0)?);
+                off += v.len() * 32;
+            }
+            for ev in &evs {
+                self.stream.wait(ev)?;
+            }
+            self.copy.synchronize()?;
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}
+
+fn check_msm(bases: &DeviceBases, curve: Curve, n: usize) -> Result<()> {
+    if bases.curve != curve {
+        return Err(CudaError::Shape(format!(
+            "{:?} bases used for a {curve:?} MSM",
+            bases.curve
+        )));
+    }
+    if n > bases.len {
+        return Err(CudaError::Shape(format!(
+            "{n} scalars but only {} bases",
+            bases.len
+        )));
+    }
+    if n >= 1 << 31 {
+        return Err(CudaError::Shape(format!("MSM of {n} points exceeds 2^31")));
+    }
+    Ok(())
+}
+
+fn fp_from(raw: &[u8]) -> blst_fp {
+    let l: [u64; 6] =
+        std::array::from_fn(|i| u64::from_le_bytes(raw[8 * i..8 * i + 8].try_into().unwrap()));
+    blst_fp { l }
+}
+
+fn jac_g1(raw: &[u8]) -> G1Projective {
+    let f = |i: usize| Fp::from(fp_from(&raw[48 * i..48 * i + 48]));
+    G1Projective::from_raw_unchecked(f(0), f(1), f(2))
+}
+
+fn jac_g2(raw: &[u8]) -> G2Projective {
+    let f = |i: usize| {
+        Fp2::from(blst_fp2 {
+            fp: [
+                fp_from(&raw[96 * i..96 * i + 48]),
+                fp_from(&raw[96 * i + 48..96 * i + 96]),
+            ],
+        })
+    };
+    G2Projective::from_raw_unchecked(f(0), f(1), f(2))
+}
+
+/// sum_w 2^(c·w) W_w from the window sums (Horner, top window first).
+fn combine<G: Group>(raw: &[u8], c: u32, nwin: u32, conv: impl Fn(&[u8]) -> G) -> G {
+    let sz = raw.len() / nwin as usize;
+    let mut acc = G::identity();
+    for w in (0..nwin as usize).rev() {
+        for _ in 0..c {
+            acc = acc.double();
+        }
+        acc += conv(&raw[w * sz..(w + 1) * sz]);
+    }
+    acc
+}

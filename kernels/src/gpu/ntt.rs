@@ -1,0 +1,209 @@
+//! NTTs over Fr and the H pipeline on device-resident vectors.
+
+use blstrs::Scalar;
+use ff::{Field, PrimeField};
+
+use super::{as_bytes, as_bytes_mut, cfg, grid, DevBuf, Gpu, Result, Twiddles};
+use crate::error::CudaError;
+
+/// Table lo[j] = base^j (j < 4096), hi[j] = scale · base^(4096 j) (j < ceil(n / 4096)).
+fn pow_tables(base: Scalar, scale: Scalar, n: u64) -> (Vec<Scalar>, Vec<Scalar>) {
+    let mut lo = Vec::with_capacity(4096);
+    let mut acc = Scalar::ONE;
+    for _ in 0..4096 {
+        lo.push(acc);
+        acc *= base;
+    }
+    let step = acc; // base^4096
+    let nh = n.div_ceil(4096).max(1) as usize;
+    let mut hi = Vec::with_capacity(nh);
+    let mut acc = scale;
+    for _ in 0..nh {
+        hi.push(acc);
+        acc *= step;
+    }
+    (lo, hi)
+}
+
+impl Gpu {
+    fn twiddles(&self, logn: u32) -> Result<std::sync::MutexGuard<'_, Option<Twiddles>>> {
+        let mut tw = self.tw.lock().unwrap();
+        if tw.as_ref().is_none_or(|t| t.log < logn) {
+            *tw = None;
+            let log = logn.max(1);
+            let half = 1u64 << (log - 1);
+            let w = cuzk_prover::cpu::omega(log);
+            let make = |base: Scalar| -> Result<DevBuf> {
+                let out = self.alloc((half * 32) as usize)?;
+                let (lo, hi) = pow_tables(base, Scalar::ONE, half);
+                let dlo = self.upload(as_bytes(&lo))?;
+                let dhi = self.upload(as_bytes(&hi))?;
+                let s = &self.stream;
+                launch!(self, self.f.fr_powers, cfg(grid(half, 256).min(1 << 16), 256, 0);
+                    out.ptr(s), half, dlo.ptr(s), dhi.ptr(s))?;
+                self.stream.synchronize()?;
+                Ok(out)
+            };
+            let fwd = make(w)?;
+            let inv = make(w.invert().unwrap())?;
+            *tw = Some(Twiddles { log, fwd, inv });
+        }
+        Ok(tw)
+    }
+
+    /// Natural-order in-place (inverse) transform without the 1/n factor.
+    fn ntt_core(&self, x: u64, logn: u32, inverse: bool) -> Result<()> {
+        if logn == 0 {
+            return Ok(());
+        }
+        let n = 1u64 << logn;
+        let tw = self.twiddles(logn)?;
+        let t = tw.as_ref().unwrap();
+        let table = if inverse { &t.inv } else { &t.fwd };
+        let s = &self.stream;
+        launch!(self, self.f.ntt_bitrev, cfg(grid(n, 256).min(1 << 16), 256, 0); x, logn)?;
+        let mut s0 = 0u32;
+        while s0 < logn {
+            let lb = s0.min(3);
+            let k = (10 - lb).min(logn - s0);
+            let e = 1u64 << (k + lb);
+            launch!(self, self.f.ntt_pass, cfg((n / e) as u32, 256, (e * 32) as u32);
+                x, table.ptr(s), logn, t.log, s0, k, lb)?;
+            s0 += k;
+        }
+        Ok(())
+    }
+
+    fn mul_powers(&self, x: u64, n: u64, base: Scalar, scale: Scalar) -> Result<(DevBuf, DevBuf)> {
+        let (lo, hi) = pow_tables(base, scale, n);
+        let dlo = self.upload(as_bytes(&lo))?;
+        let dhi = self.upload(as_bytes(&hi))?;
+        let s = &self.stream;
+        launch!(self, self.f.fr_mul_powers, cfg(grid(n, 256).min(1 << 16), 256, 0);
+            x, n, dlo.ptr(s), dhi.ptr(s))?;
+        // keep the tables alive until the kernel has run
+        Ok((dlo, dhi))
+    }
+
+    /// Runs one of the four transforms on a power-of-two vector held on the device.
+    pub fn transform_device(&self, x: &DevBuf, logn: u32, kind: NttKind) -> Result<()> {
+        let n = 1u64 << logn;
+        let p = x.ptr(&self.stream);
+        let g = Scalar::MULTIPLICATIVE_GENERATOR;
+        let n_inv = Scalar::from(n).invert().unwrap();
+        // Tables the launches read stay alive until the stream is synchronised below.
+        let _keep = match kind {
+            NttKind::Forward => {
+                self.ntt_core(p, logn, false)?;
+                None
+            }
+            NttKind::Inverse => {
+                self.ntt_core(p, logn, true)?;
+                let c = self.upload(as_bytes(&[n_inv]))?;
+                launch!(self, self.f.fr_scale, cfg(grid(n, 256).min(1 << 16), 256, 0);
+                    p, n, c.ptr(&self.stream))?;
+                Some((c, None))
+            }
+            NttKind::Coset => {
+                let t = self.mul_powers(p, n, g, Scalar::ONE)?;
+                self.ntt_core(p, logn, false)?;
+                Some((t.0, Some(t.1)))
+            }
+            NttKind::InverseCoset => {
+                self.ntt_core(p, logn, true)?;
+                let t = self.mul_powers(p, n, g.invert().unwrap(), n_inv)?;
+                Some((t.0, Some(t.1)))
+            }
+        };
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Host-to-host transform (upload, transform, download); `v.len()` must be a power of two.
+    pub fn transform(&self, v: &mut [Scalar], kind: NttKind) -> Result<()> {
+        if !v.len().is_power_of_two() {
+            return Err(CudaError::Shape(format!(
+                "NTT length {} is not a power of two",
+                v.len()
+            )));
+        }
+        let logn = v.len().trailing_zeros();
+        let x = self.upload(as_bytes(v))?;
+        self.transform_device(&x, logn, kind)?;
+        self.download_into(&x, 0, as_bytes_mut(v))
+    }
+
+    /// The H polynomial on device-resident evaluations: `abc` hold `m = 2^logm` values each
+    /// (the constraint evaluations, zero-padded); the result is in the first buffer, whose
+    /// coefficients `0..m-1` are H (the top one is zero for a satisfied circuit). Pad, iNTT,
+    /// coset NTT, `a·b − c` times `(g^m − 1)⁻¹`, inverse coset NTT: bellperson's pipeline.
+    pub fn h_device(&self, abc: [DevBuf; 3], logm: u32) -> Result<DevBuf> {
+        let m64 = 1u64 << logm;
+        if abc.iter().any(|d| d.bytes() < m64 as usize * 32) {
+            return Err(CudaError::Shape(format!(
+                "H needs 2^{logm} evaluations per vector"
+            )));
+        }
+        let g = Scalar::MULTIPLICATIVE_GENERATOR;
+        let m_inv = Scalar::from(m64).invert().unwrap();
+        let z_inv = (g.pow_vartime([m64]) - Scalar::ONE).invert().unwrap();
+        let (to_lo, to_hi) = pow_tables(g, m_inv, m64);
+        let (from_lo, from_hi) = pow_tables(g.invert().unwrap(), m_inv, m64);
+        let tabs: Vec<DevBuf> = [&to_lo, &to_hi, &from_lo, &from_hi]
+            .iter()
+            .map(|t| self.upload(as_bytes(t)))
+            .collect::<Result<_>>()?;
+        let zbuf = self.upload(as_bytes(&[z_inv]))?;
+        let s = &self.stream;
+        let gr = grid(m64, 256).min(1 << 16);
+        for d in &abc {
+            let p = d.ptr(s);
+            self.ntt_core(p, logm, true)?;
+            launch!(self, self.f.fr_mul_powers, cfg(gr, 256, 0); p, m64, tabs[0].ptr(s), tabs[1].ptr(s))?;
+            self.ntt_core(p, logm, false)?;
+        }
+        let [a, b, c] = abc;
+        let (pa, pb, pc) = (a.ptr(s), b.ptr(s), c.ptr(s));
+        launch!(self, self.f.h_pointwise, cfg(gr, 256, 0); pa, pb, pc, m64, zbuf.ptr(s))?;
+        self.ntt_core(pa, logm, true)?;
+        launch!(self, self.f.fr_mul_powers, cfg(gr, 256, 0); pa, m64, tabs[2].ptr(s), tabs[3].ptr(s))?;
+        // The tables and b, c must outlive the kernels reading them.
+        self.stream.synchronize()?;
+        drop((b, c, tabs, zbuf));
+        Ok(a)
+    }
+
+    /// Host-to-host H (the kernels' check against the CPU): uploads `a`, `b`, `c` (length n,
+    /// padded on the device) and returns `m - 1` coefficients.
+    pub fn compute_h(&self, a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> Result<Vec<Scalar>> {
+        let n = a.len();
+        if b.len() != n || c.len() != n {
+            return Err(CudaError::Shape(format!(
+                "constraint vectors differ in length: a={} b={} c={}",
+                n,
+                b.len(),
+                c.len()
+            )));
+        }
+        let (m, logm) =
+            cuzk_prover::cpu::domain_size(n).map_err(|e| CudaError::Shape(e.to_string()))?;
+        let up = |v: &[Scalar]| -> Result<DevBuf> {
+            let mut padded = v.to_vec();
+            padded.resize(m, Scalar::ZERO);
+            self.upload(as_bytes(&padded))
+        };
+        let h = self.h_device([up(a)?, up(b)?, up(c)?], logm)?;
+        let mut out = vec![Scalar::ZERO; m - 1];
+        self.download_into(&h, 0, as_bytes_mut(&mut out))?;
+        Ok(out)
+    }
+}
+
+/// Which transform `transform` runs (bellperson's fft / ifft / coset_fft / icoset_fft).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NttKind {
+    Forward,
+    Inverse,
+    Coset,
+    InverseCoset,
+}

@@ -1,0 +1,139 @@
+//! `cuzk-porep prove`: one real PoRep partition through the backends, without the cluster
+//! around them — what the GPU node's prove step costs.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Result};
+use blstrs::Scalar;
+use cuzk_circuits::porep::{verify_seal, SealedSector};
+use cuzk_circuits::{CircuitSpec, ShapeCache};
+use cuzk_prover::{proof_bytes, prove, prove_timed, Backend, CpuBackend, Dual, ProveTimings};
+use ff::Field;
+use serde_json::json;
+
+use crate::{use_cuda, Engine};
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+pub fn run(sector: &SealedSector, runs: usize, engine: Engine, as_json: bool) -> Result<()> {
+    let family = cuzk_circuits::resolve(&CircuitSpec {
+        name: "porep-c2".into(),
+        params: sector.job_params(),
+    })?;
+    ensure!(
+        family.partitions() == 1,
+        "prove times single-partition sectors (2KiB, 8MiB, 512MiB)"
+    );
+    let cache = ShapeCache::open_default(false)?;
+    let t = Instant::now();
+    let key = cache.proving_key(&*family)?;
+    let key_ms = ms(t.elapsed());
+    let t = Instant::now();
+    let w = family.witness(&sector.c1_json, 0, Some((key.info.inputs, key.info.aux)))?;
+    let witness_ms = ms(t.elapsed());
+    let mut rng = rand::rngs::OsRng;
+    let check = |proof: &bellperson::groth16::Proof<blstrs::Bls12>, what: &str| -> Result<()> {
+        ensure!(
+            verify_seal(sector, &proof_bytes(proof))?,
+            "{what}: verify_seal rejected the proof"
+        );
+        Ok(())
+    };
+
+    let cuda = use_cuda(engine)?;
+    let (name, runs_t, load_ms) = if cuda {
+        let gpu = std::sync::Arc::new(cuzk_kernels::CudaBackend::new(0, None)?);
+        // Once side by side: every step of the CUDA backend against the CPU backend.
+        let dual = Dual {
+            reference: CpuBackend,
+            candidate: gpu.clone(),
+        };
+        let t = Instant::now();
+        let dk = dual.load_key(key.clone())?;
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        check(
+            &prove(&dual, &dk, w.clone(), r, s)?,
+            "CPU and CUDA side by side",
+        )?;
+        println!(
+            "CPU and CUDA backends agree on A·w, B·w, C·w, H and every MSM ({:.1} s); verify_seal accepts the proof",
+            t.elapsed().as_secs_f64()
+        );
+        drop(dk);
+        time_runs(&*gpu, key, &w, runs, &check)?
+    } else {
+        time_runs(&CpuBackend, key, &w, runs, &check)?
+    };
+    let med = |f: fn(&ProveTimings) -> Duration| median(runs_t.iter().map(|t| ms(f(t))).collect());
+    let min_total = runs_t
+        .iter()
+        .map(|t| ms(t.total))
+        .fold(f64::INFINITY, f64::min);
+    let row = [
+        ("h2d", med(|t| t.upload)),
+        ("SpMV", med(|t| t.evaluate)),
+        ("H", med(|t| t.h)),
+        ("MSM", med(|t| t.msm)),
+        ("total", med(|t| t.total)),
+    ];
+    println!(
+        "\n{} partition 0 on {name}: key {key_ms:.0} ms to host, {load_ms:.0} ms into the backend; witness {witness_ms:.0} ms; {} timed proofs, each checked by verify_seal",
+        sector.size.name(),
+        runs_t.len()
+    );
+    println!("| stage | median ms |");
+    println!("|---|---|");
+    for (what, v) in row {
+        println!("| {what} | {v:.1} |");
+    }
+    println!("| total (min) | {min_total:.1} |");
+    if as_json {
+        let j = json!({
+            "sector_size": sector.size.name(),
+            "backend": name,
+            "runs": runs_t.len(),
+            "h2d_ms": row[0].1,
+            "spmv_ms": row[1].1,
+            "h_ms": row[2].1,
+            "msm_ms": row[3].1,
+            "prove_ms": row[4].1,
+            "prove_min_ms": min_total,
+            "witness_synth_ms": witness_ms,
+        });
+        println!("{j}");
+    }
+    Ok(())
+}
+
+type Checker<'a> = dyn Fn(&bellperson::groth16::Proof<blstrs::Bls12>, &str) -> Result<()> + 'a;
+
+/// One warm-up, then `runs` timed proofs of `w` on `backend`, each checked.
+fn time_runs<B: Backend>(
+    backend: &B,
+    key: std::sync::Arc<cuzk_prover::ProvingKey>,
+    w: &cuzk_wire::witness::Witness,
+    runs: usize,
+    check: &Checker<'_>,
+) -> Result<(&'static str, Vec<ProveTimings>, f64)> {
+    let t = Instant::now();
+    let k = backend.load_key(key)?;
+    let load_ms = ms(t.elapsed());
+    let mut rng = rand::rngs::OsRng;
+    let mut out = Vec::with_capacity(runs);
+    for i in 0..=runs {
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let (proof, t) = prove_timed(backend, &k, w.clone(), r, s)?;
+        check(&proof, &format!("run {i}"))?;
+        if i > 0 {
+            out.push(t);
+        }
+    }
+    Ok((backend.name(), out, load_ms))
+}

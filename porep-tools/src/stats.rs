@@ -1,0 +1,124 @@
+//! `cuzk-porep stats`: what one partition of a sector size costs to synthesize and to ship.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use cuzk_circuits::porep::SealedSector;
+use cuzk_circuits::CircuitSpec;
+use cuzk_wire::blob::{
+    decode_blob, encode_blob_with_stats, BlobHeaderInfo, DecodeLimits, EncodeOptions,
+};
+use serde_json::json;
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+pub fn run(sector: &SealedSector, as_json: bool) -> Result<()> {
+    let family = cuzk_circuits::resolve(&CircuitSpec {
+        name: "porep-c2".into(),
+        params: sector.job_params(),
+    })?;
+    let threads = rayon::current_num_threads();
+    let c1 = &sector.c1_json;
+    // The C1 is parsed and its vanilla proofs verified once per family; keep that out of both
+    // synthesis times.
+    family.public_inputs(c1, 0)?;
+
+    let t = Instant::now();
+    let matrices = family.capture_matrices()?;
+    let capture_ms = ms(t);
+    let t = Instant::now();
+    let full = family.recording(c1, 0)?;
+    let synth_ms = ms(t);
+    // What the evaluations-carrying blob of format 1 held: the witness, A/B/C and three
+    // densities (one bit per variable).
+    let old_raw = 32 * (full.input.len() + full.aux.len() + 3 * full.num_constraints()) as u64;
+    drop(full);
+    let t = Instant::now();
+    let w = family.witness(c1, 0, Some((matrices.inputs, matrices.aux)))?;
+    let witness_synth_ms = ms(t);
+
+    let info = BlobHeaderInfo::new("stats", 0, family.shape_key(), matrices.hash())?;
+    let t = Instant::now();
+    let (blob, stats) = encode_blob_with_stats(&info, &w.input, &w.aux, &EncodeOptions::default());
+    let encode_ms = ms(t);
+    let t = Instant::now();
+    decode_blob(&blob, &DecodeLimits::default())?;
+    let decode_ms = ms(t);
+
+    let out = json!({
+        "sector_size": sector.size.name(),
+        "threads": threads,
+        "constraints": matrices.constraints(),
+        "inputs": matrices.inputs,
+        "aux": matrices.aux,
+        "matrix_nonzeros": matrices.nnz(),
+        "matrix_nonzeros_abc": [matrices.a.nnz(), matrices.b.nnz(), matrices.c.nnz()],
+        "matrix_coefficients": matrices.coeffs.len(),
+        "matrix_bytes": matrices.bytes(),
+        "matrix_capture_ms": capture_ms,
+        "raw_bytes": stats.raw_bytes,
+        "encoded_bytes": stats.encoded_bytes,
+        "blob_bytes": stats.compressed_bytes,
+        "evaluations_raw_bytes": old_raw,
+        "synth_ms": synth_ms,
+        "witness_synth_ms": witness_synth_ms,
+        "witness_over_full_synth": witness_synth_ms / synth_ms,
+        "encode_ms": encode_ms,
+        "decode_ms": decode_ms,
+    });
+    if as_json {
+        println!("{out}");
+        return Ok(());
+    }
+    println!(
+        "{} partition 0: {} constraints, {} inputs, {} aux; matrices {} non-zeros (A/B/C {}/{}/{}), {} coefficients, {:.1} MB, captured in {capture_ms:.0} ms",
+        sector.size.name(),
+        matrices.constraints(),
+        matrices.inputs,
+        matrices.aux,
+        matrices.nnz(),
+        matrices.a.nnz(),
+        matrices.b.nnz(),
+        matrices.c.nnz(),
+        matrices.coeffs.len(),
+        matrices.bytes() as f64 / 1e6
+    );
+    println!(
+        "synthesis ({threads} threads available; one partition runs on one): full {synth_ms:.0} ms, witness-only {witness_synth_ms:.0} ms ({:.2}×)",
+        witness_synth_ms / synth_ms
+    );
+    println!("| vector | elements | 0 | 1 | small | −small | full | raw MB | codec MB | zstd MB |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mb = |b: u64| b as f64 / 1e6;
+    for v in &stats.vectors {
+        let c = &v.classes;
+        let pct = |n: u64| format!("{:.1} %", 100.0 * n as f64 / c.total().max(1) as f64);
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+            v.kind,
+            v.elements,
+            pct(c.zero),
+            pct(c.one),
+            pct(c.small),
+            pct(c.neg_small),
+            pct(c.full),
+            mb(v.raw_bytes),
+            mb(v.encoded_bytes),
+            mb(v.compressed_bytes)
+        );
+    }
+    println!(
+        "| blob | | | | | | | {:.2} | {:.2} | {:.3} (×{:.1}) |",
+        mb(stats.raw_bytes),
+        mb(stats.encoded_bytes),
+        mb(stats.compressed_bytes),
+        stats.ratio()
+    );
+    println!(
+        "encode {encode_ms:.1} ms, decode {decode_ms:.1} ms; format 1 (with A/B/C and densities) held {:.1} MB raw",
+        mb(old_raw)
+    );
+    Ok(())
+}
