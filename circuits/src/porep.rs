@@ -319,27 +319,17 @@ impl SealedSector {
 }
 
 /// Seals a sector of random data in `work_dir` with filecoin-proofs (add_piece, PC1, PC2, C1)
-/// as `StackedDrg*V1_1` and returns its C1 output. 0.1 s for 2 KiB, ~11 s for 8 MiB, ~13 min
-/// for 512 MiB on 2 cores.
+/// and returns its C1 output: as `proof`, or as `StackedDrg*V1_1` given a size. A
+/// synthetic-PoRep sector gets its synthetic proofs generated between PC2 and C1, as lotus
+/// does. 0.1 s for 2 KiB, ~11 s for 8 MiB, ~13 min for 512 MiB on 2 cores.
 pub fn seal_sector(
-    size: SectorSize,
+    proof: impl Into<SealProof>,
     work_dir: &std::path::Path,
     sector_id: u64,
     prover_id: [u8; 32],
     rng: &mut dyn RngCore,
 ) -> Result<SealedSector, FilecoinError> {
-    seal_sector_as(SealProof::v1_1(size), work_dir, sector_id, prover_id, rng)
-}
-
-/// [`seal_sector`] for any supported proof version; a synthetic-PoRep sector gets its
-/// synthetic proofs generated between PC2 and C1, as lotus does.
-pub fn seal_sector_as(
-    proof: SealProof,
-    work_dir: &std::path::Path,
-    sector_id: u64,
-    prover_id: [u8; 32],
-    rng: &mut dyn RngCore,
-) -> Result<SealedSector, FilecoinError> {
+    let proof = proof.into();
     with_tree!(proof.size, Tree => seal::<Tree>(proof, work_dir, sector_id, prover_id, rng))
 }
 
@@ -1039,7 +1029,7 @@ mod tests {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
         let proof = SealProof::from_api_name("StackedDrg2KiBV1_1_Feat_SyntheticPoRep").unwrap();
         let prover = porep_c1::prover_id(1000);
-        let sector = seal_sector_as(proof, dir.path(), 42, prover, &mut rng).unwrap();
+        let sector = seal_sector(proof, dir.path(), 42, prover, &mut rng).unwrap();
 
         let f = family(sector.job_params()).unwrap();
         let asg = f.witness(&sector.c1_json, 0, None).unwrap();

@@ -118,6 +118,13 @@ impl SealProof {
     }
 }
 
+/// A size alone means the proof lotus seals new sectors with (synthetic PoRep off).
+impl From<SectorSize> for SealProof {
+    fn from(size: SectorSize) -> SealProof {
+        SealProof::v1_1(size)
+    }
+}
+
 /// Which of the three forms a C1 output came in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum C1Format {
