@@ -956,6 +956,16 @@ mod tests {
         assert!(parameter_path(SectorSize::S2KiB)
             .unwrap()
             .ends_with("v28-stacked-proof-of-replication-merkletree-poseidon_hasher-8-0-0-sha256_hasher-032d3138d22506ec0082ed72b2dcba18df18477904e35bafee82b3793b06832f.params"));
+        // The family names that file, relative to the parameter directory, with the digest
+        // filecoin-proofs publishes for it (parameters.json).
+        let f = family(json!({"sector_size": "2KiB", "sector_id": 1, "miner": 1})).unwrap();
+        let name = f.parameter_file().unwrap();
+        assert!(name.is_relative() && parameter_path(SectorSize::S2KiB).unwrap().ends_with(&name));
+        assert!(is_published(name.to_str().unwrap()));
+        assert_eq!(
+            f.published_digest(),
+            Some("434fb1338ecfaf0f59256f30dde4968f")
+        );
     }
 
     /// The synthesized circuit's public inputs are `get_seal_inputs`' (what `verify_seal`
