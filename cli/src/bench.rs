@@ -21,7 +21,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     job: JobArgs,
     /// Timed jobs per side (after one untimed warm-up job through the cluster).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, env = "CUZK_BENCH_JOBS", default_value_t = 2)]
     jobs: usize,
     #[command(flatten)]
     synth: SynthArgs,

@@ -19,8 +19,11 @@ use futures::StreamExt;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "porep")]
+pub mod c1;
 pub mod launcher;
 pub mod status;
+pub mod submit;
 
 /// Connects with the default configuration to `url` and provisions the topology.
 pub async fn connect_url(url: &str, name: &str) -> anyhow::Result<(Client, Topology)> {

@@ -265,6 +265,13 @@ impl NatsArgs {
     }
 }
 
+/// `--param-cache`'s environment twin (the name `cuzk_circuits::ShapeCache::default_dir`
+/// reads).
+pub const PARAM_CACHE_ENV: &str = "CUZK_PARAM_CACHE";
+/// filecoin-proofs' name for the same directory, honoured as a second twin: operators of
+/// lotus and Curio have it set already.
+pub const FIL_PARAM_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
+
 fn default_threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
@@ -341,7 +348,9 @@ impl SynthArgs {
             partitions_in_flight: self.partitions_in_flight.unwrap_or(threads.max(2)),
             jobs_in_flight: self.jobs_in_flight.unwrap_or(2),
             max_queued_partitions: self.max_queued_partitions.unwrap_or(32),
-            max_inline_input: self.max_inline_input.unwrap_or(768 * 1024),
+            max_inline_input: self
+                .max_inline_input
+                .unwrap_or(cuzk_wire::job::DEFAULT_MAX_INLINE_INPUT),
             zstd_level: self.zstd_level.unwrap_or(EncodeOptions::default().level),
             drain_timeout: Duration::from_secs(self.drain_timeout_secs.unwrap_or(60)),
         };
@@ -471,9 +480,12 @@ impl GpuArgs {
 #[derive(clap::Args, Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ParamArgs {
-    /// Directory of constraint matrices and generated parameters, by circuit shape (default:
-    /// $XDG_CACHE_HOME/cuzk/params or ~/.cache/cuzk/params).
-    #[arg(long = "param-cache", env = "CUZK_PARAM_CACHE")]
+    /// Directory of every circuit's Groth16 parameters — Filecoin's published files
+    /// (`v28-*.params`, checked against their published digests on first use) and generated
+    /// test ones (`TEST-ONLY-INSECURE-*`) — and of the constraint matrices by circuit shape.
+    /// `FIL_PROOFS_PARAMETER_CACHE` is honoured too (default: $XDG_CACHE_HOME/cuzk/params or
+    /// ~/.cache/cuzk/params).
+    #[arg(long = "param-cache", env = PARAM_CACHE_ENV)]
     pub cache: Option<PathBuf>,
     /// Generate TEST-ONLY, INSECURE Groth16 parameters for shapes that have none. Never in
     /// production: anyone can derive their toxic waste and forge proofs.
@@ -501,6 +513,12 @@ pub struct ParamConfig {
 
 impl ParamArgs {
     pub fn merge(mut self, file: ParamArgs) -> ParamArgs {
+        // The second environment twin ranks with the first: above the file.
+        if self.cache.is_none() {
+            self.cache = std::env::var_os(FIL_PARAM_CACHE_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from);
+        }
         fill!(
             self,
             file,

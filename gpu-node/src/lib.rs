@@ -14,7 +14,7 @@ use bellperson::groth16::prepare_verifying_key;
 use blstrs::Scalar;
 use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
 use cuzk_common::config::{BackendKind, GpuConfig, ParamConfig};
-use cuzk_common::metrics::{metrics, KeyValue};
+use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one};
 use cuzk_common::nodes::{self, Held, NodeInfo, NodeLoad};
 use cuzk_common::objects;
@@ -33,7 +33,7 @@ use ff::Field;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{field, info, info_span, warn, Instrument};
+use tracing::{info, info_span, warn, Instrument};
 
 /// How handling one work item ended, when it did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +54,11 @@ impl<E: Retryable> From<E> for PartitionError {
             PartitionError::Fatal(e.to_string())
         }
     }
+}
+
+/// The `circuit`/`shape` labels of a work item's measurements.
+fn labels(item: &WorkItem) -> JobLabels {
+    JobLabels::new(&item.circuit, &item.shape_key)
 }
 
 /// A work item whose blob is fetched and decoded, ready for the backend.
@@ -271,7 +276,7 @@ impl GpuNode {
                 continue;
             }
             let span = prepared.span.clone();
-            span.record("worker", label.as_str());
+            span.record("cuzk.worker", label.as_str());
             self.prove_and_settle(&backend, &pool, &keys, &label, prepared)
                 .instrument(span)
                 .await;
@@ -335,9 +340,10 @@ impl GpuNode {
             message.clone(),
             self.topology.progress_interval(),
         ));
-        // A child of the synth node's partition span through the work item's `traceparent`.
-        let span = info_span!("gpu.partition", job_id = %item.job_id, partition = item.partition, delivered,
-            worker = field::Empty, otel.kind = "consumer");
+        // A child of the synth node's `send` span through the work item's `traceparent`.
+        let span = telemetry::process_span(&message);
+        span.record("cuzk.job_id", item.job_id.as_str());
+        span.record("cuzk.partition", item.partition);
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(published) = telemetry::published_at(&message) {
             telemetry::record_wait(
@@ -350,7 +356,7 @@ impl GpuNode {
         let held = self.load.hold("gpu");
         let mut timings = item.timings;
         timings.queue_wait_ms = unix_ms().saturating_sub(item.published_at_ms) as f64;
-        metrics().stage_ms("work_queue", timings.queue_wait_ms);
+        metrics().stage_ms("work_queue", &labels(&item), timings.queue_wait_ms);
         let fetched = self
             .fetch_witness(&item, &mut timings)
             .instrument(span.clone())
@@ -410,13 +416,14 @@ impl GpuNode {
         )
         .instrument(info_span!("fetch"))
         .await?;
-        metrics().stage("fetch", started.elapsed());
+        let job = labels(item);
+        metrics().stage("fetch", &job, started.elapsed());
         metrics().blob_bytes.add(
             bytes.len() as u64,
-            &[
+            &job.with(&[
                 KeyValue::new("direction", "down"),
                 KeyValue::new("form", "wire"),
-            ],
+            ]),
         );
         timings.fetch_ms = ms(started.elapsed());
         let started = Instant::now();
@@ -430,7 +437,7 @@ impl GpuNode {
         .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
         let (header, witness) = decoded
             .map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
-        metrics().stage("decode", started.elapsed());
+        metrics().stage("decode", &job, started.elapsed());
         timings.decode_ms = ms(started.elapsed());
         if header.job_id != item.job_id
             || header.partition != item.partition
@@ -523,12 +530,12 @@ impl GpuNode {
         let mut timings = prepared.timings;
         let elapsed = started.elapsed();
         self.load.busy(label, elapsed);
-        let m = metrics();
-        m.stage("prove", elapsed);
-        m.stage("h2d", prove_timings.upload);
-        m.stage("spmv", prove_timings.evaluate);
-        m.stage("h", prove_timings.h);
-        m.stage("msm", prove_timings.msm);
+        let (m, job) = (metrics(), labels(item));
+        m.stage("prove", &job, elapsed);
+        m.stage("h2d", &job, prove_timings.upload);
+        m.stage("spmv", &job, prove_timings.evaluate);
+        m.stage("h", &job, prove_timings.h);
+        m.stage("msm", &job, prove_timings.msm);
         timings.prove_ms = ms(elapsed);
         timings.h2d_ms = ms(prove_timings.upload);
         timings.spmv_ms = ms(prove_timings.evaluate);
@@ -578,7 +585,7 @@ impl GpuNode {
         })
         .await?;
         if let Some(record) = record.filter(|r| r.all_proved() && !r.status.is_final()) {
-            self.assemble(&record)
+            self.assemble(&record, &job)
                 .instrument(info_span!("assemble"))
                 .await?;
         }
@@ -616,7 +623,7 @@ impl GpuNode {
     }
 
     /// Builds the job's result from its complete record and reports it (idempotent).
-    async fn assemble(&self, record: &JobRecord) -> Result<(), PartitionError> {
+    async fn assemble(&self, record: &JobRecord, job: &JobLabels) -> Result<(), PartitionError> {
         let started = Instant::now();
         let mut proof = Vec::with_capacity(record.partitions.len() * 192);
         for partition in &record.partitions {
@@ -658,9 +665,9 @@ impl GpuNode {
             partition_timings,
         };
         records::report_result(&self.topology, &result).await?;
-        metrics().stage("assemble", started.elapsed());
-        metrics().stage_ms("job_total", result.timings.total_ms);
-        metrics().jobs.add(1, &[KeyValue::new("status", "done")]);
+        metrics().stage("assemble", job, started.elapsed());
+        metrics().stage_ms("job_total", job, result.timings.total_ms);
+        metrics().job("done", job);
         info!(job_id = %record.job_id, partitions = result.partitions, total_ms = result.timings.total_ms, "job done");
         Ok(())
     }
@@ -669,7 +676,7 @@ impl GpuNode {
         let item = &prepared.item;
         let ack = match error {
             PartitionError::Retry(reason) if prepared.delivered < MAX_DELIVER => {
-                metrics().error("gpu", "retry");
+                metrics().error("gpu", "retry", &labels(item));
                 warn!(job_id = %item.job_id, partition = item.partition, %reason, "partition attempt failed; will retry");
                 AckKind::Nak(Some(
                     cuzk_common::nats::RetryPolicy::NETWORK.delay(prepared.delivered as u32 + 2),
@@ -692,8 +699,8 @@ impl GpuNode {
 
     async fn fail_job(&self, item: &WorkItem, reason: String) -> AckKind {
         warn!(job_id = %item.job_id, partition = item.partition, %reason, "job failed");
-        metrics().error("gpu", "fatal");
-        metrics().jobs.add(1, &[KeyValue::new("status", "failed")]);
+        metrics().error("gpu", "fatal", &labels(item));
+        metrics().job("failed", &labels(item));
         match records::report_result(&self.topology, &JobResult::failed(&item.job_id, reason)).await
         {
             Ok(()) => {

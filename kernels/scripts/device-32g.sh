@@ -12,8 +12,9 @@
 cd "$(dirname "$0")/.."
 B=.device/bin; mkdir -p $B
 for f in .device/*.gz; do [ -x "$B/$(basename "$f" .gz)" ] || { gunzip -c "$f" > "$B/$(basename "$f" .gz)"; chmod +x "$B/$(basename "$f" .gz)"; }; done
-W=/tmp/cuzk-32g; mkdir -p $W/fpp $W/params
-export FIL_PROOFS_PARAMETER_CACHE=$W/fpp CUZK_PARAM_CACHE=$W/params NATS_SERVER=$B/nats-server TMPDIR=$W
+W=/tmp/cuzk-32g; mkdir -p $W/params
+# One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
+export FIL_PROOFS_PARAMETER_CACHE=$W/params CUZK_PARAM_CACHE=$W/params NATS_SERVER=$B/nats-server TMPDIR=$W
 step() { echo "== $1 (t=${SECONDS}s)"; }
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 echo "cpus $(nproc); $(grep MemTotal /proc/meminfo); disk: $(df -h $W | tail -1)"
@@ -48,7 +49,7 @@ if [ "${PHASE:-prep}" = prep ]; then
   step "32 GiB parameters (matrices captured, then the GPU generator)"
   /usr/bin/time -v $B/cuzk-porep params --sector-size 32GiB --engine cuda >$OUT/params32.log 2>&1
   grep -E "matrices ready|parameters written|constraint matrices captured|Elapsed|Maximum resident|rror" $OUT/params32.log | cut -c1-300
-  ls -la $W/fpp $W/params
+  ls -la $W/params
   step "synthetic 32 GiB C1"
   timed $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json; ls -la $W/syn32.json
 fi

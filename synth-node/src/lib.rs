@@ -11,7 +11,7 @@ use async_nats::jetstream::{self, consumer::PullConsumer, message::PublishMessag
 use base64::Engine;
 use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
 use cuzk_common::config::{ParamConfig, SynthConfig};
-use cuzk_common::metrics::{metrics, KeyValue};
+use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one, retry, RetryPolicy};
 use cuzk_common::nodes::{self, NodeInfo, NodeLoad};
 use cuzk_common::objects;
@@ -29,7 +29,7 @@ use cuzk_wire::Retryable;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{field, info, info_span, warn, Instrument};
+use tracing::{info, info_span, warn, Instrument};
 
 /// Largest job input accepted through the inputs object store.
 pub const MAX_OBJECT_INPUT: u64 = 4 << 30;
@@ -77,6 +77,7 @@ pub struct SynthNode {
 struct JobContext {
     spec: JobSpec,
     circuit: Arc<dyn CircuitFamily>,
+    labels: JobLabels,
     input: Arc<Vec<u8>>,
     submission_seq: u64,
     cancel: CancellationToken,
@@ -188,34 +189,37 @@ impl SynthNode {
             .map(|v| v.as_str().to_owned())
             .filter(|id| cuzk_wire::job::valid_job_id(id));
         let mut job_id = header_id.clone();
-        // The job's span on this node; a submitter's `traceparent` header makes it part of the
-        // caller's trace, otherwise it is the root of the job's trace.
-        let span = info_span!(
-            "job",
-            seq,
-            delivered,
-            job_id = field::Empty,
-            otel.kind = "consumer"
-        );
+        // The job's span on this node (OpenTelemetry's messaging `process` span); a
+        // submitter's `traceparent` header makes it part of the caller's trace, otherwise it
+        // is the root of the job's trace.
+        let span = telemetry::process_span(&message);
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(id) = &job_id {
-            span.record("job_id", id.as_str());
+            span.record("cuzk.job_id", id.as_str());
         }
+        let mut queue_wait = None;
         if let Some(published) = telemetry::published_at(&message) {
             let now = std::time::SystemTime::now();
             telemetry::record_wait(&span, "job.queue_wait", published, now);
-            if delivered == 1 {
-                metrics().stage(
-                    "job_queue",
-                    now.duration_since(published).unwrap_or_default(),
-                );
-            }
+            queue_wait = now.duration_since(published).ok();
         }
+        let mut labels = None;
         let outcome = self
-            .process(&message.payload, seq, published_ms, &mut job_id, cancel)
+            .process(
+                &message.payload,
+                seq,
+                published_ms,
+                &mut job_id,
+                &mut labels,
+                cancel,
+            )
             .instrument(span.clone())
             .await;
         ticker.abort();
+        let labels = labels.unwrap_or_else(JobLabels::unknown);
+        if let Some(wait) = queue_wait.filter(|_| delivered == 1) {
+            metrics().stage("job_queue", &labels, wait);
+        }
 
         // Failure reports belong to the job's trace too.
         let ack = async { match outcome {
@@ -226,14 +230,14 @@ impl SynthNode {
             }
             Err(JobError::Shutdown) => AckKind::Nak(None),
             Err(JobError::Retry(reason)) if delivered < MAX_DELIVER => {
-                metrics().error("synth", "retry");
+                metrics().error("synth", "retry", &labels);
                 warn!(job_id = job_id.as_deref().unwrap_or("?"), %reason, delivered, "job attempt failed; will retry");
                 AckKind::Nak(Some(RetryPolicy::NETWORK.delay(delivered as u32 + 2)))
             }
             Err(JobError::Retry(reason)) => {
-                self.fail(job_id.as_deref(), seq, format!("gave up after {delivered} attempts: {reason}")).await
+                self.fail(job_id.as_deref(), seq, &labels, format!("gave up after {delivered} attempts: {reason}")).await
             }
-            Err(JobError::Fatal(reason)) => self.fail(job_id.as_deref(), seq, reason).await,
+            Err(JobError::Fatal(reason)) => self.fail(job_id.as_deref(), seq, &labels, reason).await,
         } }
         .instrument(span)
         .await;
@@ -244,10 +248,16 @@ impl SynthNode {
 
     /// Reports a job as failed. Returns how to settle its message: consumed once the failure is
     /// published, retried later if even that was impossible.
-    async fn fail(&self, job_id: Option<&str>, seq: u64, reason: String) -> AckKind {
+    async fn fail(
+        &self,
+        job_id: Option<&str>,
+        seq: u64,
+        labels: &JobLabels,
+        reason: String,
+    ) -> AckKind {
         warn!(job_id = job_id.unwrap_or("?"), seq, %reason, "job failed");
-        metrics().error("synth", "fatal");
-        metrics().jobs.add(1, &[KeyValue::new("status", "failed")]);
+        metrics().error("synth", "fatal", labels);
+        metrics().job("failed", labels);
         let reported = match job_id {
             Some(id) => {
                 records::report_result(&self.topology, &JobResult::failed(id, reason)).await
@@ -278,6 +288,7 @@ impl SynthNode {
         seq: u64,
         published_ms: u64,
         job_id: &mut Option<String>,
+        labels: &mut Option<JobLabels>,
         cancel: CancellationToken,
     ) -> Result<(), JobError> {
         let spec = match JobSpec::parse(body) {
@@ -293,7 +304,7 @@ impl SynthNode {
             }
         };
         *job_id = Some(spec.job_id.clone());
-        tracing::Span::current().record("job_id", spec.job_id.as_str());
+        tracing::Span::current().record("cuzk.job_id", spec.job_id.as_str());
         let existing = self.check_duplicate(&spec.job_id, seq).await?;
         if existing.as_ref().is_some_and(|r| r.status.is_final()) {
             return Ok(());
@@ -303,6 +314,8 @@ impl SynthNode {
             params: spec.params.clone(),
         })
         .map_err(|e| JobError::Fatal(e.to_string()))?;
+        let job_labels = JobLabels::new(&spec.circuit, &circuit.shape_key());
+        *labels = Some(job_labels.clone());
         if circuit.synthetic() && !self.allow_synthetic {
             return Err(JobError::Fatal(
                 "synthetic jobs (random data, for timings) are not accepted here: start the nodes with --allow-synthetic".into(),
@@ -323,6 +336,7 @@ impl SynthNode {
         let job = Arc::new(JobContext {
             spec,
             circuit,
+            labels: job_labels,
             input: Arc::new(input),
             submission_seq: seq,
             cancel: cancel.clone(),
@@ -332,7 +346,8 @@ impl SynthNode {
             if partition.status == PartitionStatus::Pending {
                 let node = self.clone();
                 let job = job.clone();
-                let span = info_span!("partition", job_id = %job.spec.job_id, partition = index);
+                let span =
+                    info_span!("partition", cuzk.job_id = %job.spec.job_id, cuzk.partition = index);
                 tasks.spawn(async move { node.partition(&job, index).await }.instrument(span));
             }
         }
@@ -486,7 +501,7 @@ impl SynthNode {
             .instrument(info_span!("synthesize"))
             .await?
             .map_err(|e| JobError::Fatal(format!("partition {index}: {e}")))?;
-        metrics().stage("synth", started.elapsed());
+        metrics().stage("synth", &job.labels, started.elapsed());
         timings.synth_ms = ms(started.elapsed());
 
         let started = Instant::now();
@@ -507,7 +522,7 @@ impl SynthNode {
             })
             .instrument(info_span!("encode"))
             .await?;
-        metrics().stage("encode", started.elapsed());
+        metrics().stage("encode", &job.labels, started.elapsed());
         timings.encode_ms = ms(started.elapsed());
         timings.blob_bytes = bytes.len() as u64;
         timings.raw_bytes = stats.raw_bytes;
@@ -518,20 +533,22 @@ impl SynthNode {
                 KeyValue::new("form", form),
             ]
         };
-        m.blob_bytes.add(timings.blob_bytes, &up("wire"));
-        m.blob_bytes.add(timings.raw_bytes, &up("raw"));
+        m.blob_bytes
+            .add(timings.blob_bytes, &job.labels.with(&up("wire")));
+        m.blob_bytes
+            .add(timings.raw_bytes, &job.labels.with(&up("raw")));
         m.codec_ratio.record(
             timings.raw_bytes as f64 / timings.blob_bytes.max(1) as f64,
-            &[],
+            &job.labels.with(&[]),
         );
 
         let started = Instant::now();
         let object = blob_object_name(&job_id, index, job.submission_seq);
         objects::put(&self.topology.blobs, &object, &bytes)
-            .instrument(info_span!("upload", bytes = bytes.len()))
+            .instrument(info_span!("upload", cuzk.blob_bytes = bytes.len()))
             .await?;
         drop(bytes);
-        metrics().stage("upload", started.elapsed());
+        metrics().stage("upload", &job.labels, started.elapsed());
         timings.upload_ms = ms(started.elapsed());
 
         let item = WorkItem {
@@ -547,7 +564,6 @@ impl SynthNode {
             timings,
         };
         self.publish_work(&item, job.spec.priority, job.submission_seq)
-            .instrument(info_span!("publish_work", otel.kind = "producer"))
             .await?;
         records::update(&self.topology.jobs_kv, &job_id, |record| {
             let Some(partition) = record.partitions.get_mut(index) else {
@@ -586,8 +602,9 @@ impl SynthNode {
         // The message id makes a republish after a timeout or a resumed job a no-op.
         let msg_id = format!("{}.{}.{seq}", item.job_id, item.partition);
         // The GPU node's spans for this partition become children of this one.
+        let span = telemetry::send_span(subject, &msg_id, payload.len());
         let mut headers = async_nats::HeaderMap::new();
-        telemetry::inject(&tracing::Span::current(), &mut headers);
+        telemetry::inject(&span, &mut headers);
         retry("publish work item", RetryPolicy::NETWORK, || async {
             let publish = PublishMessage::build()
                 .headers(headers.clone())
@@ -601,6 +618,7 @@ impl SynthNode {
                 .map(|_| ())
                 .map_err(async_nats::Error::from)
         })
+        .instrument(span)
         .await
         .map_err(|e| JobError::Retry(format!("publishing work item: {e}")))
     }
