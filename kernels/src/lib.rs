@@ -83,6 +83,17 @@ impl CudaBackend {
 }
 
 #[cfg(not(cuzk_fatbin))]
+impl cuzk_prover::setup::FixedBase for CudaBackend {
+    fn g1(&self, _: &[blstrs::Scalar]) -> Result<Vec<blstrs::G1Affine>, cuzk_prover::BackendError> {
+        match *self {}
+    }
+
+    fn g2(&self, _: &[blstrs::Scalar]) -> Result<Vec<blstrs::G2Affine>, cuzk_prover::BackendError> {
+        match *self {}
+    }
+}
+
+#[cfg(not(cuzk_fatbin))]
 impl cuzk_prover::Backend for CudaBackend {
     type Key = std::convert::Infallible;
     type Witness = std::convert::Infallible;
