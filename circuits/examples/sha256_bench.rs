@@ -48,7 +48,7 @@ fn main() {
         .unwrap()
         .proving_key(&family)
         .unwrap();
-    let params = key.params.clone();
+    let params = key.srs.parameters().unwrap();
     println!(
         "params for {}: {:.1}s",
         family.shape_key(),
@@ -61,7 +61,7 @@ fn main() {
     let w = family.witness(input, 0, None).unwrap();
     let synth_s = start.elapsed().as_secs_f64();
     let loaded = CpuBackend.load_key(key).unwrap();
-    let (ours, t) = prove_timed(&CpuBackend, &loaded, w, r, s).unwrap();
+    let (ours, t) = prove_timed(&CpuBackend, &loaded, &w, r, s).unwrap();
     println!(
         "cuzk: witness {synth_s:.2}s, prove {:.2}s (spmv {:.2}s, h {:.2}s, msm {:.2}s), total {:.2}s",
         t.total.as_secs_f64(),

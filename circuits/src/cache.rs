@@ -10,6 +10,8 @@
 //! - `TEST-ONLY-INSECURE-<shape>-<hash16>.params`: generated parameters, derived from a seed of
 //!   the shape key and the matrices' hash, so every node derives the same file — and anyone can
 //!   derive the toxic waste and forge proofs. For tests and load tests only.
+//! - the parameter files families name (Filecoin's published `v28-….params`), checked against
+//!   their published digests before first use ([`crate::param_files`]).
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -19,6 +21,7 @@ use std::time::Instant;
 
 use bellperson::groth16::VerifyingKey;
 use blstrs::Bls12;
+use cuzk_prover::key::Srs;
 use cuzk_prover::params::{read_params, ParamsFile};
 use cuzk_prover::r1cs::file;
 use cuzk_prover::setup::{self, CpuFixedBase};
@@ -28,8 +31,11 @@ use rand_chacha::ChaCha20Rng;
 
 use crate::{partition_seed, CircuitError, CircuitFamily};
 
-/// Environment variable naming the cache directory.
+/// Environment variable naming the cache directory (`--param-cache`'s twin).
 pub const CACHE_ENV: &str = "CUZK_PARAM_CACHE";
+/// filecoin-proofs' name for the same directory, honoured after [`CACHE_ENV`]: operators of
+/// lotus and Curio have it set already.
+pub const FILECOIN_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
 
 /// What a synth node stamps on a shape's blobs: the matrices' identity and sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,7 +149,9 @@ impl ShapeCache {
         Ok(Self::new(Self::default_dir()?, allow_test_params, 8 << 30))
     }
 
-    /// `$CUZK_PARAM_CACHE`, else `$XDG_CACHE_HOME/cuzk/params`, else `$HOME/.cache/cuzk/params`.
+    /// The parameter directory without a flag or file: `$CUZK_PARAM_CACHE`, else
+    /// `$FIL_PROOFS_PARAMETER_CACHE`, else `$XDG_CACHE_HOME/cuzk/params`, else
+    /// `$HOME/.cache/cuzk/params`.
     pub fn default_dir() -> Result<PathBuf, CircuitError> {
         let var = |name| {
             std::env::var_os(name)
@@ -151,11 +159,14 @@ impl ShapeCache {
                 .map(PathBuf::from)
         };
         var(CACHE_ENV)
+            .or_else(|| var(FILECOIN_CACHE_ENV))
             .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("cuzk/params")))
             .or_else(|| var("HOME").map(|d| d.join(".cache/cuzk/params")))
             .ok_or_else(|| CircuitError::Params {
                 shape: "any".into(),
-                reason: format!("no cache directory: set {CACHE_ENV}, XDG_CACHE_HOME or HOME"),
+                reason: format!(
+                    "no parameter directory: set {CACHE_ENV}, {FILECOIN_CACHE_ENV}, XDG_CACHE_HOME or HOME"
+                ),
             })
     }
 
@@ -320,9 +331,20 @@ impl ShapeCache {
         let matrices = self.matrices(family)?;
         let (path, checked) = self.params_path(family, &matrices)?;
         let started = Instant::now();
-        let params = read_params(&path, checked).map_err(|e| Self::err(&key, e.to_string()))?;
-        let pk = ProvingKey::new(Arc::new(params), matrices)
-            .map_err(|e| Self::err(&key, format!("{}: {e}", path.display())))?;
+        let err = |e: String| Self::err(&key, format!("{}: {e}", path.display()));
+        // Our own and the family's files are mapped, and parsed by whoever loads the key (a GPU
+        // streams a 44 GiB SRS to the device); an operator's file is parsed here, every point
+        // checked, before anything uses it.
+        let srs = if checked {
+            Srs::Memory(Arc::new(
+                read_params(&path, true).map_err(|e| err(e.to_string()))?,
+            ))
+        } else {
+            Srs::File(Arc::new(
+                ParamsFile::open(&path).map_err(|e| err(e.to_string()))?,
+            ))
+        };
+        let pk = ProvingKey::with_srs(srs, matrices).map_err(|e| err(e.to_string()))?;
         tracing::info!(shape = %key, path = %path.display(), load_ms = started.elapsed().as_millis() as u64, "proving key loaded");
         let pk = Arc::new(pk);
         self.keys
@@ -345,7 +367,8 @@ impl ShapeCache {
     }
 
     /// Which parameter file proves the family, and whether it needs the subgroup checks (an
-    /// operator's file does: it did not come from us).
+    /// operator's file does: it did not come from us). The family's own file lives in this
+    /// directory and is checked against its published digest first.
     fn params_path(
         &self,
         family: &dyn CircuitFamily,
@@ -354,12 +377,19 @@ impl ShapeCache {
         let key = family.shape_key();
         let operator = self.files.get(&key).cloned();
         let checked = operator.is_some();
-        match operator.or_else(|| family.parameter_file()) {
+        let own = family.parameter_file().map(|name| self.dir.join(name));
+        match operator.or(own) {
             Some(path) if !path.exists() => Err(Self::err(&key, format!(
                 "no Groth16 parameters for {key} at {}; generate test ones with `cuzk-porep params` (INSECURE) or fetch the real ones",
                 path.display()
             ))),
-            Some(path) => Ok((path, checked)),
+            Some(path) => {
+                if let Some(expected) = family.published_digest().filter(|_| !checked) {
+                    crate::param_files::verify(&path, expected)
+                        .map_err(|e| Self::err(&key, e.to_string()))?;
+                }
+                Ok((path, checked))
+            }
             None => Ok((self.test_params(&key, matrices)?, false)),
         }
     }
@@ -431,6 +461,7 @@ mod tests {
         inner: MimcFamily,
         captured: AtomicUsize,
         file: Option<PathBuf>,
+        digest: Option<&'static str>,
     }
 
     impl CircuitFamily for Counting {
@@ -468,6 +499,9 @@ mod tests {
         fn parameter_file(&self) -> Option<PathBuf> {
             self.file.clone()
         }
+        fn published_digest(&self) -> Option<&'static str> {
+            self.digest
+        }
     }
 
     fn counting(rounds: usize, file: Option<PathBuf>) -> Counting {
@@ -475,6 +509,7 @@ mod tests {
             inner: MimcFamily::new(rounds, 1).unwrap(),
             captured: AtomicUsize::new(0),
             file,
+            digest: None,
         }
     }
 
@@ -497,11 +532,12 @@ mod tests {
             (a.join().unwrap(), b.join().unwrap())
         });
         assert_eq!(family.captured.load(Ordering::SeqCst), 1);
-        assert!(*k1.params == *k2.params);
+        let params = |k: &ProvingKey| k.srs.parameters().unwrap();
+        assert!(*params(&k1) == *params(&k2));
         let cache = ShapeCache::new(dir.path(), false, 1 << 30);
         let k3 = cache.proving_key(&family).unwrap();
         assert!(
-            *k3.params == *k1.params,
+            *params(&k3) == *params(&k1),
             "deterministic from the same files"
         );
         assert!(Arc::ptr_eq(&k3, &cache.proving_key(&family).unwrap()));
@@ -519,7 +555,7 @@ mod tests {
         let again = ShapeCache::new(dir2.path(), true, 1 << 30)
             .proving_key(&family)
             .unwrap();
-        assert!(*again.params == *k1.params);
+        assert!(*params(&again) == *params(&k1));
 
         // The key proves a witness that verifies.
         let key = cuzk_prover::CpuBackend;
@@ -528,12 +564,12 @@ mod tests {
         let proof = cuzk_prover::prove(
             &key,
             &loaded,
-            w,
+            &w,
             blstrs::Scalar::from(3u64),
             blstrs::Scalar::from(4u64),
         )
         .unwrap();
-        let pvk = bellperson::groth16::prepare_verifying_key(&k3.params.vk);
+        let pvk = bellperson::groth16::prepare_verifying_key(&k3.info.vk);
         assert!(
             cuzk_prover::verify(&pvk, &proof, &family.public_inputs(b"x", 0).unwrap()).unwrap()
         );
@@ -605,8 +641,31 @@ mod tests {
         )
         .unwrap();
         let k = cache.proving_key(&family).unwrap();
-        assert!(*k.params == *own.params);
+        let params = |k: &ProvingKey| k.srs.parameters().unwrap();
+        assert!(*params(&k) == *params(&own));
         assert!(!cache.test_params_path("mimc-r32", &own.matrices).exists());
+
+        // A published file, named relative to the directory, is checked against its digest
+        // before it is read.
+        let published = |digest| Counting {
+            digest: Some(digest),
+            ..counting(32, Some(PathBuf::from("ceremony.params")))
+        };
+        let good: &'static str =
+            Box::leak(crate::param_files::digest(&file).unwrap().into_boxed_str());
+        let k = ShapeCache::new(dir.path(), false, 0)
+            .proving_key(&published(good))
+            .unwrap();
+        assert!(*params(&k) == *params(&own));
+        let e = ShapeCache::new(dir.path(), false, 0)
+            .proving_key(&published("00000000000000000000000000000000"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("ceremony.params is corrupt or not the published one"),
+            "{e}"
+        );
         std::fs::write(&file, b"truncated").unwrap();
         let e = ShapeCache::new(dir.path().join("cache"), true, 0)
             .proving_key(&family)

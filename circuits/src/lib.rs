@@ -12,11 +12,14 @@ use serde::{Deserialize, Serialize};
 
 mod cache;
 mod mimc;
+pub mod param_files;
 #[cfg(feature = "porep")]
 pub mod porep;
+#[cfg(feature = "porep")]
+pub mod porep_c1;
 mod sha256;
 
-pub use cache::{ShapeCache, ShapeId, CACHE_ENV};
+pub use cache::{ShapeCache, ShapeId, CACHE_ENV, FILECOIN_CACHE_ENV};
 
 /// What to synthesize a partition into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,9 +153,16 @@ pub trait CircuitFamily: Send + Sync {
         false
     }
     /// A parameter file the family must be proved with (e.g. from a trusted setup), instead
-    /// of generated test parameters. [`ShapeCache`] loads it and never generates when this is
-    /// `Some`; a missing file fails the job.
+    /// of generated test parameters; relative to the [`ShapeCache`] directory unless absolute.
+    /// [`ShapeCache`] loads it and never generates when this is `Some`; a missing file fails
+    /// the job.
     fn parameter_file(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+
+    /// The published digest of [`parameter_file`](Self::parameter_file), checked before its
+    /// first use ([`param_files::verify`]).
+    fn published_digest(&self) -> Option<&'static str> {
         None
     }
 
@@ -393,7 +403,7 @@ pub(crate) mod testing {
         let key = CpuBackend.load_key(Arc::new(key)).unwrap();
         for k in 0..n {
             let w = family.witness(input, k, None).unwrap();
-            let ours = prove(&CpuBackend, &key, w, r_s[k], s_s[k]).unwrap();
+            let ours = prove(&CpuBackend, &key, &w, r_s[k], s_s[k]).unwrap();
             assert_eq!(proof_bytes(&ours), proof_bytes(&theirs[k]), "partition {k}");
             assert!(verify(&pvk, &ours, &family.public_inputs(input, k).unwrap()).unwrap());
         }

@@ -21,7 +21,7 @@ pub struct BenchArgs {
     #[command(flatten)]
     job: JobArgs,
     /// Timed jobs per side (after one untimed warm-up job through the cluster).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, env = "CUZK_BENCH_JOBS", default_value_t = 2)]
     jobs: usize,
     #[command(flatten)]
     synth: SynthArgs,
@@ -93,7 +93,7 @@ pub async fn run(args: BenchArgs, file: ConfigFile) -> anyhow::Result<()> {
     let param_config = args.params.merge(file.params).resolve(true);
     let cache = cuzk_cli::shape_cache(&param_config)?;
     // Parameter generation/loading is excluded from both sides.
-    let params = cache.proving_key(&*family)?.params.clone();
+    let params = cache.proving_key(&*family)?.srs.parameters()?;
     let threads = synth.threads;
 
     let cluster = LocalCluster::start(synth, gpu, param_config).await?;

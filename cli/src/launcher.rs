@@ -157,6 +157,14 @@ impl ProcessCluster {
             .collect()
     }
 
+    /// A running node's process id.
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .map(|n| n.child.id())
+    }
+
     /// Removes a node from the cluster's list, to stop it.
     fn take_node(&mut self, name: &str) -> anyhow::Result<NodeProcess> {
         let index = self

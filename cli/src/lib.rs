@@ -18,6 +18,8 @@ use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionTimings};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(feature = "porep")]
+pub mod c1;
 pub mod flood;
 pub mod launcher;
 pub mod status;

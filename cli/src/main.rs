@@ -13,7 +13,7 @@ use cuzk_common::telemetry::{self, TelemetryArgs, TelemetryOptions};
 use cuzk_common::topology::{jetstream_context, JOBS_BUCKET};
 use cuzk_wire::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, info_span, Instrument};
+use tracing::{info, Instrument};
 
 mod bench;
 
@@ -65,34 +65,42 @@ struct ProvisionArgs {
 #[derive(Args)]
 struct LaunchArgs {
     /// nats-servers: 1, or 3 for a JetStream cluster with R3 streams.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "CUZK_LAUNCH_SERVERS", default_value_t = 1)]
     servers: usize,
-    #[arg(long, default_value_t = 1)]
+    /// Synth node processes.
+    #[arg(long, env = "CUZK_LAUNCH_SYNTH", default_value_t = 1)]
     synth: usize,
-    #[arg(long, default_value_t = 1)]
+    /// GPU node processes.
+    #[arg(long, env = "CUZK_LAUNCH_GPU", default_value_t = 1)]
     gpu: usize,
     /// Threads per node.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "CUZK_LAUNCH_THREADS", default_value_t = 1)]
     threads: usize,
-    #[arg(long, default_value_t = 30)]
+    /// The consumers' ack wait, seconds.
+    #[arg(long, env = "CUZK_LAUNCH_ACK_WAIT_SECS", default_value_t = 30)]
     ack_wait_secs: u64,
 }
 
 #[derive(Args, Clone)]
 pub struct JobArgs {
-    /// Circuit name (sha256, mimc).
-    #[arg(long, default_value = "sha256")]
+    /// Circuit name (sha256, mimc, porep-c2).
+    #[arg(long, env = "CUZK_JOB_CIRCUIT", default_value = "sha256")]
     circuit: String,
     /// Circuit parameters as JSON.
-    #[arg(long, default_value = r#"{"blocks":2,"partitions":2}"#)]
+    #[arg(
+        long,
+        env = "CUZK_JOB_PARAMS",
+        default_value = r#"{"blocks":2,"partitions":2}"#
+    )]
     params: String,
     /// Job input as text.
-    #[arg(long, default_value = "cuzk demo input")]
+    #[arg(long, env = "CUZK_JOB_INPUT", default_value = "cuzk demo input")]
     input: String,
     /// Job id (default: a fresh one).
-    #[arg(long)]
+    #[arg(long, env = "CUZK_JOB_ID")]
     job_id: Option<String>,
-    #[arg(long, value_enum, default_value = "normal")]
+    /// GPU workers take high-priority partitions first.
+    #[arg(long, env = "CUZK_JOB_PRIORITY", value_enum, default_value = "normal")]
     priority: PriorityArg,
 }
 
@@ -103,6 +111,13 @@ enum PriorityArg {
 }
 
 impl JobArgs {
+    fn priority(&self) -> Priority {
+        match self.priority {
+            PriorityArg::High => Priority::High,
+            PriorityArg::Normal => Priority::Normal,
+        }
+    }
+
     pub fn spec(&self) -> anyhow::Result<JobSpec> {
         let params = serde_json::from_str(&self.params).context("--params is not valid JSON")?;
         let job_id = self.job_id.clone().unwrap_or_else(fresh_job_id);
@@ -112,10 +127,7 @@ impl JobArgs {
             circuit: self.circuit.clone(),
             params,
             input: JobInput::Utf8(self.input.clone()),
-            priority: match self.priority {
-                PriorityArg::High => Priority::High,
-                PriorityArg::Normal => Priority::Normal,
-            },
+            priority: self.priority(),
         })
     }
 }
@@ -137,7 +149,7 @@ struct LocalArgs {
     #[command(flatten)]
     telemetry: TelemetryArgs,
     /// Give up on the job after this long.
-    #[arg(long, default_value_t = 1800)]
+    #[arg(long, env = "CUZK_LOCAL_TIMEOUT_SECS", default_value_t = 1800)]
     timeout_secs: u64,
 }
 
@@ -147,11 +159,42 @@ struct SubmitArgs {
     nats: NatsArgs,
     #[command(flatten)]
     job: JobArgs,
+    /// Prove this PoRep C1 output (a lotus/Curio C1 file, filecoin-proofs-api or
+    /// filecoin-proofs JSON, detected): a `porep-c2` job that replaces --circuit, --params and
+    /// --input, and waits for its result.
+    #[arg(
+        long,
+        env = "CUZK_SUBMIT_C1",
+        requires = "miner",
+        conflicts_with_all = ["circuit", "params", "input"]
+    )]
+    c1: Option<PathBuf>,
+    /// With --c1: the sector number (default: the lotus file's SectorNum).
+    #[arg(long, env = "CUZK_SUBMIT_SECTOR", requires = "c1")]
+    sector: Option<u64>,
+    /// With --c1: the miner, as f0…/t0… or its actor id (the prover id is derived from it).
+    #[arg(long, env = "CUZK_SUBMIT_MINER", requires = "c1")]
+    miner: Option<String>,
+    /// With --c1 in filecoin-proofs' own form (the other forms name it): the sector size.
+    #[arg(long, env = "CUZK_SUBMIT_SECTOR_SIZE", requires = "c1")]
+    sector_size: Option<String>,
+    /// With --c1 in filecoin-proofs' own form (the other forms name it): filecoin-proofs-api's
+    /// proof name, e.g. StackedDrg32GiBV1_1_Feat_SyntheticPoRep [default: StackedDrg<size>V1_1].
+    #[arg(long, env = "CUZK_SUBMIT_SEAL_PROOF", requires = "c1")]
+    seal_proof: Option<String>,
+    /// Write the proof bytes (the partition proofs concatenated; for PoRep exactly what
+    /// `seal_commit_phase2` returns) to this file. Implies --wait.
+    #[arg(long, env = "CUZK_SUBMIT_OUT")]
+    out: Option<PathBuf>,
     /// Wait for the result and print it.
-    #[arg(long)]
+    #[arg(long, env = "CUZK_SUBMIT_WAIT")]
     wait: bool,
     /// With --wait: give up after this long. (Not `timeout_secs`: that id is --nats-timeout-secs.)
-    #[arg(long = "timeout-secs", default_value_t = 1800)]
+    #[arg(
+        long = "timeout-secs",
+        env = "CUZK_SUBMIT_TIMEOUT_SECS",
+        default_value_t = 1800
+    )]
     wait_secs: u64,
 }
 
@@ -169,7 +212,11 @@ struct WatchArgs {
     nats: NatsArgs,
     job_id: String,
     /// Give up after this long.
-    #[arg(long = "timeout-secs", default_value_t = 1800)]
+    #[arg(
+        long = "timeout-secs",
+        env = "CUZK_WATCH_TIMEOUT_SECS",
+        default_value_t = 1800
+    )]
     wait_secs: u64,
 }
 
@@ -184,7 +231,7 @@ struct SynthNodeArgs {
     #[command(flatten)]
     telemetry: TelemetryArgs,
     /// Validate the configuration, print it and exit.
-    #[arg(long)]
+    #[arg(long, env = "CUZK_CHECK_CONFIG")]
     check_config: bool,
 }
 
@@ -199,7 +246,7 @@ struct GpuNodeArgs {
     #[command(flatten)]
     telemetry: TelemetryArgs,
     /// Validate the configuration, print it and exit.
-    #[arg(long)]
+    #[arg(long, env = "CUZK_CHECK_CONFIG")]
     check_config: bool,
 }
 
@@ -239,9 +286,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if args.check_config {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(
-                        &serde_json::json!({ "nats": nats, "synth": synth, "params": params })
-                    )?
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "nats": nats, "synth": synth, "params": params,
+                        "metrics_addr": args.telemetry.metrics_addr()?
+                    }))?
                 );
                 return Ok(());
             }
@@ -263,9 +311,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if args.check_config {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(
-                        &serde_json::json!({ "nats": nats, "gpu": gpu, "params": params })
-                    )?
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "nats": nats, "gpu": gpu, "params": params,
+                        "metrics_addr": args.telemetry.metrics_addr()?
+                    }))?
                 );
                 return Ok(());
             }
@@ -347,7 +396,7 @@ fn shutdown_on_signal() -> CancellationToken {
 /// health endpoints if asked for.
 async fn init_telemetry(service: &str, args: &TelemetryArgs) -> anyhow::Result<()> {
     telemetry::init(TelemetryOptions::new(service, args));
-    if let Some(addr) = args.metrics_addr {
+    if let Some(addr) = args.metrics_addr()? {
         cuzk_common::metrics::serve(addr)
             .await
             .with_context(|| format!("--metrics-addr {addr}"))?;
@@ -369,7 +418,7 @@ async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
         &spec,
         Duration::from_secs(args.timeout_secs),
     )
-    .instrument(info_span!("submit", job_id = %spec.job_id, otel.kind = "producer"))
+    .instrument(cuzk_cli::submit::send_span(&spec))
     .await;
     cluster.stop().await?;
     let result = outcome?;
@@ -385,18 +434,63 @@ async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The job `cuzk submit` was asked for and its input bytes (staged once connected), checked
+/// before anything touches the network.
+fn submit_job(args: &SubmitArgs) -> anyhow::Result<(JobSpec, Vec<u8>)> {
+    let Some(path) = &args.c1 else {
+        let spec = args.job.spec()?;
+        let input = cuzk_cli::inline_input(&spec.input)?;
+        return Ok((spec, input));
+    };
+    #[cfg(feature = "porep")]
+    {
+        let c1 = cuzk_cli::c1::read_c1_file(path)?;
+        let sector_size = args
+            .sector_size
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e: String| anyhow::anyhow!("--sector-size: {e}"))?;
+        let flags = cuzk_cli::c1::C1Flags {
+            sector: args.sector,
+            miner: args.miner.as_deref().context("--c1 needs --miner")?,
+            sector_size,
+            seal_proof: args.seal_proof.as_deref(),
+        };
+        let params = cuzk_cli::c1::porep_params(&c1, &flags)?;
+        let spec = JobSpec {
+            version: JOB_SPEC_VERSION,
+            job_id: args.job.job_id.clone().unwrap_or_else(fresh_job_id),
+            circuit: "porep-c2".into(),
+            params,
+            input: JobInput::None,
+            priority: args.job.priority(),
+        };
+        Ok((spec, c1))
+    }
+    #[cfg(not(feature = "porep"))]
+    anyhow::bail!(
+        "--c1 {}: this cuzk was built without PoRep (feature `porep`)",
+        path.display()
+    )
+}
+
 async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
-    let nats = args.nats.merge(file.nats).resolve("cuzk-submit")?;
-    let spec = args.job.spec()?;
+    let nats = args.nats.clone().merge(file.nats).resolve("cuzk-submit")?;
     // Only what OTEL_* asks for: with an endpoint the job's trace starts here.
     telemetry::init(TelemetryOptions {
         service_name: "cuzk-submit".into(),
         ..Default::default()
     });
+    let (spec, input) = submit_job(&args)?;
     let client = cuzk_common::nats::connect(&nats).await?;
+    let input = cuzk_cli::submit::stage_input(&client, nats.timeout, &spec.job_id, &input).await?;
+    let spec = JobSpec { input, ..spec };
+    let span = cuzk_cli::submit::send_span(&spec);
     let js = jetstream_context(client.clone(), nats.timeout);
-    if !args.wait {
-        match submit::publish_job(&js, &spec).await? {
+    if !(args.wait || args.out.is_some() || args.c1.is_some()) {
+        let accepted = submit::publish_job(&js, &spec).instrument(span).await?;
+        match accepted {
             submit::Accepted::Stored(_) => println!("{}", spec.job_id),
             submit::Accepted::Duplicate => println!(
                 "{} (a duplicate of a submission from the last minutes; the original stands)",
@@ -418,9 +512,9 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
             None
         }
     };
-    let timeout = Duration::from_secs(args.wait_secs);
-    let result = submit::submit_and_wait(&client, &spec, submit::Via::JetStream, timeout)
-        .instrument(info_span!("submit", job_id = %spec.job_id, otel.kind = "producer"))
+    let wait = Duration::from_secs(args.wait_secs);
+    let result = submit::submit_and_wait(&client, &spec, submit::Via::JetStream, wait)
+        .instrument(span)
         .await;
     if let Some(progress) = progress {
         // The record is final before the result is published: this ends at once.
@@ -428,12 +522,15 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     }
     let result = result?;
     println!("{}", serde_json::to_string_pretty(&result)?);
-    if result.status == JobStatus::Done {
-        eprintln!("{}", timings_table(&result));
-        Ok(())
-    } else {
+    if result.status != JobStatus::Done {
         anyhow::bail!("job failed: {}", result.error.unwrap_or_default())
     }
+    eprintln!("{}", timings_table(&result));
+    if let Some(out) = &args.out {
+        cuzk_cli::submit::write_proof(&result, out)?;
+        eprintln!("proof written to {}", out.display());
+    }
+    Ok(())
 }
 
 async fn status(args: StatusArgs, file: ConfigFile) -> anyhow::Result<()> {
@@ -489,5 +586,58 @@ async fn watch(args: WatchArgs, file: ConfigFile) -> anyhow::Result<()> {
             record.job_id,
             record.error.unwrap_or_default()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Each flag of `command` and its subcommands without an environment twin, and each twin
+    /// with the flags it stands for.
+    fn twins(
+        command: &clap::Command,
+        path: &str,
+        missing: &mut Vec<String>,
+        envs: &mut std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    ) {
+        for arg in command.get_arguments() {
+            let long = arg.get_long().unwrap_or_default();
+            if arg.is_positional() || ["help", "version"].contains(&long) {
+                continue;
+            }
+            match arg.get_env() {
+                Some(env) => {
+                    envs.entry(env.to_string_lossy().into_owned())
+                        .or_default()
+                        .insert(long.to_owned());
+                }
+                None => missing.push(format!("{path} --{long}")),
+            }
+        }
+        for sub in command.get_subcommands() {
+            twins(sub, &format!("{path} {}", sub.get_name()), missing, envs);
+        }
+    }
+
+    /// The README: every flag has an environment twin (`CUZK_*`), one variable per flag name.
+    #[test]
+    fn every_flag_has_an_environment_twin() {
+        let (mut missing, mut envs) = (Vec::new(), Default::default());
+        twins(&Cli::command(), "cuzk", &mut missing, &mut envs);
+        assert!(missing.is_empty(), "flags without an env twin: {missing:?}");
+        assert!(envs.len() > 40, "{envs:?}");
+        for (env, flags) in &envs {
+            assert!(env.starts_with("CUZK_"), "{env}");
+            assert_eq!(flags.len(), 1, "{env} stands for several flags: {flags:?}");
+        }
+
+        // The walk does find a flag without one.
+        let without = clap::Command::new("x")
+            .subcommand(clap::Command::new("y").arg(clap::Arg::new("z").long("z")));
+        let (mut missing, mut envs) = (Vec::new(), Default::default());
+        twins(&without, "x", &mut missing, &mut envs);
+        assert_eq!(missing, ["x y --z"]);
     }
 }

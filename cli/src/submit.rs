@@ -1,20 +1,58 @@
-//! Submitting jobs and waiting for their one answer. `cuzk submit` publishes through JetStream,
-//! so the server's acknowledgement says the job is stored — or why it was refused (the jobs
-//! stream is full, the message too large). Waiting subscribes to `cuzk.results.<job_id>` before
+//! `cuzk submit`'s steps: a large input uploaded to the inputs bucket, the job published
+//! through JetStream (the server's acknowledgement says the job is stored — or why it was
+//! refused: the jobs stream is full, the message too large), its one answer awaited, and the
+//! proof bytes written to a file. Waiting subscribes to `cuzk.results.<job_id>` before
 //! publishing and also reads the job's record: a job that has already ended (a resubmission, a
 //! client reconnecting) returns its stored result at once.
 
+use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Context as _;
-use async_nats::jetstream::{self, context::PublishErrorKind};
+use anyhow::{bail, Context as _};
+use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage};
 use async_nats::Client;
+use base64::Engine;
 use cuzk_common::lifecycle::Ledger;
+use cuzk_common::nats::{retry, RetryPolicy};
 use cuzk_common::topology::{
-    jetstream_context, results_subject, JOBS_BUCKET, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH,
+    jetstream_context, results_subject, INPUTS_BUCKET, JOBS_BUCKET, SUBJECT_SUBMIT,
+    SUBJECT_SUBMIT_HIGH,
 };
-use cuzk_wire::job::{JobResult, JobSpec, Priority};
+use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, Priority, DEFAULT_MAX_INLINE_INPUT};
 use futures::StreamExt;
+
+/// The job's input as it travels: inline up to the synth nodes' default inline limit, else as
+/// an object in the inputs bucket named after the job (uploaded here).
+pub async fn stage_input(
+    client: &Client,
+    timeout: Duration,
+    job_id: &str,
+    bytes: &[u8],
+) -> anyhow::Result<JobInput> {
+    if bytes.len() <= DEFAULT_MAX_INLINE_INPUT {
+        return Ok(JobInput::Base64(
+            base64::engine::general_purpose::STANDARD.encode(bytes),
+        ));
+    }
+    let js = jetstream_context(client.clone(), timeout);
+    let store = js.get_object_store(INPUTS_BUCKET).await.with_context(|| {
+        format!("the {INPUTS_BUCKET} bucket (run `cuzk provision`, and check that this user may write it)")
+    })?;
+    let name = format!("{job_id}.input");
+    cuzk_common::objects::put(&store, &name, bytes)
+        .await
+        .with_context(|| format!("uploading {} bytes to {INPUTS_BUCKET}/{name}", bytes.len()))?;
+    Ok(JobInput::Object(name))
+}
+
+/// The span of submitting a job, whose context the job message carries (the synth node's
+/// `process` span becomes its child).
+pub fn send_span(spec: &JobSpec) -> tracing::Span {
+    let size = serde_json::to_vec(spec).map_or(0, |body| body.len());
+    let span = cuzk_common::telemetry::send_span(submit_subject(spec), &spec.job_id, size);
+    span.record("cuzk.job_id", spec.job_id.as_str());
+    span
+}
 
 /// The subject a job is submitted on: high priority has its own, which only roles allowed to
 /// use it may publish.
@@ -44,32 +82,46 @@ pub enum SubmitError {
     Failed(String),
 }
 
-/// Publishes the job through JetStream with the job id as message id.
+/// Publishes the job through JetStream with the job id as message id, retrying what the
+/// network lost (a retried publish that was stored after all comes back as a duplicate) but not
+/// what the server refused.
 pub async fn publish_job(js: &jetstream::Context, spec: &JobSpec) -> Result<Accepted, SubmitError> {
-    let body = serde_json::to_vec(spec).map_err(|e| SubmitError::Failed(e.to_string()))?;
+    let body = bytes::Bytes::from(
+        serde_json::to_vec(spec).map_err(|e| SubmitError::Failed(e.to_string()))?,
+    );
     let mut headers = async_nats::HeaderMap::new();
-    headers.insert(async_nats::header::NATS_MESSAGE_ID, spec.job_id.as_str());
     // With tracing on, the job joins the caller's trace.
     cuzk_common::telemetry::inject(&tracing::Span::current(), &mut headers);
-    let ack = js
-        .publish_with_headers(submit_subject(spec), headers, body.into())
-        .await
-        .map_err(|e| SubmitError::Failed(e.to_string()))?
-        .await;
-    match ack {
-        Ok(ack) if ack.duplicate => Ok(Accepted::Duplicate),
-        Ok(ack) => Ok(Accepted::Stored(ack.sequence)),
-        // The server answered with an error: it refused the message.
-        Err(e) if e.kind() == PublishErrorKind::Other => Err(SubmitError::Refused(e.to_string())),
-        Err(e) if e.kind() == PublishErrorKind::StreamNotFound => Err(SubmitError::Refused(
-            format!("{e} (has `cuzk provision` run?)"),
-        )),
-        // A permission violation shows only as a missing acknowledgement.
-        Err(e) if spec.priority == Priority::High => Err(SubmitError::Failed(format!(
-            "{e} (only roles allowed high priority may publish on {SUBJECT_SUBMIT_HIGH})"
-        ))),
-        Err(e) => Err(SubmitError::Failed(e.to_string())),
-    }
+    // A refusal is final: it leaves the retry loop as a success carrying the error.
+    let settled = retry("publish job", RetryPolicy::NETWORK, || async {
+        let publish = PublishMessage::build()
+            .headers(headers.clone())
+            .payload(body.clone())
+            .message_id(spec.job_id.as_str());
+        let ack = js
+            .send_publish(submit_subject(spec), publish)
+            .await
+            .map_err(|e| SubmitError::Failed(e.to_string()))?
+            .await;
+        match ack {
+            Ok(ack) if ack.duplicate => Ok(Ok(Accepted::Duplicate)),
+            Ok(ack) => Ok(Ok(Accepted::Stored(ack.sequence))),
+            // The server answered with an error: it refused the message.
+            Err(e) if e.kind() == PublishErrorKind::Other => {
+                Ok(Err(SubmitError::Refused(e.to_string())))
+            }
+            Err(e) if e.kind() == PublishErrorKind::StreamNotFound => Ok(Err(
+                SubmitError::Refused(format!("{e} (has `cuzk provision` run?)")),
+            )),
+            // A permission violation shows only as a missing acknowledgement.
+            Err(e) if spec.priority == Priority::High => Err(SubmitError::Failed(format!(
+                "{e} (only roles allowed high priority may publish on {SUBJECT_SUBMIT_HIGH})"
+            ))),
+            Err(e) => Err(SubmitError::Failed(e.to_string())),
+        }
+    })
+    .await?;
+    settled
 }
 
 /// Publishes the job with a plain core publish, exactly as `nats pub cuzk.jobs.submit` does.
@@ -137,4 +189,26 @@ pub async fn stored_result(js: &jetstream::Context, job_id: &str) -> Option<JobR
     };
     let record = Ledger::open(js.clone(), kv).get(job_id).await.ok()??;
     record.status.is_final().then_some(record.result).flatten()
+}
+
+/// Writes a finished job's proof bytes (its partition proofs concatenated, exactly what
+/// `seal_commit_phase2` returns for PoRep) to `out`, atomically.
+pub fn write_proof(result: &JobResult, out: &Path) -> anyhow::Result<()> {
+    if result.status != JobStatus::Done {
+        bail!("job {} has no proof: it failed", result.job_id);
+    }
+    let proof = hex::decode(
+        result
+            .proof
+            .as_deref()
+            .context("the result carries no proof")?,
+    )
+    .context("the result's proof is not hex")?;
+    let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
+    let mut tmp = tempfile::NamedTempFile::new_in(dir.unwrap_or(Path::new(".")))
+        .with_context(|| format!("writing {}", out.display()))?;
+    std::io::Write::write_all(&mut tmp, &proof)?;
+    tmp.persist(out)
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(())
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
 use cuzk_cli::submit_and_wait;
-use cuzk_common::lifecycle::{Admission, Ledger};
+use cuzk_common::lifecycle::{Admission, JobShape, Ledger};
 use cuzk_common::objects;
 use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED};
 use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
@@ -181,8 +181,13 @@ async fn inject_partition(
     params: serde_json::Value,
 ) {
     let spec = job(job_id, family.name(), params.clone(), "");
+    let shape = JobShape {
+        partitions: 1,
+        synthetic: false,
+        shape_key: &family.shape_key(),
+    };
     let admitted = Ledger::new(&cluster.topology)
-        .admit(&spec, (1, false), 0, unix_ms(), 1)
+        .admit(&spec, shape, 0, unix_ms(), 1)
         .await
         .unwrap();
     assert!(matches!(admitted, Admission::New(_)), "{admitted:?}");
@@ -280,4 +285,35 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
         .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
     cluster.stop().await.unwrap();
+}
+
+/// `cuzk submit --c1` checks the C1 file against its flags before it connects or uploads.
+#[cfg(feature = "porep")]
+#[test]
+fn submit_refuses_a_c1_file_that_contradicts_its_flags() {
+    let work = tempfile::tempdir().unwrap();
+    let api = br#"{"registered_proof":"StackedDrg2KiBV1_1","vanilla_proofs":{}}"#;
+    let phase1 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, api);
+    let file = work.path().join("c1.json");
+    std::fs::write(
+        &file,
+        json!({"SectorNum": 3, "Phase1Out": phase1, "SectorSize": 2048}).to_string(),
+    )
+    .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args([
+            "submit",
+            "--nats-url",
+            "nats://127.0.0.1:1",
+            "--miner",
+            "f01",
+        ])
+        .arg("--c1")
+        .arg(&file)
+        .args(["--sector", "4"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("for sector 3"), "{stderr}");
 }

@@ -1,6 +1,7 @@
 //! Observability end to end: a real OTLP/HTTP receiver on 127.0.0.1 collects the spans of jobs
 //! run through the local cluster (one trace per job, every stage, parent links across both
-//! nodes, a caller's `traceparent` honoured), and the Prometheus endpoint is scraped after a job.
+//! nodes, a caller's `traceparent` honoured, OpenTelemetry's messaging conventions on every
+//! hop), and the Prometheus endpoint is scraped after a job.
 //!
 //! The OpenTelemetry providers are global to the process and the cluster's nodes run in it, so
 //! both tests share one setup: a receiver, and telemetry initialised with its endpoint.
@@ -144,7 +145,13 @@ async fn flush() {
         .unwrap();
 }
 
-/// The spans of the trace whose `job` span carries `job_id`, once `done` says they are all in.
+/// The synth node's span of a job: OpenTelemetry's messaging `process` span.
+const JOB: &str = "process cuzk.jobs.submit";
+/// The producer span of a normal-priority work item and the GPU node's consumer span.
+const SEND_WORK: &str = "send cuzk.work.normal";
+const PROCESS_WORK: &str = "process cuzk.work.normal";
+
+/// The spans of the trace whose job span carries `job_id`, once `done` says they are all in.
 async fn job_trace(
     receiver: &Receiver,
     job_id: &str,
@@ -158,8 +165,8 @@ async fn job_trace(
             let trace_id = spans
                 .iter()
                 .find(|s| {
-                    s.name == "job"
-                        && s.attributes.get("job_id").map(String::as_str) == Some(job_id)
+                    s.name == JOB
+                        && s.attributes.get("cuzk.job_id").map(String::as_str) == Some(job_id)
                 })
                 .map(|s| s.trace_id.clone());
             if let Some(trace_id) = trace_id {
@@ -202,7 +209,7 @@ fn child_names(spans: &[RecordedSpan], parent: &RecordedSpan) -> Vec<String> {
 }
 
 fn print_tree(spans: &[RecordedSpan], span: &RecordedSpan, depth: usize, origin: u64) {
-    let mut attributes: Vec<String> = ["job_id", "partition", "worker"]
+    let mut attributes: Vec<String> = ["cuzk.job_id", "cuzk.partition", "cuzk.worker"]
         .iter()
         .filter_map(|k| span.attributes.get(*k).map(|v| format!("{k}={v}")))
         .collect();
@@ -247,12 +254,12 @@ async fn one_job_is_one_trace_across_both_nodes() {
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
 
     let complete = |spans: &[RecordedSpan]| {
-        named(spans, "gpu.partition").len() == 2
+        named(spans, PROCESS_WORK).len() == 2
             && named(spans, "assemble").len() == 1
-            && named(spans, "job").len() == 1
+            && named(spans, JOB).len() == 1
     };
     let spans = job_trace(receiver, "traced", complete).await;
-    let root = named(&spans, "job")[0];
+    let root = named(&spans, JOB)[0];
     print_tree(&spans, root, 0, root.start);
 
     // One trace, the caller's, with every span's parent inside it (the root's is the caller's).
@@ -270,6 +277,49 @@ async fn one_job_is_one_trace_across_both_nodes() {
         }
     }
 
+    // Messaging conventions on both hops: `send`/`process` names and kinds, `messaging.*`
+    // attributes, cuzk's own attributes namespaced `cuzk.*`.
+    let attr =
+        |span: &RecordedSpan, key: &str| span.attributes.get(key).cloned().unwrap_or_default();
+    for (span, operation, destination) in [
+        (root, "process", "cuzk.jobs.submit"),
+        (named(&spans, SEND_WORK)[0], "send", "cuzk.work.normal"),
+        (
+            named(&spans, PROCESS_WORK)[0],
+            "process",
+            "cuzk.work.normal",
+        ),
+    ] {
+        assert_eq!(attr(span, "messaging.system"), "nats", "{span:?}");
+        assert_eq!(
+            attr(span, "messaging.operation.type"),
+            operation,
+            "{span:?}"
+        );
+        assert_eq!(
+            attr(span, "messaging.destination.name"),
+            destination,
+            "{span:?}"
+        );
+        // tracing-opentelemetry's own timings aside, every attribute is namespaced.
+        let bare = |k: &&String| {
+            !k.contains('.') && !["busy_ns", "idle_ns", "target"].contains(&k.as_str())
+        };
+        assert!(
+            !span.attributes.keys().any(|k| bare(&k)),
+            "un-namespaced attribute: {span:?}"
+        );
+    }
+    assert_eq!(attr(root, "messaging.consumer.group.name"), "synth");
+    assert_eq!(attr(root, "cuzk.job_id"), "traced");
+    assert_eq!(
+        attr(
+            named(&spans, PROCESS_WORK)[0],
+            "messaging.consumer.group.name"
+        ),
+        "gpu-normal"
+    );
+
     // Synth node: the job's queue wait, then a span per partition with its stages.
     assert_eq!(
         child_names(&spans, root),
@@ -284,27 +334,27 @@ async fn one_job_is_one_trace_across_both_nodes() {
             child_names(&spans, partition),
             [
                 "encode",
-                "publish_work",
                 "queue_room_wait",
+                SEND_WORK,
                 "shape",
                 "synthesize",
                 "upload"
             ],
             "synth partition {:?}",
-            partition.attributes.get("partition")
+            partition.attributes.get("cuzk.partition")
         );
-        // GPU node, across the work queue: a child of the synth node's publish.
+        // GPU node, across the work queue: a child of the synth node's send.
         let publish = children(&spans, partition)
             .into_iter()
-            .find(|s| s.name == "publish_work")
+            .find(|s| s.name == SEND_WORK)
             .unwrap();
         let gpu = children(&spans, publish);
         assert_eq!(gpu.len(), 1, "one GPU span per published partition");
         let gpu = gpu[0];
-        assert_eq!(gpu.name, "gpu.partition");
+        assert_eq!(gpu.name, PROCESS_WORK);
         assert_eq!(
-            gpu.attributes.get("partition"),
-            partition.attributes.get("partition")
+            gpu.attributes.get("cuzk.partition"),
+            partition.attributes.get("cuzk.partition")
         );
         let names = child_names(&spans, gpu);
         for stage in ["work.queue_wait", "fetch", "decode", "load_params", "prove"] {
@@ -338,11 +388,8 @@ async fn one_job_is_one_trace_across_both_nodes() {
     let body = serde_json::to_vec(&spec).unwrap();
     let result = submit_raw(&cluster.client, &body, None, "cuzk.results.untraced").await;
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
-    let spans = job_trace(receiver, "untraced", |s| {
-        named(s, "gpu.partition").len() == 1
-    })
-    .await;
-    let root = named(&spans, "job")[0];
+    let spans = job_trace(receiver, "untraced", |s| named(s, PROCESS_WORK).len() == 1).await;
+    let root = named(&spans, JOB)[0];
     assert!(
         root.parent.is_empty(),
         "a job without traceparent is a root span"
@@ -400,12 +447,25 @@ async fn prometheus_endpoint_shows_stage_histograms_after_a_job() {
         "assemble",
         "job_total",
     ];
-    let count_line = |metrics: &str, stage: &str| {
-        let prefix = "cuzk_stage_duration_seconds_count";
+    // Every per-job and per-partition series names its circuit and shape.
+    let job_labels = ["circuit=\"mimc\"", "shape=\"mimc-r100\""];
+    let line = |metrics: &str, name: &str, labels: &[&str]| {
         metrics
             .lines()
-            .find(|l| l.starts_with(prefix) && l.contains(&format!("stage=\"{stage}\"")))
+            .find(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(['{', ' ']))
+                    && labels.iter().all(|label| l.contains(label))
+            })
             .map(str::to_owned)
+    };
+    let count_line = |metrics: &str, stage: &str| {
+        let stage = format!("stage=\"{stage}\"");
+        line(
+            metrics,
+            "cuzk_stage_duration_seconds_count",
+            &[job_labels[0], job_labels[1], &stage],
+        )
     };
     // The result is published before the reporting node records its last stages: poll briefly.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -426,16 +486,40 @@ async fn prometheus_endpoint_shows_stage_histograms_after_a_job() {
         let n: f64 = count.rsplit(' ').next().unwrap().parse().unwrap();
         assert!(n >= 1.0, "{count}");
     }
-    for name in [
-        "cuzk_blob_bytes_total{direction=\"up\",form=\"wire\"}",
-        "cuzk_blob_bytes_total{direction=\"up\",form=\"raw\"}",
-        "cuzk_blob_bytes_total{direction=\"down\",form=\"wire\"}",
-        "cuzk_codec_compression_ratio_count",
-        "cuzk_prover_busy_seconds_total{worker=\"cpu.0\"}",
-        "cuzk_partitions_in_flight{role=\"gpu\"}",
-        "cuzk_jobs_total{status=\"done\"}",
+    for (name, labels) in [
+        (
+            "cuzk_blob_bytes_total",
+            &["direction=\"up\"", "form=\"wire\""][..],
+        ),
+        (
+            "cuzk_blob_bytes_total",
+            &["direction=\"up\"", "form=\"raw\""],
+        ),
+        (
+            "cuzk_blob_bytes_total",
+            &["direction=\"down\"", "form=\"wire\""],
+        ),
+        ("cuzk_codec_compression_ratio_count", &[]),
+        ("cuzk_jobs_total", &["status=\"done\""]),
     ] {
-        assert!(metrics.lines().any(|l| l.starts_with(name)), "no {name}");
+        let labels: Vec<&str> = labels.iter().chain(&job_labels).copied().collect();
+        assert!(
+            line(&metrics, name, &labels).is_some(),
+            "no {name} {labels:?}"
+        );
+    }
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    for (name, labels) in [
+        ("cuzk_prover_busy_seconds_total", &["worker=\"cpu.0\""][..]),
+        ("cuzk_partitions_in_flight", &["role=\"gpu\""]),
+        ("cuzk_build_info", &[version.as_str()]),
+        ("cuzk_heartbeat_timestamp_seconds", &["role=\"synth\""]),
+        ("cuzk_heartbeat_timestamp_seconds", &["role=\"gpu\""]),
+    ] {
+        assert!(
+            line(&metrics, name, labels).is_some(),
+            "no {name} {labels:?}"
+        );
     }
 
     let health = tokio::task::spawn_blocking(move || {

@@ -1,23 +1,129 @@
-//! Filecoin PoRep Commit-2 end to end: a 2 KiB sector sealed with filecoin-proofs' real API,
-//! its C1 output submitted as a `porep-c2` job to a local cluster, and the returned proof
-//! accepted by `filecoin_proofs::verify_seal`; bad C1 outputs fail their jobs cleanly.
+//! Filecoin PoRep Commit-2 end to end, as an operator does it: a 2 KiB sector sealed through
+//! filecoin-proofs-api, its C1 output in the lotus/Curio file form (`{"SectorNum",
+//! "Phase1Out", "SectorSize"}`), proved with `cuzk submit --c1 FILE --miner t0… --out FILE`
+//! against a local cluster; the proof bytes are accepted by filecoin-proofs-api's
+//! `verify_seal`, which reads them as it reads what `seal_commit_phase2` returns (the partition
+//! proofs concatenated, 192 compressed bytes each). The bytes themselves never equal another
+//! prover's: Groth16 proofs are randomized (r, s). `seal_commit_phase2` itself is not run here:
+//! it took 124 s for this C1 on 2 cores (the cluster 52 s), too much for a check of the length.
+//! Bad C1 outputs fail their jobs cleanly, and `cuzk submit` exits non-zero for them.
 //!
-//! Groth16 parameters: filecoin-proofs' parameter cache, `$FIL_PROOFS_PARAMETER_CACHE`
-//! (default here `~/.cache/cuzk/filecoin-params`). Missing 2 KiB parameters are generated once
-//! (INSECURE, test-only; ~14 min and 5.2 GB on 2 cores) and kept there for later runs.
+//! Groth16 parameters: the parameter directory (`CUZK_PARAM_CACHE`, else
+//! `FIL_PROOFS_PARAMETER_CACHE`, else `~/.cache/cuzk/params`), which filecoin-proofs is pointed
+//! at too. Missing 2 KiB parameters are generated once (INSECURE, test-only, marked so) and
+//! kept there for later runs.
 
 #![cfg(feature = "porep")]
 
 mod support;
 
+use std::path::Path;
+
 use base64::Engine;
-use cuzk_circuits::porep::{generate_test_parameters, seal_sector, verify_seal, SectorSize};
-use cuzk_circuits::ShapeCache;
-use cuzk_cli::{submit_and_wait, verify_job_proof};
+use cuzk_circuits::porep::{generate_test_parameters, SectorSize};
+use cuzk_circuits::porep_c1;
+use cuzk_circuits::{ShapeCache, FILECOIN_CACHE_ENV};
+use cuzk_cli::submit_and_wait;
 use cuzk_wire::job::{JobInput, JobSpec, JobStatus};
-use rand::SeedableRng;
+use filecoin_proofs_api::seal::{self, SealCommitPhase1Output};
+use filecoin_proofs_api::{PieceInfo, RegisteredSealProof, UnpaddedBytesAmount};
+use rand::RngCore;
 use serde_json::json;
 use support::{cluster, job, TIMEOUT};
+
+const PROOF: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
+const MINER: u64 = 1234;
+const SECTOR: u64 = 7;
+
+/// A sector sealed up to C1 through filecoin-proofs-api, as lotus does it.
+fn seal_c1(dir: &Path, sector: u64) -> SealCommitPhase1Output {
+    let cache = dir.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let (staged, sealed) = (dir.join("staged"), dir.join("sealed"));
+    let size = UnpaddedBytesAmount(2032);
+    let mut piece = vec![0u8; size.0 as usize];
+    rand::rngs::OsRng.fill_bytes(&mut piece);
+    let mut staged_file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&staged)
+        .unwrap();
+    let (info, _): (PieceInfo, _) =
+        seal::add_piece(PROOF, &piece[..], &mut staged_file, size, &[]).unwrap();
+    drop(staged_file);
+    std::fs::File::create(&sealed).unwrap();
+    let prover_id = porep_c1::prover_id(MINER);
+    let mut ticket = [0u8; 32];
+    let mut seed = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut ticket);
+    rand::rngs::OsRng.fill_bytes(&mut seed);
+    // Field elements, as lotus' randomness is.
+    ticket[31] &= 0x3f;
+    seed[31] &= 0x3f;
+    let pieces = [info];
+    let pc1 = seal::seal_pre_commit_phase1(
+        PROOF,
+        &cache,
+        &staged,
+        &sealed,
+        prover_id,
+        sector.into(),
+        ticket,
+        &pieces,
+    )
+    .unwrap();
+    let pc2 = seal::seal_pre_commit_phase2(pc1, &cache, &sealed).unwrap();
+    seal::seal_commit_phase1(
+        &cache,
+        &sealed,
+        prover_id,
+        sector.into(),
+        ticket,
+        seed,
+        pc2,
+        &pieces,
+    )
+    .unwrap()
+}
+
+/// The C1 file lotus-bench and Curio write: the API's JSON, base64 in `Phase1Out`. `pad`
+/// trailing spaces (still valid JSON) make it larger than a job carries inline.
+fn lotus_file(c1: &SealCommitPhase1Output, sector: u64, pad: usize) -> Vec<u8> {
+    let phase1 = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(c1).unwrap());
+    let mut file = serde_json::to_vec(&json!({
+        "SectorNum": sector, "Phase1Out": phase1, "SectorSize": 2048
+    }))
+    .unwrap();
+    file.resize(file.len() + pad, b' ');
+    file
+}
+
+/// Runs `cuzk submit --c1 FILE` against `url`; returns whether it succeeded, and its stderr.
+async fn cuzk_submit_c1(url: &str, file: &Path, out: &Path, extra: &[&str]) -> (bool, String) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_cuzk"));
+    command
+        .args([
+            "submit",
+            "--nats-url",
+            url,
+            "--miner",
+            &format!("t0{MINER}"),
+        ])
+        .arg("--c1")
+        .arg(file)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(TIMEOUT, command.output())
+        .await
+        .expect("cuzk submit finished in time")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.success(), stderr)
+}
 
 fn c1_job(job_id: &str, params: serde_json::Value, c1: &[u8]) -> JobSpec {
     let mut spec = job(job_id, "porep-c2", params, "");
@@ -25,23 +131,32 @@ fn c1_job(job_id: &str, params: serde_json::Value, c1: &[u8]) -> JobSpec {
     spec
 }
 
+/// Points filecoin-proofs at the parameter directory the cluster uses (its default).
+fn share_param_dir() {
+    let dir = ShapeCache::default_dir().unwrap();
+    // SAFETY: the first thing the test does, before it starts threads; filecoin-proofs reads
+    // its settings once, on first use, which is after this.
+    unsafe { std::env::set_var(FILECOIN_CACHE_ENV, &dir) };
+}
+
 #[test]
-fn a_real_2kib_c1_is_proved_and_verify_seal_accepts_it() {
-    const PARAM_CACHE: &str = "FIL_PROOFS_PARAMETER_CACHE";
-    if std::env::var_os(PARAM_CACHE).is_none() {
-        let home = std::env::var_os("HOME").expect("HOME is set");
-        let dir = std::path::Path::new(&home).join(".cache/cuzk/filecoin-params");
-        // SAFETY: the only test in this binary, and no other thread exists yet; filecoin-proofs
-        // reads its settings once, on first use, which is after this.
-        unsafe { std::env::set_var(PARAM_CACHE, dir) };
-    }
-    generate_test_parameters(SectorSize::S2KiB, &cuzk_prover::setup::CpuFixedBase::new())
-        .expect("2 KiB parameters");
+fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
+    share_param_dir();
+    let engine = cuzk_prover::setup::CpuFixedBase::new();
+    generate_test_parameters(
+        SectorSize::S2KiB,
+        &ShapeCache::open_default(true).unwrap(),
+        &engine,
+        false,
+    )
+    .expect("2 KiB parameters");
 
     let work = tempfile::tempdir().unwrap();
-    let mut rng = rand_chacha::ChaCha20Rng::from_entropy();
-    let sector = seal_sector(SectorSize::S2KiB, work.path(), 7, [3; 32], &mut rng).expect("sealed");
-    let c1 = &sector.c1_json;
+    let c1 = seal_c1(&work.path().join("sector"), SECTOR);
+    // Larger than the inline limit: `cuzk submit` uploads it to the inputs bucket.
+    let file = work.path().join("c1.json");
+    std::fs::write(&file, lotus_file(&c1, SECTOR, 800 << 10)).unwrap();
+    let api_json = serde_json::to_vec(&c1).unwrap();
 
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -50,31 +165,31 @@ fn a_real_2kib_c1_is_proved_and_verify_seal_accepts_it() {
         .unwrap()
         .block_on(async {
             let cluster = cluster().await;
+            let url = cluster.url();
 
             // Bad C1 outputs fail in synthesis, before any parameters are needed.
-            let mut wrong_size = sector.job_params();
+            let params = json!({"sector_size": "2KiB", "sector_id": SECTOR, "miner": MINER});
+            let mut wrong_size = params.clone();
             wrong_size["sector_size"] = json!("8MiB");
-            let mut corrupt: serde_json::Value = serde_json::from_slice(c1).unwrap();
+            let mut corrupt: serde_json::Value = serde_json::from_slice(&api_json).unwrap();
             let byte = corrupt["comm_r"][0].as_u64().unwrap();
             corrupt["comm_r"][0] = json!(byte ^ 1);
+            let corrupt = serde_json::to_vec(&corrupt).unwrap();
             let bad = [
                 (
-                    c1_job("truncated", sector.job_params(), &c1[..c1.len() - 100]),
-                    "not a C1 output",
-                ),
-                (
-                    c1_job("garbage", sector.job_params(), b"\x00\xffnot json"),
-                    "not a C1 output",
-                ),
-                (c1_job("wrong-size", wrong_size, c1), "8MiB"),
-                (
                     c1_job(
-                        "corrupt",
-                        sector.job_params(),
-                        &serde_json::to_vec(&corrupt).unwrap(),
+                        "truncated",
+                        params.clone(),
+                        &api_json[..api_json.len() - 100],
                     ),
-                    "do not verify",
+                    "not a C1 output",
                 ),
+                (
+                    c1_job("garbage", params.clone(), b"\x00\xffnot json"),
+                    "not a C1 output",
+                ),
+                (c1_job("wrong-size", wrong_size, &api_json), "8MiB"),
+                (c1_job("corrupt", params.clone(), &corrupt), "do not verify"),
             ];
             for (spec, expected) in &bad {
                 let result = submit_and_wait(&cluster.client, spec, TIMEOUT)
@@ -85,30 +200,52 @@ fn a_real_2kib_c1_is_proved_and_verify_seal_accepts_it() {
                 assert!(error.contains(expected), "{}: {error}", spec.job_id);
             }
 
-            let spec = c1_job("porep-2k", sector.job_params(), c1);
-            let result = submit_and_wait(&cluster.client, &spec, TIMEOUT)
-                .await
-                .unwrap();
-            assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
-            assert!(result.verified);
-            let proof = hex::decode(result.proof.as_deref().unwrap()).unwrap();
-            assert_eq!(proof.len(), 192);
-            assert!(
-                verify_seal(&sector, &proof).unwrap(),
-                "verify_seal rejected the cluster's proof"
-            );
-            // Our own verifier agrees: public inputs from `get_seal_inputs`, VK from the same file.
-            verify_job_proof(&spec, &result, &ShapeCache::open_default(true).unwrap()).unwrap();
-            // And a proof for another sector is rejected.
-            let other = seal_sector(
-                SectorSize::S2KiB,
-                &work.path().join("other"),
-                8,
-                [3; 32],
-                &mut rng,
+            // The CLI exits non-zero on a failed job, and writes no proof.
+            let corrupt_c1: SealCommitPhase1Output = serde_json::from_slice(&corrupt).unwrap();
+            let corrupt_file = work.path().join("corrupt.json");
+            std::fs::write(&corrupt_file, lotus_file(&corrupt_c1, SECTOR, 0)).unwrap();
+            let out = work.path().join("corrupt.proof");
+            let (ok, stderr) = cuzk_submit_c1(&url, &corrupt_file, &out, &[]).await;
+            assert!(!ok && stderr.contains("do not verify"), "{stderr}");
+            assert!(!out.exists());
+
+            let out = work.path().join("proof.bin");
+            let (ok, stderr) =
+                cuzk_submit_c1(&url, &file, &out, &["--job-id", "porep-lotus"]).await;
+            assert!(ok, "cuzk submit --c1 failed: {stderr}");
+            let proof = std::fs::read(&out).unwrap();
+            assert_eq!(proof.len(), 192, "one partition proof");
+            let prover_id = porep_c1::prover_id(MINER);
+            let verify = |proof: &[u8]| {
+                seal::verify_seal(
+                    PROOF,
+                    c1.comm_r,
+                    c1.comm_d,
+                    prover_id,
+                    SECTOR.into(),
+                    c1.ticket,
+                    c1.seed,
+                    proof,
+                )
+                .unwrap()
+            };
+            assert!(verify(&proof), "verify_seal rejected the cluster's proof");
+            // The input went through the inputs bucket.
+            let input = cluster.topology.inputs.info("porep-lotus.input").await;
+            assert!(input.is_ok_and(|i| i.size as usize > 800 << 10));
+
+            // And a proof for another sector number is rejected.
+            assert!(!seal::verify_seal(
+                PROOF,
+                c1.comm_r,
+                c1.comm_d,
+                prover_id,
+                (SECTOR + 1).into(),
+                c1.ticket,
+                c1.seed,
+                &proof,
             )
-            .unwrap();
-            assert!(!verify_seal(&other, &proof).unwrap_or(false));
+            .unwrap_or(false));
             cluster.stop().await.unwrap();
         });
 }

@@ -321,6 +321,13 @@ fn physical_memory() -> u64 {
         .unwrap_or(8 << 30)
 }
 
+/// `--param-cache`'s environment twin (the name `cuzk_circuits::ShapeCache::default_dir`
+/// reads).
+pub const PARAM_CACHE_ENV: &str = "CUZK_PARAM_CACHE";
+/// filecoin-proofs' name for the same directory, honoured as a second twin: operators of
+/// lotus and Curio have it set already.
+pub const FIL_PARAM_CACHE_ENV: &str = "FIL_PROOFS_PARAMETER_CACHE";
+
 fn default_threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
@@ -430,7 +437,9 @@ impl SynthArgs {
             max_queued_bytes: self.max_queued_bytes.unwrap_or(8 << 30),
             max_job_constraints: self.max_job_constraints.unwrap_or(1 << 32),
             no_progress_timeout: Duration::from_secs(self.no_progress_timeout_secs.unwrap_or(3600)),
-            max_inline_input: self.max_inline_input.unwrap_or(768 * 1024),
+            max_inline_input: self
+                .max_inline_input
+                .unwrap_or(cuzk_wire::job::DEFAULT_MAX_INLINE_INPUT),
             zstd_level: self.zstd_level.unwrap_or(EncodeOptions::default().level),
             drain_timeout: Duration::from_secs(self.drain_timeout_secs.unwrap_or(60)),
         };
@@ -502,6 +511,10 @@ pub struct GpuArgs {
     /// without one use the parameter cache.
     #[arg(long = "params-file", env = "CUZK_PARAMS_FILES", value_delimiter = ',')]
     pub params_files: Option<Vec<String>>,
+    /// Circuits whose proving keys each device loads at start, before taking work: a JSON
+    /// array of `{"name": ..., "params": {...}}`, as in a job.
+    #[arg(long = "gpu-preload", env = "CUZK_GPU_PRELOAD")]
+    pub preload: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -513,6 +526,7 @@ pub struct GpuConfig {
     pub memory_budget: Option<u64>,
     pub verify: bool,
     pub params_files: Vec<(String, PathBuf)>,
+    pub preload: Vec<serde_json::Value>,
     pub drain_timeout: Duration,
 }
 
@@ -528,6 +542,7 @@ impl GpuArgs {
             memory_budget,
             verify,
             params_files,
+            preload,
             drain_timeout_secs
         );
         self
@@ -542,6 +557,7 @@ impl GpuArgs {
             memory_budget: self.memory_budget,
             verify: self.verify.unwrap_or(true),
             params_files: parse_params_files(self.params_files.unwrap_or_default())?,
+            preload: parse_preload(self.preload.as_deref())?,
             drain_timeout: Duration::from_secs(self.drain_timeout_secs.unwrap_or(120)),
         };
         if config.workers == 0 || config.cpu_threads == 0 {
@@ -565,9 +581,12 @@ impl GpuArgs {
 #[derive(clap::Args, Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ParamArgs {
-    /// Directory of constraint matrices and generated parameters, by circuit shape (default:
-    /// $XDG_CACHE_HOME/cuzk/params or ~/.cache/cuzk/params).
-    #[arg(long = "param-cache", env = "CUZK_PARAM_CACHE")]
+    /// Directory of every circuit's Groth16 parameters — Filecoin's published files
+    /// (`v28-*.params`, checked against their published digests on first use) and generated
+    /// test ones (`TEST-ONLY-INSECURE-*`) — and of the constraint matrices by circuit shape.
+    /// `FIL_PROOFS_PARAMETER_CACHE` is honoured too (default: $XDG_CACHE_HOME/cuzk/params or
+    /// ~/.cache/cuzk/params).
+    #[arg(long = "param-cache", env = PARAM_CACHE_ENV)]
     pub cache: Option<PathBuf>,
     /// Generate TEST-ONLY, INSECURE Groth16 parameters for shapes that have none. Never in
     /// production: anyone can derive their toxic waste and forge proofs.
@@ -595,6 +614,12 @@ pub struct ParamConfig {
 
 impl ParamArgs {
     pub fn merge(mut self, file: ParamArgs) -> ParamArgs {
+        // The second environment twin ranks with the first: above the file.
+        if self.cache.is_none() {
+            self.cache = std::env::var_os(FIL_PARAM_CACHE_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from);
+        }
         fill!(
             self,
             file,
@@ -616,6 +641,24 @@ impl ParamArgs {
             allow_synthetic: self.allow_synthetic.unwrap_or(false),
         }
     }
+}
+
+fn parse_preload(text: Option<&str>) -> Result<Vec<serde_json::Value>, ConfigError> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let bad = |m: String| invalid("gpu.preload", m);
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let specs = value
+        .as_array()
+        .ok_or_else(|| bad("must be a JSON array of circuit specs".into()))?;
+    for spec in specs {
+        if !spec.get("name").is_some_and(|n| n.is_string()) {
+            return Err(bad(format!("{spec} has no \"name\"")));
+        }
+    }
+    Ok(specs.clone())
 }
 
 fn parse_params_files(entries: Vec<String>) -> Result<Vec<(String, PathBuf)>, ConfigError> {

@@ -32,26 +32,57 @@ const RATIO_BUCKETS: &[f64] = &[
     1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 64.0,
 ];
 
+/// The `circuit` (`sha256`, `porep-c2`) and `shape` (the parameter set, `porep-c2-32GiB`)
+/// labels every per-job and per-partition measurement carries.
+#[derive(Clone, Debug)]
+pub struct JobLabels([KeyValue; 2]);
+
+impl JobLabels {
+    pub fn new(circuit: &str, shape: &str) -> JobLabels {
+        JobLabels([
+            KeyValue::new("circuit", circuit.to_owned()),
+            KeyValue::new("shape", shape.to_owned()),
+        ])
+    }
+
+    /// For a job rejected before its circuit was known.
+    pub fn unknown() -> JobLabels {
+        JobLabels::new("unknown", "unknown")
+    }
+
+    /// These labels and `extra`.
+    pub fn with(&self, extra: &[KeyValue]) -> Vec<KeyValue> {
+        self.0.iter().chain(extra).cloned().collect()
+    }
+}
+
 pub struct Metrics {
-    /// `cuzk_stage_duration_seconds{stage}`: one observation per partition (job-level stages
-    /// per job).
+    /// `cuzk_stage_duration_seconds{stage,circuit,shape}`: one observation per partition
+    /// (job-level stages per job).
     pub stage_duration: Histogram<f64>,
     /// `cuzk_partitions_in_flight{role}`: partitions held by this node right now.
     pub partitions_in_flight: UpDownCounter<i64>,
     /// `cuzk_queue_depth{stream}`: messages waiting in a stream, sampled with the heartbeat.
     pub queue_depth: Gauge<u64>,
-    /// `cuzk_blob_bytes_total{direction,form}`: witness blob bytes, `wire` (compressed) uploaded
-    /// and downloaded, and `raw` (32 bytes per field element) encoded.
+    /// `cuzk_blob_bytes_total{direction,form,circuit,shape}`: witness blob bytes, `wire`
+    /// (compressed) uploaded and downloaded, and `raw` (32 bytes per field element) encoded.
     pub blob_bytes: Counter<u64>,
-    /// `cuzk_codec_compression_ratio`: raw over wire bytes, one observation per blob.
+    /// `cuzk_codec_compression_ratio{circuit,shape}`: raw over wire bytes, one observation per
+    /// blob.
     pub codec_ratio: Histogram<f64>,
     /// `cuzk_prover_busy_seconds_total{worker}`: time inside the prover; its rate is the
     /// worker's busy fraction.
     pub prover_busy: Counter<f64>,
-    /// `cuzk_errors_total{role,kind}`: failed attempts (`retry`) and failed jobs (`fatal`).
+    /// `cuzk_errors_total{role,kind,circuit,shape}`: failed attempts (`retry`) and failed jobs
+    /// (`fatal`).
     pub errors: Counter<u64>,
-    /// `cuzk_jobs_total{status}`: jobs finished, by the node that reported them.
+    /// `cuzk_jobs_total{status,circuit,shape}`: jobs finished, by the node that reported them.
     pub jobs: Counter<u64>,
+    /// `cuzk_heartbeat_timestamp_seconds{role}`: when this node last stored its heartbeat
+    /// (Unix time); a node that runs but cannot reach NATS shows here as growing staleness.
+    pub heartbeat: Gauge<f64>,
+    /// `cuzk_build_info{version,profile}`: 1, to tell builds apart in a fleet.
+    pub build_info: Gauge<u64>,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -60,7 +91,7 @@ static METRICS: OnceLock<Metrics> = OnceLock::new();
 pub fn metrics() -> &'static Metrics {
     METRICS.get_or_init(|| {
         let meter = global::meter(SCOPE);
-        Metrics {
+        let metrics = Metrics {
             stage_duration: meter
                 .f64_histogram("cuzk.stage.duration")
                 .with_unit("s")
@@ -99,26 +130,55 @@ pub fn metrics() -> &'static Metrics {
                 .u64_counter("cuzk.jobs")
                 .with_description("Jobs finished")
                 .build(),
-        }
+            heartbeat: meter
+                .f64_gauge("cuzk.heartbeat.timestamp")
+                .with_unit("s")
+                .with_description("Unix time of this node's last stored heartbeat")
+                .build(),
+            build_info: meter
+                .u64_gauge("cuzk.build.info")
+                .with_description("The build of this process (always 1)")
+                .build(),
+        };
+        metrics.build_info.record(
+            1,
+            &[
+                KeyValue::new("version", env!("CARGO_PKG_VERSION")),
+                KeyValue::new(
+                    "profile",
+                    if cfg!(debug_assertions) {
+                        "debug"
+                    } else {
+                        "release"
+                    },
+                ),
+            ],
+        );
+        metrics
     })
 }
 
 impl Metrics {
-    pub fn stage(&self, stage: &'static str, duration: Duration) {
-        self.stage_duration
-            .record(duration.as_secs_f64(), &[KeyValue::new("stage", stage)]);
+    pub fn stage(&self, stage: &'static str, job: &JobLabels, duration: Duration) {
+        self.stage_ms(stage, job, duration.as_secs_f64() * 1e3);
     }
 
     /// Stage timings measured in milliseconds (the unit of `PartitionTimings`).
-    pub fn stage_ms(&self, stage: &'static str, ms: f64) {
+    pub fn stage_ms(&self, stage: &'static str, job: &JobLabels, ms: f64) {
         self.stage_duration
-            .record(ms / 1e3, &[KeyValue::new("stage", stage)]);
+            .record(ms / 1e3, &job.with(&[KeyValue::new("stage", stage)]));
     }
 
-    pub fn error(&self, role: &'static str, kind: &'static str) {
+    /// A job finished with `status` (`done`, `failed`).
+    pub fn job(&self, status: &'static str, job: &JobLabels) {
+        self.jobs
+            .add(1, &job.with(&[KeyValue::new("status", status)]));
+    }
+
+    pub fn error(&self, role: &'static str, kind: &'static str, job: &JobLabels) {
         self.errors.add(
             1,
-            &[KeyValue::new("role", role), KeyValue::new("kind", kind)],
+            &job.with(&[KeyValue::new("role", role), KeyValue::new("kind", kind)]),
         );
     }
 }

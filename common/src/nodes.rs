@@ -140,8 +140,12 @@ pub async fn heartbeat(
         info.partitions_in_flight = load.in_flight.load(Ordering::Relaxed).max(0) as u64;
         info.updated_at_ms = unix_ms();
         let body = serde_json::to_vec(&info).expect("heartbeats serialize");
-        if let Err(e) = topology.nodes_kv.put(&info.node, body.into()).await {
-            tracing::debug!(err = %e, "heartbeat failed");
+        match topology.nodes_kv.put(&info.node, body.into()).await {
+            Ok(_) => metrics().heartbeat.record(
+                info.updated_at_ms as f64 / 1e3,
+                &[KeyValue::new("role", info.role.clone())],
+            ),
+            Err(e) => tracing::debug!(err = %e, "heartbeat failed"),
         }
         for stream in [JOBS_STREAM, WORK_STREAM] {
             if let Ok(depth) = topology.stream_depth(stream).await {

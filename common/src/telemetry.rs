@@ -52,6 +52,35 @@ pub struct TelemetryArgs {
     /// 127.0.0.1:9464 (the conventional Prometheus exporter port). Off unless given.
     #[arg(long = "metrics-addr", env = "CUZK_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Added to the port of --metrics-addr: one setting for every instance of a templated
+    /// unit (`cuzk-gpu@N`: 9470 + N, for any N).
+    #[arg(
+        long = "metrics-port-offset",
+        env = "CUZK_METRICS_PORT_OFFSET",
+        default_value_t = 0
+    )]
+    pub metrics_port_offset: u16,
+}
+
+impl TelemetryArgs {
+    /// The address the metrics and health endpoints listen on, offset applied.
+    pub fn metrics_addr(&self) -> Result<Option<SocketAddr>, crate::config::ConfigError> {
+        let Some(mut addr) = self.metrics_addr else {
+            return Ok(None);
+        };
+        let port = addr
+            .port()
+            .checked_add(self.metrics_port_offset)
+            .ok_or_else(|| crate::config::ConfigError::Invalid {
+                name: "metrics_port_offset",
+                message: format!(
+                    "{addr} + {} is past the last port",
+                    self.metrics_port_offset
+                ),
+            })?;
+        addr.set_port(port);
+        Ok(Some(addr))
+    }
 }
 
 /// What [`init`] sets up.
@@ -318,6 +347,48 @@ pub fn set_parent(span: &tracing::Span, headers: Option<&HeaderMap>) {
     if parent.span().span_context().is_valid() {
         let _ = span.set_parent(parent);
     }
+}
+
+/// OpenTelemetry's messaging `send` span for a publish to `subject`; [`inject`] it into the
+/// message's headers so the consumer's [`process_span`] becomes its child. `cuzk.job_id` may be
+/// recorded on it.
+pub fn send_span(subject: &str, message_id: &str, body_size: usize) -> tracing::Span {
+    tracing::info_span!(
+        "send",
+        otel.name = %format!("send {subject}"),
+        otel.kind = "producer",
+        messaging.system = "nats",
+        messaging.operation.type = "send",
+        messaging.operation.name = "send",
+        messaging.destination.name = subject,
+        messaging.message.id = message_id,
+        messaging.message.body.size = body_size,
+        cuzk.job_id = tracing::field::Empty,
+    )
+}
+
+/// OpenTelemetry's messaging `process` span for a JetStream message taken from a durable
+/// consumer (its group); cuzk's own attributes are namespaced: `cuzk.stream_seq`,
+/// `cuzk.delivered` (JetStream's delivery count), and `cuzk.job_id`, `cuzk.partition`,
+/// `cuzk.worker` for the node to record. Call [`set_parent`] on it before it is entered.
+pub fn process_span(message: &async_nats::jetstream::Message) -> tracing::Span {
+    let info = message.info().ok();
+    tracing::info_span!(
+        "process",
+        otel.name = %format!("process {}", message.subject),
+        otel.kind = "consumer",
+        messaging.system = "nats",
+        messaging.operation.type = "process",
+        messaging.operation.name = "process",
+        messaging.destination.name = %message.subject,
+        messaging.consumer.group.name = info.as_ref().map(|i| i.consumer),
+        messaging.message.body.size = message.payload.len(),
+        cuzk.stream_seq = info.as_ref().map(|i| i.stream_sequence),
+        cuzk.delivered = info.as_ref().map(|i| i.delivered),
+        cuzk.job_id = tracing::field::Empty,
+        cuzk.partition = tracing::field::Empty,
+        cuzk.worker = tracing::field::Empty,
+    )
 }
 
 /// Records a finished interval that no code was running for — a message waiting in a queue —

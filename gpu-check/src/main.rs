@@ -67,6 +67,7 @@ impl Report {
 }
 
 fn main() {
+    #[cfg_attr(not(cuzk_fatbin), allow(unused_variables))]
     let args = <Args as clap::Parser>::parse();
     if !cuzk_kernels::cuda_available() {
         eprintln!(

@@ -42,7 +42,7 @@ pub fn check_toy(be: &Arc<CudaBackend>, seed: u64, rep: &mut Report) {
         let matrices = Arc::new(cuzk_prover::r1cs::capture(blank).unwrap());
         let key = Arc::new(ProvingKey::new(params.clone(), matrices).unwrap());
         let w = cuzk_prover::synthesize_witness(circ, None).unwrap();
-        let ok = match dual_prove(be, key, w, rr, ss) {
+        let ok = match dual_prove(be, key, &w, rr, ss) {
             Ok(p) => {
                 let pvk = prepare_verifying_key(&params.vk);
                 proof_bytes(&p) == proof_bytes(&theirs[0])
@@ -63,7 +63,7 @@ pub fn check_toy(be: &Arc<CudaBackend>, seed: u64, rep: &mut Report) {
 fn dual_prove(
     be: &Arc<CudaBackend>,
     key: Arc<ProvingKey>,
-    w: cuzk_wire::witness::Witness,
+    w: &cuzk_wire::witness::Witness,
     r: Scalar,
     s: Scalar,
 ) -> Result<bellperson::groth16::Proof<Bls12>, cuzk_prover::BackendError> {
@@ -127,7 +127,7 @@ pub fn run_partition_bench(
         );
         let mut r = rng_from(seed, 7000 + log as u64);
         let (rr, ss) = (Scalar::random(&mut r), Scalar::random(&mut r));
-        let checked = dual_prove(be, key.clone(), w.clone(), rr, ss);
+        let checked = dual_prove(be, key.clone(), &w, rr, ss);
         let pvk = prepare_verifying_key(&key.info.vk);
         rep.check(
             &format!("partition 2^{log} (mimc {rounds} rounds): CPU and CUDA steps equal, proof verifies"),
@@ -139,14 +139,14 @@ pub fn run_partition_bench(
         }
 
         let cpu_key = CpuBackend.load_key(key.clone()).unwrap();
-        let (_, tc) = prove_timed(&CpuBackend, &cpu_key, w.clone(), rr, ss).expect("cpu prove");
+        let (_, tc) = prove_timed(&CpuBackend, &cpu_key, &w, rr, ss).expect("cpu prove");
         drop(cpu_key);
         let t = Instant::now();
         let gpu_key = be.load_key(key).expect("gpu load_key");
         let load_ms = t.elapsed().as_secs_f64() * 1e3;
         let mut runs: Vec<ProveTimings> = Vec::new();
         for i in 0..=args.reps.max(1) {
-            let (_, tg) = prove_timed(be, &gpu_key, w.clone(), rr, ss).expect("gpu prove");
+            let (_, tg) = prove_timed(be, &gpu_key, &w, rr, ss).expect("gpu prove");
             if i > 0 {
                 runs.push(tg);
             }

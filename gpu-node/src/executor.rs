@@ -6,6 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use bellperson::groth16::{PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
+use cuzk_common::metrics::JobLabels;
 use cuzk_common::policy::StepError;
 use cuzk_prover::{Backend, ProveTimings};
 use cuzk_wire::witness::Witness;
@@ -15,16 +16,17 @@ pub fn prove<B: Backend>(
     backend: &B,
     key: &B::Key,
     pvk: Option<&PreparedVerifyingKey<Bls12>>,
-    witness: Witness,
+    witness: &Witness,
     (r, s): (Scalar, Scalar),
     partition: u32,
+    labels: &JobLabels,
 ) -> Result<(Proof<Bls12>, ProveTimings), StepError> {
     let public_inputs = witness.public_inputs().to_vec();
     let proved = catch_unwind(AssertUnwindSafe(|| {
         cuzk_prover::prove_timed(backend, key, witness, r, s)
     }))
     .map_err(|panic| {
-        cuzk_common::metrics::metrics().error("gpu", "panic");
+        cuzk_common::metrics::metrics().error("gpu", "panic", labels);
         StepError::panicked(&format!("partition {partition}: proving"), &*panic)
     })?;
     let (proof, timings) = proved?;
@@ -72,7 +74,7 @@ mod tests {
         fn key_info<'k>(&self, key: &'k Self::Key) -> &'k KeyInfo {
             self.inner.key_info(key)
         }
-        fn upload(&self, key: &Self::Key, w: Witness) -> Result<Self::Witness, BackendError> {
+        fn upload(&self, key: &Self::Key, w: &Witness) -> Result<Self::Witness, BackendError> {
             self.inner.upload(key, w)
         }
         fn evaluate(
@@ -128,7 +130,8 @@ mod tests {
             )
         };
         let witness = |i| family.witness(b"x", i, None).unwrap();
-        let first = prove(&backend, &key, Some(&pvk), witness(0), rs(), 0);
+        let labels = JobLabels::unknown();
+        let first = prove(&backend, &key, Some(&pvk), &witness(0), rs(), 0, &labels);
         let Err(StepError::Fatal(reason)) = first else {
             panic!("the panic must fail the partition");
         };
@@ -140,7 +143,7 @@ mod tests {
             backend.device.is_poisoned(),
             "the panic happened under the device lock"
         );
-        prove(&backend, &key, Some(&pvk), witness(1), rs(), 1)
+        prove(&backend, &key, Some(&pvk), &witness(1), rs(), 1, &labels)
             .expect("the next partition on the same device proves and verifies");
     }
 }

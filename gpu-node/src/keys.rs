@@ -92,7 +92,7 @@ mod tests {
         let key = dummy_key();
         Loaded {
             pvk: prepare_verifying_key(&key.info.vk),
-            key,
+            key: cuzk_prover::Backend::load_key(&cuzk_prover::CpuBackend, key).unwrap(),
             bytes,
         }
     }

@@ -5,6 +5,7 @@
 //! assembles and reports the job on the node that completes its set (`saver`). A work item whose
 //! partition is already proved, or whose job has ended, is acknowledged and skipped.
 
+mod buffers;
 mod executor;
 mod keys;
 mod saver;
@@ -18,7 +19,7 @@ use blstrs::Scalar;
 use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
 use cuzk_common::config::{BackendKind, GpuConfig, ParamConfig};
 use cuzk_common::lifecycle::{machine, Ledger, Proved, ProvedPartition};
-use cuzk_common::metrics::{metrics, KeyValue};
+use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one};
 use cuzk_common::nodes::{self, Held, NodeInfo, NodeLoad};
 use cuzk_common::objects;
@@ -33,9 +34,15 @@ use ff::Field;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{field, info, info_span, warn, Instrument};
+use tracing::{info, info_span, warn, Instrument};
 
+use crate::buffers::WitnessBuffers;
 use crate::saver::Outcome;
+
+/// The `circuit`/`shape` labels of a work item's measurements.
+pub(crate) fn labels(item: &WorkItem) -> JobLabels {
+    JobLabels::new(&item.circuit, &item.shape_key)
+}
 
 /// A work item whose blob is fetched and decoded, ready for the backend.
 struct Prepared {
@@ -61,6 +68,9 @@ pub struct GpuNode {
     ledger: Ledger,
     config: GpuConfig,
     name: String,
+    /// Decoded-witness buffers, reused so each partition's decode writes into memory that is
+    /// already mapped.
+    buffers: WitnessBuffers,
     shapes: Arc<ShapeCache>,
     /// Host memory for proving keys (the CPU backend's device is the host).
     host_key_bytes: u64,
@@ -82,11 +92,15 @@ impl GpuNode {
         };
         let shapes = ShapeCache::new(dir, params.allow_test, params.host_cache_bytes)
             .with_parameter_files(config.params_files.iter().cloned().collect());
+        // One buffer per partition a worker can hold (proving plus prefetched), per device.
+        let devices = cuzk_kernels::device_count().max(1);
+        let buffers = WitnessBuffers::new(devices * config.workers * (1 + config.prefetch));
         Ok(GpuNode {
             ledger: Ledger::new(&topology),
             topology,
             config,
             name,
+            buffers,
             shapes: Arc::new(shapes),
             host_key_bytes: params.host_cache_bytes,
             allow_synthetic: params.allow_synthetic,
@@ -128,11 +142,12 @@ impl GpuNode {
                     device,
                     self.config.memory_budget,
                 )?);
-                let budget = backend.key_budget();
+                let keys = Arc::new(Keys::new(backend.key_budget()));
+                self.preload(&backend, &keys).await?;
                 self.spawn_workers(
                     &mut workers,
                     backend,
-                    budget,
+                    keys,
                     &format!("cuda{device}"),
                     &pool,
                     &consumers,
@@ -140,10 +155,15 @@ impl GpuNode {
                 );
             }
         } else {
+            let (backend, keys) = (
+                Arc::new(CpuBackend),
+                Arc::new(Keys::new(self.host_key_bytes)),
+            );
+            self.preload(&backend, &keys).await?;
             self.spawn_workers(
                 &mut workers,
-                Arc::new(CpuBackend),
-                self.host_key_bytes,
+                backend,
+                keys,
                 "cpu",
                 &pool,
                 &consumers,
@@ -179,20 +199,34 @@ impl GpuNode {
         Ok(())
     }
 
+    /// Loads the `--gpu-preload` shapes' keys into a backend before its workers pull work, so
+    /// the first partitions do not wait for them.
+    async fn preload<B: Backend>(&self, backend: &Arc<B>, keys: &Keys<B>) -> anyhow::Result<()> {
+        for spec in &self.config.preload {
+            let spec: CircuitSpec = serde_json::from_value(spec.clone())?;
+            let family = cuzk_circuits::resolve(&spec)?;
+            let started = Instant::now();
+            self.load_key(backend, keys, family.clone())
+                .await
+                .map_err(|e| anyhow::anyhow!("preloading {}: {e}", family.shape_key()))?;
+            info!(shape = %family.shape_key(), load_ms = ms(started.elapsed()), backend = backend.name(), "proving key preloaded");
+        }
+        Ok(())
+    }
+
     /// `--workers` proving workers on one backend, labelled `{prefix}.{index}`, sharing its
-    /// proving keys (at most `key_budget` bytes of them).
+    /// proving keys.
     #[allow(clippy::too_many_arguments)]
     fn spawn_workers<B: Backend>(
         self: &Arc<Self>,
         workers: &mut JoinSet<()>,
         backend: Arc<B>,
-        key_budget: u64,
+        keys: Arc<Keys<B>>,
         prefix: &str,
         pool: &Arc<rayon::ThreadPool>,
         consumers: &Arc<[PullConsumer; 2]>,
         shutdown: &CancellationToken,
     ) {
-        let keys = Arc::new(Keys::new(key_budget));
         for w in 0..self.config.workers {
             workers.spawn(self.clone().worker(
                 backend.clone(),
@@ -227,7 +261,7 @@ impl GpuNode {
                 continue;
             }
             let span = prepared.span.clone();
-            span.record("worker", label.as_str());
+            span.record("cuzk.worker", label.as_str());
             self.prove_and_settle(&backend, &pool, &keys, &label, prepared)
                 .instrument(span)
                 .await;
@@ -291,9 +325,10 @@ impl GpuNode {
             message.clone(),
             self.topology.progress_interval(),
         ));
-        // A child of the synth node's partition span through the work item's `traceparent`.
-        let span = info_span!("gpu.partition", job_id = %item.job_id, partition = item.partition, delivered,
-            worker = field::Empty, otel.kind = "consumer");
+        // A child of the synth node's `send` span through the work item's `traceparent`.
+        let span = telemetry::process_span(&message);
+        span.record("cuzk.job_id", item.job_id.as_str());
+        span.record("cuzk.partition", item.partition);
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(published) = telemetry::published_at(&message) {
             telemetry::record_wait(
@@ -306,7 +341,7 @@ impl GpuNode {
         let held = self.load.hold("gpu");
         let mut timings = item.timings;
         timings.queue_wait_ms = unix_ms().saturating_sub(item.published_at_ms) as f64;
-        metrics().stage_ms("work_queue", timings.queue_wait_ms);
+        metrics().stage_ms("work_queue", &labels(&item), timings.queue_wait_ms);
         let fetched = self
             .fetch_witness(&item, &mut timings)
             .instrument(span.clone())
@@ -374,24 +409,28 @@ impl GpuNode {
         )
         .instrument(info_span!("fetch"))
         .await?;
-        metrics().stage("fetch", started.elapsed());
+        let job = labels(item);
+        metrics().stage("fetch", &job, started.elapsed());
         metrics().blob_bytes.add(
             bytes.len() as u64,
-            &[
+            &job.with(&[
                 KeyValue::new("direction", "down"),
                 KeyValue::new("form", "wire"),
-            ],
+            ]),
         );
         timings.fetch_ms = ms(started.elapsed());
         let started = Instant::now();
         let limits = self.limits;
-        let decoded = tokio::task::spawn_blocking(move || blob::decode_blob(&bytes, &limits))
-            .instrument(info_span!("decode"))
-            .await
-            .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
+        let mut witness = self.buffers.take();
+        let decoded = tokio::task::spawn_blocking(move || {
+            blob::decode_blob_into(&bytes, &limits, &mut witness).map(|h| (h, witness))
+        })
+        .instrument(info_span!("decode"))
+        .await
+        .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
         let (header, witness) = decoded
             .map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
-        metrics().stage("decode", started.elapsed());
+        metrics().stage("decode", &job, started.elapsed());
         timings.decode_ms = ms(started.elapsed());
         if header.job_id != item.job_id
             || header.partition != item.partition
@@ -457,7 +496,7 @@ impl GpuNode {
             ));
         }
         let shape = self
-            .load_shape(backend, keys, item, family)
+            .load_key(backend, keys, family)
             .instrument(info_span!("load_params"))
             .await?;
         let info = backend.key_info(&shape.key);
@@ -476,30 +515,33 @@ impl GpuNode {
         let (backend_ref, shape_ref, pool) = (backend.clone(), shape.clone(), pool.clone());
         // A synthetic witness satisfies no constraint: its proof cannot verify.
         let verified = self.config.verify && !synthetic;
-        let partition = item.partition;
+        let (partition, job) = (item.partition, labels(item));
         // Spans do not follow work onto other threads: enter `prove` on the pool thread so the
         // prover's stage spans are its children.
         let span = info_span!("prove");
-        let (proof, prove_timings) = tokio::task::spawn_blocking(move || {
-            pool.install(|| {
+        let (proved, witness) = tokio::task::spawn_blocking(move || {
+            let proved = pool.install(|| {
                 span.in_scope(|| {
                     let pvk = verified.then_some(&shape_ref.pvk);
                     let key = &shape_ref.key;
-                    executor::prove(&*backend_ref, key, pvk, witness, (r, s), partition)
+                    executor::prove(&*backend_ref, key, pvk, &witness, (r, s), partition, &job)
                 })
-            })
+            });
+            (proved, witness)
         })
         .await
-        .map_err(|e| PartitionError::Fatal(format!("prover died: {e}")))??;
+        .map_err(|e| PartitionError::Fatal(format!("prover died: {e}")))?;
+        self.buffers.put(witness);
+        let (proof, prove_timings) = proved?;
         let mut timings = prepared.timings;
         let elapsed = started.elapsed();
         self.load.busy(label, elapsed);
-        let m = metrics();
-        m.stage("prove", elapsed);
-        m.stage("h2d", prove_timings.upload);
-        m.stage("spmv", prove_timings.evaluate);
-        m.stage("h", prove_timings.h);
-        m.stage("msm", prove_timings.msm);
+        let (m, job) = (metrics(), labels(item));
+        m.stage("prove", &job, elapsed);
+        m.stage("h2d", &job, prove_timings.upload);
+        m.stage("spmv", &job, prove_timings.evaluate);
+        m.stage("h", &job, prove_timings.h);
+        m.stage("msm", &job, prove_timings.msm);
         timings.prove_ms = ms(elapsed);
         timings.h2d_ms = ms(prove_timings.upload);
         timings.spmv_ms = ms(prove_timings.evaluate);
@@ -527,35 +569,34 @@ impl GpuNode {
         })
     }
 
-    /// The proving key of the item's circuit shape, loaded into the backend once per device.
-    async fn load_shape<B: Backend>(
+    /// The proving key of a circuit shape, loaded into the backend once per device.
+    async fn load_key<B: Backend>(
         &self,
         backend: &Arc<B>,
         keys: &Keys<B>,
-        item: &WorkItem,
         family: Arc<dyn CircuitFamily>,
     ) -> Result<Arc<Loaded<B>>, PartitionError> {
-        let (shapes, backend) = (self.shapes.clone(), backend.clone());
+        let shape_key = family.shape_key();
+        let (shapes, backend, sizer) = (self.shapes.clone(), backend.clone(), backend.clone());
         let started = Instant::now();
+        let named = shape_key.clone();
         let prepare = async move {
             let pk = tokio::task::spawn_blocking(move || shapes.proving_key(&*family))
                 .await
                 .map_err(|e| PartitionError::Fatal(format!("parameter loading died: {e}")))?
-                .map_err(|e| {
-                    PartitionError::Fatal(format!("no proving key for {}: {e}", item.shape_key))
-                })?;
-            let bytes = pk.device_bytes();
+                .map_err(|e| PartitionError::Fatal(format!("no proving key for {named}: {e}")))?;
+            let bytes = sizer.memory_for(&pk);
             Ok((pk, bytes))
         };
         let load = |pk: Arc<cuzk_prover::ProvingKey>| async move {
-            let (pvk, bytes) = (prepare_verifying_key(&pk.info.vk), pk.device_bytes());
+            let (pvk, bytes) = (prepare_verifying_key(&pk.info.vk), backend.memory_for(&pk));
             let key = tokio::task::spawn_blocking(move || backend.load_key(pk))
                 .await
                 .map_err(|e| PartitionError::Fatal(format!("key loading died: {e}")))??;
-            info!(shape = %item.shape_key, load_ms = ms(started.elapsed()), bytes, "proving key loaded");
+            info!(load_ms = ms(started.elapsed()), bytes, "proving key loaded");
             Ok(Loaded { key, pvk, bytes })
         };
-        keys.get_or_load(&item.shape_key, prepare, load).await
+        keys.get_or_load(&shape_key, prepare, load).await
     }
 }
 

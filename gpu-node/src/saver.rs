@@ -4,6 +4,7 @@
 
 use async_nats::jetstream;
 use cuzk_common::lifecycle::{Ledger, ProvedPartition};
+use cuzk_common::metrics::metrics;
 use cuzk_common::objects;
 use cuzk_common::policy::{self, Decision, Settle, StepError};
 use cuzk_common::topology::{Topology, MAX_DELIVER};
@@ -27,6 +28,7 @@ pub struct Item<'a> {
 
 pub async fn save(topology: &Topology, ledger: &Ledger, held: Item<'_>, outcome: Outcome) {
     let item = held.item;
+    let labels = crate::labels(item);
     let stored = match outcome {
         Outcome::Proved(proof) => ledger
             .proved(&item.job_id, item.partition as usize, &proof)
@@ -42,13 +44,13 @@ pub async fn save(topology: &Topology, ledger: &Ledger, held: Item<'_>, outcome:
             Settle::Ack
         }
         Decision::Settle(settle) => {
-            cuzk_common::metrics::metrics().error("gpu", "retry");
+            metrics().error("gpu", "retry", &labels);
             warn!(job_id = %item.job_id, partition = item.partition, "partition attempt failed; will retry");
             settle
         }
         Decision::FailJob(reason) => {
             warn!(job_id = %item.job_id, partition = item.partition, %reason, "job failed");
-            cuzk_common::metrics::metrics().error("gpu", "fatal");
+            metrics().error("gpu", "fatal", &labels);
             let reported = ledger.fail(&item.job_id, reason).await;
             if let Err(e) = &reported {
                 warn!(err = %e, "could not report the failure; the item will be retried");

@@ -13,7 +13,8 @@
 cd "$(dirname "$0")/.."
 B=.device/bin; mkdir -p $B
 for f in .device/*.gz; do gunzip -c "$f" > "$B/$(basename "$f" .gz)"; done; chmod +x $B/*
-export FIL_PROOFS_PARAMETER_CACHE=/tmp/fpp CUZK_PARAM_CACHE=/tmp/cuzk-params NATS_SERVER=$B/nats-server
+# One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
+export CUZK_PARAM_CACHE=/tmp/cuzk-params FIL_PROOFS_PARAMETER_CACHE=/tmp/cuzk-params NATS_SERVER=$B/nats-server
 mkdir -p $FIL_PROOFS_PARAMETER_CACHE $CUZK_PARAM_CACHE
 TOTAL=${TOTAL:-560}
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader

@@ -17,9 +17,12 @@ cp target/release/cuzk target/release/cuzk-porep target/release/cuzk-gpu-check "
 strip /tmp/cuzk-pack/cuzk /tmp/cuzk-pack/cuzk-porep /tmp/cuzk-pack/cuzk-gpu-check
 SSA="${SSA:-$HOME/.cache/cuzk/ssa/build/target/release/ssa}"
 [ -x "$SSA" ] && cp "$SSA" /tmp/cuzk-pack/ssa
+# A 32 GiB build of the anchor (Tree and config switched), made beside it, never in the repo.
+SSA32="${SSA32:-$HOME/.cache/cuzk/ssa32/target/release/ssa}"
+[ -x "$SSA32" ] && cp "$SSA32" /tmp/cuzk-pack/ssa32
 for f in /tmp/cuzk-pack/*; do gzip -6 -c "$f" > ".device/$(basename "$f").gz"; done
 ANCHOR="${ANCHOR:-../shared/anchors/supraseal-c2}"
 [ -f "$ANCHOR/c1-2k.json" ] && cp "$ANCHOR/c1-2k.json" .device/
-cp kernels/scripts/device-*.sh .device/
-for s in .device/device-*.sh; do mv "$s" ".device/$(basename "$s" | sed 's/^device-/run-/')"; done
+rm -f .device/run-*.sh
+for s in kernels/scripts/device-*.sh; do cp "$s" ".device/$(basename "$s" | sed 's/^device-/run-/')"; done
 du -ch .device/* | tail -1

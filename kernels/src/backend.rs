@@ -2,21 +2,23 @@
 //! matrices, MSM packing maps — is resident in device memory; a partition's witness goes up
 //! once, and its evaluations, H and the packed MSM scalars never leave the device.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use blstrs::{G1Affine, G2Affine, Scalar};
 use cuzk_prover::backend::{Backend, BackendError, MsmResults};
+use cuzk_prover::key::Srs;
+use cuzk_prover::params::Query;
 use cuzk_prover::r1cs::Matrix;
 use cuzk_prover::setup::FixedBase;
 use cuzk_prover::{KeyInfo, ProvingKey};
 use cuzk_wire::witness::Witness;
 
 use crate::error::CudaError;
-use crate::gpu::{as_bytes, DevBuf, DeviceBases, DeviceMatrix, Gpu};
+use crate::gpu::{as_bytes, Curve, DevBuf, DeviceBases, DeviceMatrix, Gpu};
+use crate::plan::Working;
 
-/// Device memory kept free for the NTT/MSM working buffers when no budget is given.
-const DEFAULT_RESERVE: u64 = 8 << 30;
+/// Device memory left out of the default budget (the context, the memory pool's slack).
+const DEFAULT_RESERVE: u64 = 2 << 30;
 
 /// A shape's proving key on the device.
 pub struct CudaKey {
@@ -31,7 +33,15 @@ pub struct CudaKey {
     b_vars: (DevBuf, usize),
     info: KeyInfo,
     bytes: u64,
-    accounted: Arc<AtomicU64>,
+    accounted: Arc<Mutex<Resident>>,
+}
+
+/// What the resident keys of a device hold.
+#[derive(Default)]
+struct Resident {
+    keys: u64,
+    /// The largest working set among them.
+    working: u64,
 }
 
 impl CudaKey {
@@ -43,7 +53,13 @@ impl CudaKey {
 
 impl Drop for CudaKey {
     fn drop(&mut self) {
-        self.accounted.fetch_sub(self.bytes, Ordering::SeqCst);
+        let mut r = self.accounted.lock().unwrap_or_else(|e| e.into_inner());
+        r.keys -= self.bytes;
+        // The largest working set of those left is not tracked; keeping the old maximum until
+        // the device is empty only makes the next admission conservative.
+        if r.keys == 0 {
+            r.working = 0;
+        }
     }
 }
 
@@ -64,14 +80,15 @@ pub struct DevScalars {
 pub struct CudaBackend {
     gpu: Gpu,
     budget: u64,
-    resident: Arc<AtomicU64>,
+    resident: Arc<Mutex<Resident>>,
     /// One proving step at a time on this device (they share the compute stream and scratch).
     job: Mutex<()>,
 }
 
 impl CudaBackend {
-    /// Opens device `ordinal`. `memory_budget_bytes` caps the device memory resident keys may
-    /// take (default: the device's memory less 8 GiB of working space).
+    /// Opens device `ordinal`. `memory_budget_bytes` caps the device memory proving takes —
+    /// resident keys plus the working buffers of a partition (default: the device's memory less
+    /// 2 GiB).
     pub fn new(ordinal: usize, memory_budget_bytes: Option<u64>) -> Result<Self, CudaError> {
         let gpu = Gpu::new(ordinal)?;
         let (_free, total) = gpu.mem_info()?;
@@ -79,7 +96,7 @@ impl CudaBackend {
         Ok(CudaBackend {
             gpu,
             budget,
-            resident: Arc::new(AtomicU64::new(0)),
+            resident: Arc::default(),
             job: Mutex::new(()),
         })
     }
@@ -93,7 +110,7 @@ impl CudaBackend {
         self.gpu.name()
     }
 
-    /// Bytes of device memory resident proving keys may take.
+    /// Bytes of device memory proving may take (keys and working buffers).
     pub fn key_budget(&self) -> u64 {
         self.budget
     }
@@ -114,45 +131,79 @@ impl CudaBackend {
         })
     }
 
+    /// The device memory a key of `pk` and its partitions' working buffers take.
+    pub fn key_plan(pk: &ProvingKey) -> (u64, Working) {
+        let i = &pk.info;
+        let working = Working::new(i.inputs + i.aux, i.m, pk.a_vars.len(), pk.b_vars.len());
+        (pk.device_bytes(), working)
+    }
+
     fn load(&self, pk: &ProvingKey) -> Result<CudaKey, CudaError> {
-        let bytes = pk.device_bytes();
-        let before = self.resident.fetch_add(bytes, Ordering::SeqCst);
-        if before + bytes > self.budget {
-            self.resident.fetch_sub(bytes, Ordering::SeqCst);
+        let (bytes, working) = Self::key_plan(pk);
+        let need = bytes + working.peak();
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        if need > self.budget {
+            return Err(CudaError::Shape(format!(
+                "this shape needs {:.1} GiB of device memory ({:.1} GiB of SRS and matrices, {:.1} GiB of working buffers) but the budget is {:.1} GiB",
+                gib(need),
+                gib(bytes),
+                gib(working.peak()),
+                gib(self.budget)
+            )));
+        }
+        // Keys share one set of working buffers (one proving step at a time per device).
+        let mut resident = self.resident.lock().unwrap_or_else(|e| e.into_inner());
+        let total = resident.keys + bytes + resident.working.max(working.peak());
+        if total > self.budget {
             return Err(CudaError::OutOfMemory(format!(
-                "the proving key needs {bytes} bytes; {before} of the {} byte budget already resident",
-                self.budget
+                "the proving key needs {:.1} GiB with its working buffers; {:.1} GiB of the {:.1} GiB budget are held by other keys",
+                gib(need),
+                gib(resident.keys),
+                gib(self.budget)
             )));
         }
         let g = &self.gpu;
-        let p = &pk.params;
         let m = &pk.matrices;
-        let up = || -> Result<CudaKey, CudaError> {
-            Ok(CudaKey {
-                h: g.upload_g1(&p.h)?,
-                l: g.upload_g1(&p.l)?,
-                a: g.upload_g1(&p.a)?,
-                b_g1: g.upload_g1(&p.b_g1)?,
-                b_g2: g.upload_g2(&p.b_g2)?,
-                matrices: [
-                    self.upload_matrix(&m.a)?,
-                    self.upload_matrix(&m.b)?,
-                    self.upload_matrix(&m.c)?,
+        let up = || -> Result<[DeviceBases; 5], CudaError> {
+            Ok(match &pk.srs {
+                Srs::Memory(p) => [
+                    g.upload_g1(&p.h)?,
+                    g.upload_g1(&p.l)?,
+                    g.upload_g1(&p.a)?,
+                    g.upload_g1(&p.b_g1)?,
+                    g.upload_g2(&p.b_g2)?,
                 ],
-                coeffs: g.upload(as_bytes(&m.coeffs))?,
-                a_vars: (g.upload(as_bytes(&pk.a_vars))?, pk.a_vars.len()),
-                b_vars: (g.upload(as_bytes(&pk.b_vars))?, pk.b_vars.len()),
-                info: pk.info.clone(),
-                bytes,
-                accounted: self.resident.clone(),
+                Srs::File(f) => [
+                    g.upload_uncompressed(f.raw(Query::H), Curve::G1)?,
+                    g.upload_uncompressed(f.raw(Query::L), Curve::G1)?,
+                    g.upload_uncompressed(f.raw(Query::A), Curve::G1)?,
+                    g.upload_uncompressed(f.raw(Query::BG1), Curve::G1)?,
+                    g.upload_uncompressed(f.raw(Query::BG2), Curve::G2)?,
+                ],
             })
         };
-        let key = up();
-        if key.is_err() {
-            self.resident.fetch_sub(bytes, Ordering::SeqCst);
-        }
-        let key = key?;
+        let [h, l, a, b_g1, b_g2] = up()?;
+        let key = CudaKey {
+            h,
+            l,
+            a,
+            b_g1,
+            b_g2,
+            matrices: [
+                self.upload_matrix(&m.a)?,
+                self.upload_matrix(&m.b)?,
+                self.upload_matrix(&m.c)?,
+            ],
+            coeffs: g.upload(as_bytes(&m.coeffs))?,
+            a_vars: (g.upload(as_bytes(&pk.a_vars))?, pk.a_vars.len()),
+            b_vars: (g.upload(as_bytes(&pk.b_vars))?, pk.b_vars.len()),
+            info: pk.info.clone(),
+            bytes,
+            accounted: self.resident.clone(),
+        };
         g.synchronize()?;
+        resident.keys += bytes;
+        resident.working = resident.working.max(working.peak());
         Ok(key)
     }
 }
@@ -175,9 +226,14 @@ impl Backend for CudaBackend {
         &key.info
     }
 
+    fn memory_for(&self, key: &ProvingKey) -> u64 {
+        let (bytes, working) = Self::key_plan(key);
+        bytes + working.peak()
+    }
+
     /// Through pinned staging on the copy stream, without the device lock: a worker's upload
     /// overlaps another worker's kernels.
-    fn upload(&self, _: &CudaKey, w: Witness) -> Result<DevWitness, BackendError> {
+    fn upload(&self, _: &CudaKey, w: &Witness) -> Result<DevWitness, BackendError> {
         let buf = self.gpu.upload_concat(&[&w.input, &w.aux])?;
         Ok(DevWitness {
             buf,
@@ -201,6 +257,8 @@ impl Backend for CudaBackend {
                 });
             }
             let [a, b, c] = <[DevScalars; 3]>::try_from(out).ok().expect("three");
+            // Its own stage in the timings, not folded into the next one's first wait.
+            g.synchronize()?;
             Ok([a, b, c])
         };
         Ok(run()?)

@@ -9,6 +9,7 @@
 pub mod consts;
 pub mod digits;
 pub mod error;
+pub mod plan;
 
 #[cfg(cuzk_fatbin)]
 pub mod backend;
@@ -82,6 +83,17 @@ impl CudaBackend {
 }
 
 #[cfg(not(cuzk_fatbin))]
+impl cuzk_prover::setup::FixedBase for CudaBackend {
+    fn g1(&self, _: &[blstrs::Scalar]) -> Result<Vec<blstrs::G1Affine>, cuzk_prover::BackendError> {
+        match *self {}
+    }
+
+    fn g2(&self, _: &[blstrs::Scalar]) -> Result<Vec<blstrs::G2Affine>, cuzk_prover::BackendError> {
+        match *self {}
+    }
+}
+
+#[cfg(not(cuzk_fatbin))]
 impl cuzk_prover::Backend for CudaBackend {
     type Key = std::convert::Infallible;
     type Witness = std::convert::Infallible;
@@ -105,7 +117,7 @@ impl cuzk_prover::Backend for CudaBackend {
     fn upload(
         &self,
         key: &Self::Key,
-        _: cuzk_wire::witness::Witness,
+        _: &cuzk_wire::witness::Witness,
     ) -> Result<Self::Witness, cuzk_prover::BackendError> {
         match *key {}
     }

@@ -48,7 +48,7 @@ pub fn run(config: &RunConfig, cache: &ShapeCache, sample_ms: u64) -> anyhow::Re
                 let mut rng = rand::rngs::OsRng;
                 let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
                 let started = Instant::now();
-                let (proof, t) = cuzk_prover::prove_timed(&backend, &key, witness, r, s)?;
+                let (proof, t) = cuzk_prover::prove_timed(&backend, &key, &witness, r, s)?;
                 record(started, Instant::now());
                 // Checked like the GPU node checks (`--gpu-verify`), inside the wall time.
                 let inputs = family.public_inputs(&input, k)?;

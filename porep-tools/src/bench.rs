@@ -12,7 +12,22 @@ use cuzk_circuits::porep::SealedSector;
 
 use crate::{job_for, use_cuda, Engine};
 
-pub fn run(sector: &SealedSector, runs: usize, engine: Engine, no_filecoin: bool) -> Result<()> {
+pub struct Options {
+    pub runs: usize,
+    pub engine: Engine,
+    pub no_filecoin: bool,
+    /// Jobs submitted at once after the timed runs: the cluster's throughput.
+    pub throughput: usize,
+    pub synth_jobs_in_flight: Option<usize>,
+}
+
+pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
+    let Options {
+        runs,
+        engine,
+        no_filecoin,
+        ..
+    } = o;
     let size = sector.size;
     let params = parameter_path(size)?;
     if !params.exists() {
@@ -28,6 +43,7 @@ pub fn run(sector: &SealedSector, runs: usize, engine: Engine, no_filecoin: bool
     let cluster_ms = runtime.block_on(async {
         let synth = SynthArgs {
             threads: Some(cores),
+            jobs_in_flight: o.synth_jobs_in_flight,
             ..Default::default()
         }
         .resolve()?;
@@ -68,6 +84,9 @@ pub fn run(sector: &SealedSector, runs: usize, engine: Engine, no_filecoin: bool
             if run > 0 {
                 times.push(wall);
             }
+        }
+        if o.throughput > 0 {
+            throughput(&cluster.client, sector, o.throughput).await?;
         }
         cluster.stop().await?;
         anyhow::Ok(times)
@@ -110,5 +129,60 @@ pub fn run(sector: &SealedSector, runs: usize, engine: Engine, no_filecoin: bool
         fil / 1e3
     );
     println!("| ratio cluster / filecoin | {:.2} |", cluster / fil);
+    Ok(())
+}
+
+/// `n` jobs of the sector submitted at once; every proof checked with `verify_seal`.
+async fn throughput(client: &async_nats::Client, sector: &SealedSector, n: usize) -> Result<()> {
+    use futures::StreamExt;
+    let tag = rand::random::<u32>();
+    let jobs: Vec<_> = (0..n)
+        .map(|i| job_for(sector, &format!("tp-{tag}-{i}")))
+        .collect();
+    let mut subs = Vec::with_capacity(n);
+    for job in &jobs {
+        subs.push(
+            client
+                .subscribe(cuzk_common::topology::results_subject(&job.job_id))
+                .await?,
+        );
+    }
+    let started = Instant::now();
+    for job in &jobs {
+        client
+            .publish(
+                cuzk_common::topology::SUBJECT_SUBMIT,
+                serde_json::to_vec(job)?.into(),
+            )
+            .await?;
+    }
+    client.flush().await?;
+    for (job, mut sub) in jobs.iter().zip(subs) {
+        let message = tokio::time::timeout(Duration::from_secs(1800), sub.next())
+            .await
+            .context("throughput job timed out")?
+            .context("results subscription closed")?;
+        let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload)?;
+        if result.status != JobStatus::Done {
+            bail!(
+                "{} failed: {}",
+                job.job_id,
+                result.error.unwrap_or_default()
+            );
+        }
+        let proof = hex::decode(result.proof.as_deref().context("no proof")?)?;
+        if !verify_seal(sector, &proof)? {
+            bail!("{}: verify_seal rejected the proof", job.job_id);
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "throughput: {n} jobs submitted at once, all proved and accepted by verify_seal in {secs:.2} s = {:.2} jobs/s",
+        n as f64 / secs
+    );
+    println!(
+        "{}",
+        serde_json::json!({"throughput_jobs": n, "throughput_s": secs, "jobs_per_s": n as f64 / secs})
+    );
     Ok(())
 }

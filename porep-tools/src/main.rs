@@ -13,6 +13,7 @@
 //! "sector_id": N}`; without one, a sector is sealed on the spot (2 KiB and 8 MiB only).
 
 mod bench;
+mod drain;
 mod prove;
 mod stats;
 
@@ -23,12 +24,14 @@ use anyhow::{Context, Result};
 use base64::Engine as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use cuzk_circuits::porep::{generate_test_parameters, seal_sector, SealedSector, SectorSize};
+use cuzk_circuits::porep_c1::SealProof;
+use cuzk_circuits::ShapeCache;
 use cuzk_wire::job::{JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
 use rand::RngCore;
 
 /// The largest input a job carries inline (the default `max_inline_input`); larger C1 outputs
 /// go through the object store.
-const MAX_INLINE: usize = 768 * 1024;
+const MAX_INLINE: usize = cuzk_wire::job::DEFAULT_MAX_INLINE_INPUT;
 
 #[derive(Parser)]
 #[command(
@@ -65,15 +68,21 @@ enum Command {
         prover_id: Option<String>,
     },
     /// Generate INSECURE, TEST-ONLY Groth16 parameters from the shape's constraint matrices into
-    /// the Filecoin parameter cache as v28-<cache id>.params/.vk/.meta.
+    /// the parameter directory as v28-<cache id>.params/.vk/.meta, marked insecure
+    /// (v28-….params.TEST-ONLY-INSECURE). Refuses a production directory (filecoin-proofs'
+    /// default, or one holding real parameters) unless --force-insecure.
     Params {
         #[arg(long, value_parser = clap::value_parser!(SectorSize))]
         sector_size: SectorSize,
-        /// Default: $FIL_PROOFS_PARAMETER_CACHE, else /var/tmp/filecoin-proof-parameters.
-        #[arg(long)]
-        cache: Option<PathBuf>,
+        /// The parameter directory (`cuzk gpu-node --param-cache`); else
+        /// $FIL_PROOFS_PARAMETER_CACHE, else ~/.cache/cuzk/params.
+        #[arg(long, env = cuzk_circuits::CACHE_ENV)]
+        param_cache: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = Engine::Auto)]
         engine: Engine,
+        /// Write them even into a production directory.
+        #[arg(long)]
+        force_insecure: bool,
     },
     /// One partition: constraints, matrix size, full vs witness-only synthesis time, witness
     /// blob sizes and decode time.
@@ -99,11 +108,40 @@ enum Command {
         runs: usize,
         #[arg(long, value_enum, default_value_t = Engine::Auto)]
         engine: Engine,
-        #[arg(long)]
-        cache: Option<PathBuf>,
+        /// As for `params`.
+        #[arg(long, env = cuzk_circuits::CACHE_ENV)]
+        param_cache: Option<PathBuf>,
         /// Print one JSON object after the table.
         #[arg(long)]
         json: bool,
+    },
+    /// Write a synthetic C1 (the real shape of a sector size, random contents; for timings, its
+    /// proofs prove nothing) as a sector file.
+    SyntheticC1 {
+        #[arg(long, value_parser = clap::value_parser!(SectorSize))]
+        sector_size: SectorSize,
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// A sector's partitions synthesized into the work queue first, then drained by a GPU node
+    /// with the key preloaded (separate processes; the `cuzk` binary must sit beside this one):
+    /// the per-partition stage table, sector wall time, GPU busy, memory peaks.
+    Drain {
+        #[arg(long, value_parser = clap::value_parser!(SectorSize))]
+        sector_size: SectorSize,
+        #[arg(long)]
+        sector: Option<PathBuf>,
+        /// Partitions the synth node holds at once (each holds its whole witness).
+        #[arg(long, default_value_t = 4)]
+        synth_partitions_in_flight: usize,
+        /// Extra `cuzk gpu-node` arguments, e.g. `--gpu-backend=cuda`.
+        #[arg(long, allow_hyphen_values = true, value_delimiter = ' ')]
+        gpu_args: Vec<String>,
+        /// Write the figures as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        #[arg(long, default_value_t = 1800)]
+        timeout_secs: u64,
     },
     /// C2 of one sector through a local cluster (in-process synth and GPU node on a private
     /// nats-server) vs filecoin-proofs' `seal_commit_phase2`, both on all cores. Needs the
@@ -116,23 +154,30 @@ enum Command {
         /// Timed runs of each, after one untimed warm-up (parameter loading) of each.
         #[arg(long, default_value_t = 2)]
         runs: usize,
-        #[arg(long)]
-        cache: Option<PathBuf>,
+        /// As for `params`.
+        #[arg(long, env = cuzk_circuits::CACHE_ENV)]
+        param_cache: Option<PathBuf>,
         /// The GPU node's backend.
         #[arg(long, value_enum, default_value_t = Engine::Cpu)]
         engine: Engine,
         /// Skip filecoin-proofs' own C2 (minutes per run on a CPU).
         #[arg(long)]
         no_filecoin: bool,
+        /// Then submit this many jobs at once and report jobs per second.
+        #[arg(long, default_value_t = 0)]
+        throughput: usize,
+        /// The synth node's jobs in flight (default: the node's default).
+        #[arg(long)]
+        synth_jobs_in_flight: Option<usize>,
     },
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match &cli.command {
-        Command::Params { cache, .. }
-        | Command::Bench { cache, .. }
-        | Command::Prove { cache, .. } => set_cache(cache.as_deref()),
+        Command::Params { param_cache, .. }
+        | Command::Bench { param_cache, .. }
+        | Command::Prove { param_cache, .. } => set_param_dir(param_cache.clone())?,
         _ => {}
     }
     cuzk_common::telemetry::init_logging();
@@ -146,8 +191,9 @@ fn main() -> Result<()> {
         Command::Params {
             sector_size,
             engine,
+            force_insecure,
             ..
-        } => params(sector_size, engine),
+        } => params(sector_size, engine, force_insecure),
         Command::Stats {
             sector_size,
             sector,
@@ -172,12 +218,43 @@ fn main() -> Result<()> {
             runs,
             engine,
             no_filecoin,
+            throughput,
+            synth_jobs_in_flight,
             ..
         } => bench::run(
             &load_or_seal(sector_size, sector.as_deref())?,
-            runs,
-            engine,
-            no_filecoin,
+            bench::Options {
+                runs,
+                engine,
+                no_filecoin,
+                throughput,
+                synth_jobs_in_flight,
+            },
+        ),
+        Command::SyntheticC1 { sector_size, out } => {
+            let c1 = cuzk_circuits::porep::synthetic_c1(sector_size, &mut rand::rngs::OsRng)?;
+            let c1: serde_json::Value = serde_json::from_slice(&c1)?;
+            let file =
+                serde_json::json!({"c1": c1, "prover_id": random_prover_id(), "sector_id": 1});
+            std::fs::write(&out, serde_json::to_vec(&file)?)?;
+            println!("{}", out.display());
+            Ok(())
+        }
+        Command::Drain {
+            sector_size,
+            sector,
+            synth_partitions_in_flight,
+            gpu_args,
+            json,
+            timeout_secs,
+        } => drain::run(
+            &load_or_seal(sector_size, sector.as_deref())?,
+            drain::Options {
+                synth_in_flight: synth_partitions_in_flight,
+                gpu_args,
+                json,
+                timeout: std::time::Duration::from_secs(timeout_secs),
+            },
         ),
     }
 }
@@ -196,17 +273,35 @@ pub fn use_cuda(engine: Engine) -> Result<bool> {
     })
 }
 
-fn params(size: SectorSize, engine: Engine) -> Result<()> {
+fn params(size: SectorSize, engine: Engine, force: bool) -> Result<()> {
     let started = Instant::now();
+    // The matrices land in the node's shape cache too, so its GPU nodes need not capture them.
+    let shapes = cuzk_circuits::ShapeCache::open_default(false)?;
     let path = if use_cuda(engine)? {
         let gpu = cuzk_kernels::CudaBackend::new(0, None)?;
-        generate_test_parameters(size, &gpu)?
+        generate_test_parameters(size, &shapes, &gpu, force)?
     } else {
-        generate_test_parameters(size, &cuzk_prover::setup::CpuFixedBase::new())?
+        generate_test_parameters(
+            size,
+            &shapes,
+            &cuzk_prover::setup::CpuFixedBase::new(),
+            force,
+        )?
     };
     tracing::info!(secs = started.elapsed().as_secs_f64(), "parameters ready");
     println!("{}", path.display());
     Ok(())
+}
+
+/// The `porep-c2` job parameters of a sector, marked synthetic when its C1 is.
+pub fn job_params(sector: &SealedSector) -> serde_json::Value {
+    let mut params = sector.job_params();
+    let synthetic = serde_json::from_slice::<serde_json::Value>(&sector.c1_json)
+        .is_ok_and(|c1| c1.get(cuzk_circuits::porep::SYNTHETIC_KEY) == Some(&true.into()));
+    if synthetic {
+        params["synthetic"] = true.into();
+    }
+    params
 }
 
 /// A sector file, or a freshly sealed sector of `size`.
@@ -225,18 +320,26 @@ fn load_or_seal(size: SectorSize, file: Option<&Path>) -> Result<SealedSector> {
         .with_context(|| format!("{} is not a sector file", path.display()))?;
     Ok(SealedSector {
         size,
+        proof: SealProof::v1_1(size),
         sector_id: f.sector_id,
         prover_id: f.prover_id,
         c1_json: serde_json::to_vec(&f.c1)?,
     })
 }
 
-/// filecoin-proofs reads its settings from the environment once, on first use.
-fn set_cache(cache: Option<&Path>) {
-    if let Some(dir) = cache {
-        // SAFETY: called first thing in main, before any other thread exists.
-        unsafe { std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", dir) };
+/// Resolves the parameter directory as the nodes do and hands it to filecoin-proofs (which
+/// reads its settings from the environment once, on first use) and to the shape cache.
+fn set_param_dir(flag: Option<PathBuf>) -> Result<()> {
+    let dir = match flag {
+        Some(dir) => dir,
+        None => ShapeCache::default_dir()?,
+    };
+    // SAFETY: called first thing in main, before any other thread exists.
+    unsafe {
+        std::env::set_var(cuzk_circuits::FILECOIN_CACHE_ENV, &dir);
+        std::env::set_var(cuzk_circuits::CACHE_ENV, &dir);
     }
+    Ok(())
 }
 
 pub fn seal(size: SectorSize, sector_id: u64, prover_id: [u8; 32]) -> Result<SealedSector> {
@@ -274,7 +377,7 @@ pub fn job_for(sector: &SealedSector, job_id: &str) -> JobSpec {
         version: JOB_SPEC_VERSION,
         job_id: job_id.into(),
         circuit: "porep-c2".into(),
-        params: sector.job_params(),
+        params: job_params(sector),
         input,
         priority: Priority::Normal,
     }

@@ -25,7 +25,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 pub fn run(sector: &SealedSector, runs: usize, engine: Engine, as_json: bool) -> Result<()> {
     let family = cuzk_circuits::resolve(&CircuitSpec {
         name: "porep-c2".into(),
-        params: sector.job_params(),
+        params: crate::job_params(sector),
     })?;
     ensure!(
         family.partitions() == 1,
@@ -58,10 +58,7 @@ pub fn run(sector: &SealedSector, runs: usize, engine: Engine, as_json: bool) ->
         let t = Instant::now();
         let dk = dual.load_key(key.clone())?;
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-        check(
-            &prove(&dual, &dk, w.clone(), r, s)?,
-            "CPU and CUDA side by side",
-        )?;
+        check(&prove(&dual, &dk, &w, r, s)?, "CPU and CUDA side by side")?;
         println!(
             "CPU and CUDA backends agree on A·w, B·w, C·w, H and every MSM ({:.1} s); verify_seal accepts the proof",
             t.elapsed().as_secs_f64()
@@ -129,7 +126,7 @@ fn time_runs<B: Backend>(
     let mut out = Vec::with_capacity(runs);
     for i in 0..=runs {
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-        let (proof, t) = prove_timed(backend, &k, w.clone(), r, s)?;
+        let (proof, t) = prove_timed(backend, &k, w, r, s)?;
         check(&proof, &format!("run {i}"))?;
         if i > 0 {
             out.push(t);

@@ -17,7 +17,7 @@ fn ms(t: Instant) -> f64 {
 pub fn run(sector: &SealedSector, as_json: bool) -> Result<()> {
     let family = cuzk_circuits::resolve(&CircuitSpec {
         name: "porep-c2".into(),
-        params: sector.job_params(),
+        params: crate::job_params(sector),
     })?;
     let threads = rayon::current_num_threads();
     let c1 = &sector.c1_json;

@@ -64,8 +64,15 @@ pub trait Backend: Send + Sync + 'static {
 
     fn key_info<'k>(&self, key: &'k Self::Key) -> &'k KeyInfo;
 
-    /// Takes a witness whose lengths [`KeyInfo::check_witness`] accepted.
-    fn upload(&self, key: &Self::Key, witness: Witness) -> Result<Self::Witness, BackendError>;
+    /// The backend memory proving `key`'s shape takes: the key and, where the backend keeps
+    /// them, its working buffers. What a node's key cache budgets with.
+    fn memory_for(&self, key: &ProvingKey) -> u64 {
+        key.device_bytes()
+    }
+
+    /// Takes a witness whose lengths [`KeyInfo::check_witness`] accepted. Borrowed, so the caller
+    /// can reuse its (large, already faulted-in) buffers for the next partition.
+    fn upload(&self, key: &Self::Key, witness: &Witness) -> Result<Self::Witness, BackendError>;
 
     /// `[A·w, B·w, C·w]`, one value per constraint.
     fn evaluate(
@@ -111,7 +118,11 @@ impl<B: Backend> Backend for Arc<B> {
         (**self).key_info(key)
     }
 
-    fn upload(&self, key: &Self::Key, witness: Witness) -> Result<Self::Witness, BackendError> {
+    fn memory_for(&self, key: &ProvingKey) -> u64 {
+        (**self).memory_for(key)
+    }
+
+    fn upload(&self, key: &Self::Key, witness: &Witness) -> Result<Self::Witness, BackendError> {
         (**self).upload(key, witness)
     }
 

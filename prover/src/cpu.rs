@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use bellperson::groth16::Parameters;
 use blst::{blst_p1_affine, blst_p2_affine, MultiPoint};
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_wire::witness::Witness;
 use group::Group;
 use rayon::prelude::*;
@@ -14,13 +15,19 @@ use crate::backend::{Backend, BackendError, MsmResults};
 use crate::key::{KeyInfo, ProvingKey};
 pub use crate::ntt::{compute_h, coset_ntt, domain_size, icoset_ntt, intt, ntt, omega};
 
-/// Proves on the CPU. The key is the host proving key itself: blst reads the affine query
-/// vectors in place, so nothing needs preparing.
+/// Proves on the CPU. blst reads the affine query vectors in place, so a key is the host
+/// proving key with its parameters in memory.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuBackend;
 
+/// A proving key with its points parsed.
+pub struct CpuKey {
+    pub key: Arc<ProvingKey>,
+    pub params: Arc<Parameters<Bls12>>,
+}
+
 impl Backend for CpuBackend {
-    type Key = Arc<ProvingKey>;
+    type Key = CpuKey;
     type Witness = Witness;
     type Scalars = Vec<Scalar>;
 
@@ -29,19 +36,20 @@ impl Backend for CpuBackend {
     }
 
     fn load_key(&self, key: Arc<ProvingKey>) -> Result<Self::Key, BackendError> {
-        Ok(key)
+        let params = key.srs.parameters()?;
+        Ok(CpuKey { key, params })
     }
 
     fn key_info<'k>(&self, key: &'k Self::Key) -> &'k KeyInfo {
-        &key.info
+        &key.key.info
     }
 
-    fn upload(&self, _: &Self::Key, witness: Witness) -> Result<Witness, BackendError> {
-        Ok(witness)
+    fn upload(&self, _: &Self::Key, witness: &Witness) -> Result<Witness, BackendError> {
+        Ok(witness.clone())
     }
 
     fn evaluate(&self, key: &Self::Key, w: &Witness) -> Result<[Vec<Scalar>; 3], BackendError> {
-        Ok(key.matrices.evaluate(&|j| w.value(j)))
+        Ok(key.key.matrices.evaluate(&|j| w.value(j)))
     }
 
     fn compute_h(
@@ -59,11 +67,11 @@ impl Backend for CpuBackend {
         h: &Vec<Scalar>,
     ) -> Result<MsmResults, BackendError> {
         let p = &key.params;
-        let b_scalars = gather_bytes(w, &key.b_vars);
+        let b_scalars = gather_bytes(w, &key.key.b_vars);
         Ok(MsmResults {
             h: msm_g1_bytes(&p.h, &scalar_bytes(h)),
             l: msm_g1_bytes(&p.l, &scalar_bytes(&w.aux)),
-            a: msm_g1_bytes(&p.a, &gather_bytes(w, &key.a_vars)),
+            a: msm_g1_bytes(&p.a, &gather_bytes(w, &key.key.a_vars)),
             b_g1: msm_g1_bytes(&p.b_g1, &b_scalars),
             b_g2: msm_g2_bytes(&p.b_g2, &b_scalars),
         })

@@ -64,9 +64,9 @@ impl<R: Backend, C: Backend> Backend for Dual<R, C> {
         self.reference.key_info(&key.0)
     }
 
-    fn upload(&self, key: &Self::Key, witness: Witness) -> Result<Self::Witness, BackendError> {
+    fn upload(&self, key: &Self::Key, witness: &Witness) -> Result<Self::Witness, BackendError> {
         pair(
-            self.reference.upload(&key.0, witness.clone()),
+            self.reference.upload(&key.0, witness),
             self.candidate.upload(&key.1, witness),
         )
     }

@@ -31,7 +31,7 @@ pub struct ProveTimings {
 pub fn prove<B: Backend>(
     backend: &B,
     key: &B::Key,
-    witness: Witness,
+    witness: &Witness,
     r: Scalar,
     s: Scalar,
 ) -> Result<Proof<Bls12>, BackendError> {
@@ -43,13 +43,13 @@ pub fn prove<B: Backend>(
 pub fn prove_timed<B: Backend>(
     backend: &B,
     key: &B::Key,
-    witness: Witness,
+    witness: &Witness,
     r: Scalar,
     s: Scalar,
 ) -> Result<(Proof<Bls12>, ProveTimings), BackendError> {
     let start = Instant::now();
     let info = backend.key_info(key);
-    info.check_witness(&witness)?;
+    info.check_witness(witness)?;
     let w = tracing::info_span!("upload").in_scope(|| backend.upload(key, witness))?;
     let uploaded = Instant::now();
     let abc = tracing::info_span!("evaluate").in_scope(|| backend.evaluate(key, &w))?;
@@ -164,14 +164,14 @@ mod tests {
         for (i, circuit) in circuits.into_iter().enumerate() {
             let inputs = circuit.public_inputs();
             let w = synthesize_witness(circuit, None).unwrap();
-            let (ours, t) = prove_timed(&cpu, &cpu_key, w.clone(), r_s[i], s_s[i]).unwrap();
+            let (ours, t) = prove_timed(&cpu, &cpu_key, &w, r_s[i], s_s[i]).unwrap();
             assert!(t.total >= t.upload + t.evaluate + t.h + t.msm);
             assert_eq!(
                 proof_bytes(&ours),
                 proof_bytes(&theirs[i]),
                 "proof {i} differs"
             );
-            let via_dual = prove(&dual, &dual_key, w, r_s[i], s_s[i]).unwrap();
+            let via_dual = prove(&dual, &dual_key, &w, r_s[i], s_s[i]).unwrap();
             assert_eq!(proof_bytes(&via_dual), proof_bytes(&ours));
             let mut written = Vec::new();
             ours.write(&mut written).unwrap();
@@ -196,7 +196,7 @@ mod tests {
         fn key_info<'k>(&self, key: &'k Self::Key) -> &'k crate::KeyInfo {
             CpuBackend.key_info(key)
         }
-        fn upload(&self, key: &Self::Key, w: Witness) -> Result<Witness, BackendError> {
+        fn upload(&self, key: &Self::Key, w: &Witness) -> Result<Witness, BackendError> {
             CpuBackend.upload(key, w)
         }
         fn evaluate(&self, key: &Self::Key, w: &Witness) -> Result<[Vec<Scalar>; 3], BackendError> {
@@ -242,7 +242,7 @@ mod tests {
             None,
         )
         .unwrap();
-        let err = prove(&dual, &key, w, Scalar::ONE, Scalar::ONE).unwrap_err();
+        let err = prove(&dual, &key, &w, Scalar::ONE, Scalar::ONE).unwrap_err();
         assert_eq!(
             err.to_string(),
             "backends disagree: A·w: cpu and broken differ (first difference at element 3)"
@@ -289,7 +289,7 @@ mod tests {
         )
         .unwrap();
         w.aux.pop();
-        let err = prove(&backend, &key, w, Scalar::ONE, Scalar::ONE).unwrap_err();
+        let err = prove(&backend, &key, &w, Scalar::ONE, Scalar::ONE).unwrap_err();
         assert!(!err.retryable());
         assert_eq!(
             err.to_string(),

@@ -1,6 +1,9 @@
 //! A proving key: one shape's Groth16 parameters joined with its constraint matrices, and the
 //! MSM packing both imply — worked out once per shape here, above the backends, so every engine
 //! proves from the same plan.
+//!
+//! The parameters are in memory, or a mapped file ([`Srs`]): a 32 GiB PoRep SRS is 44 GiB, and a
+//! GPU backend streams it to the device without ever holding it on the host.
 
 use std::sync::Arc;
 
@@ -11,7 +14,51 @@ use group::prime::PrimeCurveAffine;
 
 use crate::backend::BackendError;
 use crate::ntt::domain_size;
+use crate::params::{ParamsFile, Query};
 use crate::r1cs::ShapeMatrices;
+
+/// Where a key's query points are.
+#[derive(Clone)]
+pub enum Srs {
+    Memory(Arc<Parameters<Bls12>>),
+    /// A bellperson parameter file, mapped; whoever loads the key parses what it needs.
+    File(Arc<ParamsFile>),
+}
+
+impl Srs {
+    pub fn vk(&self) -> &VerifyingKey<Bls12> {
+        match self {
+            Srs::Memory(p) => &p.vk,
+            Srs::File(f) => f.vk(),
+        }
+    }
+
+    /// Points in query `q`.
+    pub fn len(&self, q: Query) -> usize {
+        match self {
+            Srs::Memory(p) => match q {
+                Query::H => p.h.len(),
+                Query::L => p.l.len(),
+                Query::A => p.a.len(),
+                Query::BG1 => p.b_g1.len(),
+                Query::BG2 => p.b_g2.len(),
+            },
+            Srs::File(f) => f.len(q),
+        }
+    }
+
+    /// The parameters in memory (parsed on all cores from a file, without the subgroup checks:
+    /// files are checked when they are first admitted).
+    pub fn parameters(&self) -> Result<Arc<Parameters<Bls12>>, BackendError> {
+        match self {
+            Srs::Memory(p) => Ok(p.clone()),
+            Srs::File(f) => f
+                .read(false)
+                .map(Arc::new)
+                .map_err(|e| BackendError::Shape(e.to_string())),
+        }
+    }
+}
 
 /// What every backend's key keeps about its shape, whatever else it holds.
 #[derive(Clone, Debug)]
@@ -45,7 +92,7 @@ impl KeyInfo {
 
 /// Parameters and matrices of one shape, checked against each other.
 pub struct ProvingKey {
-    pub params: Arc<Parameters<Bls12>>,
+    pub srs: Srs,
     pub matrices: Arc<ShapeMatrices>,
     /// Variables whose scalars meet `params.a`, in order.
     pub a_vars: Vec<u32>,
@@ -62,17 +109,22 @@ impl ProvingKey {
         params: Arc<Parameters<Bls12>>,
         matrices: Arc<ShapeMatrices>,
     ) -> Result<Self, BackendError> {
+        Self::with_srs(Srs::Memory(params), matrices)
+    }
+
+    /// [`Self::new`] for any [`Srs`].
+    pub fn with_srs(srs: Srs, matrices: Arc<ShapeMatrices>) -> Result<Self, BackendError> {
         let (m, log_m) = domain_size(matrices.constraints())?;
         let a_vars = matrices.a_query_vars();
         let b_vars = matrices.b_query_vars();
-        let p = &params;
+        let vk = srs.vk();
         let checks = [
-            ("IC (public inputs)", p.vk.ic.len(), matrices.inputs),
-            ("L (aux variables)", p.l.len(), matrices.aux),
-            ("H (domain size - 1)", p.h.len(), m - 1),
-            ("A", p.a.len(), a_vars.len()),
-            ("B in G1", p.b_g1.len(), b_vars.len()),
-            ("B in G2", p.b_g2.len(), b_vars.len()),
+            ("IC (public inputs)", vk.ic.len(), matrices.inputs),
+            ("L (aux variables)", srs.len(Query::L), matrices.aux),
+            ("H (domain size - 1)", srs.len(Query::H), m - 1),
+            ("A", srs.len(Query::A), a_vars.len()),
+            ("B in G1", srs.len(Query::BG1), b_vars.len()),
+            ("B in G2", srs.len(Query::BG2), b_vars.len()),
         ];
         for (what, have, need) in checks {
             if have != need {
@@ -82,7 +134,7 @@ impl ProvingKey {
             }
         }
         // bellperson refuses these (a subversion-CRS attack).
-        if bool::from(p.vk.delta_g1.is_identity() | p.vk.delta_g2.is_identity()) {
+        if bool::from(vk.delta_g1.is_identity() | vk.delta_g2.is_identity()) {
             return Err(BackendError::Shape(
                 "verifying key delta is the identity point".into(),
             ));
@@ -94,10 +146,10 @@ impl ProvingKey {
             m,
             log_m,
             matrices_hash: matrices.hash(),
-            vk: p.vk.clone(),
+            vk: vk.clone(),
         };
         Ok(ProvingKey {
-            params,
+            srs,
             matrices,
             a_vars,
             b_vars,
@@ -108,9 +160,12 @@ impl ProvingKey {
     /// Bytes a device holds for this key: the SRS (affine points), the matrices and the two
     /// packing maps.
     pub fn device_bytes(&self) -> u64 {
-        let p = &self.params;
-        let g1 = (p.h.len() + p.l.len() + p.a.len() + p.b_g1.len()) as u64 * 96;
-        g1 + p.b_g2.len() as u64 * 192
+        let g1: usize = [Query::H, Query::L, Query::A, Query::BG1]
+            .iter()
+            .map(|&q| self.srs.len(q))
+            .sum();
+        g1 as u64 * 96
+            + self.srs.len(Query::BG2) as u64 * 192
             + self.matrices.bytes()
             + 4 * (self.a_vars.len() + self.b_vars.len()) as u64
     }

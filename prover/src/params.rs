@@ -152,45 +152,73 @@ impl ParamsFile {
     }
 }
 
-fn parse<A: PrimeCurveAffine + Send, const N: usize>(
+/// Parses `bytes` (uncompressed points of `N` bytes) into `out`, on all cores.
+fn parse_into<A: PrimeCurveAffine + Send, const N: usize>(
     bytes: &[u8],
+    out: &mut [A],
     decode: impl Fn(&[u8; N]) -> Option<A> + Sync,
-) -> Result<Vec<A>, String> {
+) -> Result<(), String> {
+    if bytes.len() != out.len() * N {
+        return Err(format!("{} bytes for {} points", bytes.len(), out.len()));
+    }
     bytes
         .par_chunks_exact(N)
+        .zip(out.par_iter_mut())
         .enumerate()
-        .map(|(i, b)| {
+        .try_for_each(|(i, (b, o))| {
             let p = decode(b.try_into().expect("N bytes"))
                 .ok_or_else(|| format!("point {i} is not on the curve"))?;
             // bellperson refuses identity points in the queries too.
             if bool::from(p.is_identity()) {
                 return Err(format!("point {i} is the point at infinity"));
             }
-            Ok(p)
+            *o = p;
+            Ok(())
         })
-        .collect()
 }
 
-/// Uncompressed G1 points, parsed in parallel.
-pub fn parse_g1(bytes: &[u8], checked: bool) -> Result<Vec<G1Affine>, String> {
-    parse::<G1Affine, G1_BYTES>(bytes, |b| {
+fn g1_decoder(checked: bool) -> impl Fn(&[u8; G1_BYTES]) -> Option<G1Affine> + Sync {
+    move |b| {
         if checked {
             G1Affine::from_uncompressed(b).into()
         } else {
             G1Affine::from_uncompressed_unchecked(b).into()
         }
-    })
+    }
 }
 
-/// Uncompressed G2 points, parsed in parallel.
-pub fn parse_g2(bytes: &[u8], checked: bool) -> Result<Vec<G2Affine>, String> {
-    parse::<G2Affine, G2_BYTES>(bytes, |b| {
+fn g2_decoder(checked: bool) -> impl Fn(&[u8; G2_BYTES]) -> Option<G2Affine> + Sync {
+    move |b| {
         if checked {
             G2Affine::from_uncompressed(b).into()
         } else {
             G2Affine::from_uncompressed_unchecked(b).into()
         }
-    })
+    }
+}
+
+/// Uncompressed G1 points into `out` (as many as it holds), in parallel.
+pub fn parse_g1_into(bytes: &[u8], out: &mut [G1Affine], checked: bool) -> Result<(), String> {
+    parse_into(bytes, out, g1_decoder(checked))
+}
+
+/// Uncompressed G2 points into `out`, in parallel.
+pub fn parse_g2_into(bytes: &[u8], out: &mut [G2Affine], checked: bool) -> Result<(), String> {
+    parse_into(bytes, out, g2_decoder(checked))
+}
+
+/// Uncompressed G1 points, parsed in parallel.
+pub fn parse_g1(bytes: &[u8], checked: bool) -> Result<Vec<G1Affine>, String> {
+    let mut out = vec![G1Affine::identity(); bytes.len() / G1_BYTES];
+    parse_g1_into(bytes, &mut out, checked)?;
+    Ok(out)
+}
+
+/// Uncompressed G2 points, parsed in parallel.
+pub fn parse_g2(bytes: &[u8], checked: bool) -> Result<Vec<G2Affine>, String> {
+    let mut out = vec![G2Affine::identity(); bytes.len() / G2_BYTES];
+    parse_g2_into(bytes, &mut out, checked)?;
+    Ok(out)
 }
 
 /// Reads a parameter file on all cores; see [`ParamsFile::read`].

@@ -519,7 +519,7 @@ mod tests {
             let c = circuit(x);
             let inputs = c.public_inputs();
             let w = crate::synthesize_witness(c, None).unwrap();
-            let proof = prove(&backend, &key, w, Scalar::from(5u64), Scalar::from(9u64)).unwrap();
+            let proof = prove(&backend, &key, &w, Scalar::from(5u64), Scalar::from(9u64)).unwrap();
             assert!(verify(&pvk, &proof, &inputs).unwrap());
             // The same proof does not verify for other public inputs.
             let mut wrong = inputs.clone();

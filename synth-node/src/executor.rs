@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 use cuzk_circuits::{CircuitFamily, ShapeCache};
-use cuzk_common::metrics::{metrics, KeyValue};
+use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::ms;
 use cuzk_common::policy::StepError;
 use cuzk_wire::blob::{self, BlobHeaderInfo, EncodeOptions};
@@ -24,6 +24,8 @@ pub struct Synthesized {
 pub struct Context<'a> {
     pub shapes: &'a ShapeCache,
     pub options: &'a EncodeOptions,
+    /// The `circuit` and `shape` labels of the measurements.
+    pub labels: &'a JobLabels,
 }
 
 /// Synthesizes partition `index` of `job_id` (witness only) and encodes its blob.
@@ -38,7 +40,7 @@ pub fn run(
         synthesize_and_encode(circuit, input, job_id, index, cx)
     }))
     .unwrap_or_else(|panic| {
-        metrics().error("synth", "panic");
+        metrics().error("synth", "panic", cx.labels);
         Err(StepError::panicked(
             &format!("partition {index}: synthesis"),
             &*panic,
@@ -65,7 +67,7 @@ fn synthesize_and_encode(
     let witness = info_span!("synthesize")
         .in_scope(|| circuit.witness(input, index, capacity))
         .map_err(fatal)?;
-    metrics().stage("synth", started.elapsed());
+    metrics().stage("synth", cx.labels, started.elapsed());
     timings.synth_ms = ms(started.elapsed());
 
     let started = Instant::now();
@@ -75,7 +77,7 @@ fn synthesize_and_encode(
         blob::encode_blob_with_stats(&header, &witness.input, &witness.aux, cx.options)
     });
     drop(witness);
-    metrics().stage("encode", started.elapsed());
+    metrics().stage("encode", cx.labels, started.elapsed());
     timings.encode_ms = ms(started.elapsed());
     timings.blob_bytes = blob.len() as u64;
     timings.raw_bytes = stats.raw_bytes;
@@ -86,11 +88,13 @@ fn synthesize_and_encode(
             KeyValue::new("form", form),
         ]
     };
-    m.blob_bytes.add(timings.blob_bytes, &up("wire"));
-    m.blob_bytes.add(timings.raw_bytes, &up("raw"));
+    m.blob_bytes
+        .add(timings.blob_bytes, &cx.labels.with(&up("wire")));
+    m.blob_bytes
+        .add(timings.raw_bytes, &cx.labels.with(&up("raw")));
     m.codec_ratio.record(
         timings.raw_bytes as f64 / timings.blob_bytes.max(1) as f64,
-        &[],
+        &cx.labels.with(&[]),
     );
     Ok(Synthesized { blob, timings })
 }
@@ -145,6 +149,7 @@ mod tests {
         f(&Context {
             shapes: &shapes,
             options: &EncodeOptions::default(),
+            labels: &JobLabels::unknown(),
         })
     }
 

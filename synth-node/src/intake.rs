@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use base64::Engine;
 use cuzk_circuits::{CircuitFamily, CircuitSpec};
-use cuzk_common::lifecycle::{Admission, Ledger};
+use cuzk_common::lifecycle::{Admission, JobShape, Ledger};
+use cuzk_common::metrics::JobLabels;
 use cuzk_common::objects;
 use cuzk_common::policy::StepError;
 use cuzk_common::topology::{self, Topology, SUBJECT_SUBMIT_HIGH};
@@ -44,6 +45,8 @@ pub struct Limits {
 pub struct Admitted {
     pub spec: JobSpec,
     pub circuit: Arc<dyn CircuitFamily>,
+    /// The `circuit` and `shape` labels of its measurements.
+    pub labels: JobLabels,
     pub input: Arc<Vec<u8>>,
     pub seq: u64,
     /// Partitions still to synthesize (all of them, unless the job is resumed).
@@ -58,8 +61,9 @@ pub enum Intake {
     Settled,
 }
 
-/// Admits the job in `body`, or says why not. `job_id` is filled in as soon as it is known, so
-/// that a failure can be reported on the job's own subject.
+/// Admits the job in `body`, or says why not. `job_id` and `labels` are filled in as soon as
+/// they are known, so that a failure is reported on the job's own subject and counted under its
+/// circuit.
 pub async fn admit(
     topology: &Topology,
     ledger: &Ledger,
@@ -67,6 +71,7 @@ pub async fn admit(
     body: &[u8],
     submission: &Submission,
     job_id: &mut Option<String>,
+    labels: &mut Option<JobLabels>,
 ) -> Result<Intake, StepError> {
     let spec = match JobSpec::parse(body) {
         Ok(spec) => spec,
@@ -78,7 +83,7 @@ pub async fn admit(
         }
     };
     *job_id = Some(spec.job_id.clone());
-    tracing::Span::current().record("job_id", spec.job_id.as_str());
+    tracing::Span::current().record("cuzk.job_id", spec.job_id.as_str());
     // A duplicate is recognised before anything about it is judged: the original stands.
     if let Some(existing) = ledger.get(&spec.job_id).await? {
         if existing.submission_seq != submission.seq {
@@ -102,6 +107,8 @@ pub async fn admit(
         params: spec.params.clone(),
     })
     .map_err(|e| StepError::Fatal(e.to_string()))?;
+    let job_labels = JobLabels::new(&spec.circuit, &circuit.shape_key());
+    *labels = Some(job_labels.clone());
     if circuit.synthetic() && !limits.allow_synthetic {
         return Err(StepError::Fatal(
             "synthetic jobs (random data, for timings) are not accepted here: start the nodes with --allow-synthetic".into(),
@@ -112,7 +119,11 @@ pub async fn admit(
     let admission = ledger
         .admit(
             &spec,
-            (circuit.partitions(), circuit.synthetic()),
+            JobShape {
+                partitions: circuit.partitions(),
+                synthetic: circuit.synthetic(),
+                shape_key: &circuit.shape_key(),
+            },
             submission.seq,
             submission.published_ms,
             submission.delivered as u32,
@@ -136,6 +147,7 @@ pub async fn admit(
     Ok(Intake::Run(Admitted {
         spec,
         circuit,
+        labels: job_labels,
         input: Arc::new(input),
         seq: submission.seq,
         pending,

@@ -20,7 +20,7 @@ use async_nats::jetstream;
 use cuzk_circuits::ShapeCache;
 use cuzk_common::config::{ParamConfig, SynthConfig};
 use cuzk_common::lifecycle::Ledger;
-use cuzk_common::metrics::metrics;
+use cuzk_common::metrics::{metrics, JobLabels};
 use cuzk_common::nats::{progress_ticker, pull_one};
 use cuzk_common::nodes::{self, NodeInfo, NodeLoad};
 use cuzk_common::policy::{self, Decision, Settle, StepError};
@@ -31,7 +31,7 @@ use cuzk_wire::job::{JobResult, JobStatus, JOB_ID_HEADER};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{field, info, info_span, warn, Instrument};
+use tracing::{info, info_span, warn, Instrument};
 
 use crate::budget::{Backlog, MemoryBudget, Waiting};
 use crate::intake::{Admitted, Intake, Limits, Submission};
@@ -196,40 +196,42 @@ impl SynthNode {
             .and_then(|h| h.get(JOB_ID_HEADER))
             .map(|v| v.as_str().to_owned())
             .filter(|id| cuzk_wire::job::valid_job_id(id));
-        // The job's span on this node; a submitter's `traceparent` header makes it part of the
-        // caller's trace, otherwise it is the root of the job's trace.
-        let span = info_span!(
-            "job",
-            seq = submission.seq,
-            delivered = submission.delivered,
-            job_id = field::Empty,
-            otel.kind = "consumer"
-        );
+        // The job's span on this node (OpenTelemetry's messaging `process` span); a
+        // submitter's `traceparent` header makes it part of the caller's trace, otherwise it
+        // is the root of the job's trace.
+        let span = telemetry::process_span(&message);
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(id) = &job_id {
-            span.record("job_id", id.as_str());
+            span.record("cuzk.job_id", id.as_str());
         }
+        let mut queue_wait = None;
         if let Some(published) = telemetry::published_at(&message) {
             let now = std::time::SystemTime::now();
             telemetry::record_wait(&span, "job.queue_wait", published, now);
-            if submission.delivered == 1 {
-                metrics().stage(
-                    "job_queue",
-                    now.duration_since(published).unwrap_or_default(),
-                );
-            }
+            queue_wait = now.duration_since(published).ok();
         }
+        let mut labels = None;
         let outcome = self
-            .process(&message.payload, &submission, &mut job_id, waiting, cancel)
+            .process(
+                &message.payload,
+                &submission,
+                (&mut job_id, &mut labels),
+                waiting,
+                cancel,
+            )
             .instrument(span.clone())
             .await;
         ticker.abort();
+        let labels = labels.unwrap_or_else(JobLabels::unknown);
+        if let Some(wait) = queue_wait.filter(|_| submission.delivered == 1) {
+            metrics().stage("job_queue", &labels, wait);
+        }
 
         let settle = async {
             match policy::decide(outcome, submission.delivered, MAX_DELIVER) {
                 Decision::Settle(settle) => {
                     if let Settle::Nak(Some(_)) = settle {
-                        metrics().error("synth", "retry");
+                        metrics().error("synth", "retry", &labels);
                         warn!(
                             job_id = job_id.as_deref().unwrap_or("?"),
                             "job attempt failed; will retry"
@@ -238,7 +240,8 @@ impl SynthNode {
                     settle
                 }
                 Decision::FailJob(reason) => {
-                    self.fail(job_id.as_deref(), &submission, reason).await
+                    self.fail(job_id.as_deref(), &submission, &labels, reason)
+                        .await
                 }
             }
         }
@@ -250,9 +253,15 @@ impl SynthNode {
     }
 
     /// Ends a submission as failed (the job's record first, then its result).
-    async fn fail(&self, job_id: Option<&str>, submission: &Submission, reason: String) -> Settle {
+    async fn fail(
+        &self,
+        job_id: Option<&str>,
+        submission: &Submission,
+        labels: &JobLabels,
+        reason: String,
+    ) -> Settle {
         warn!(job_id = job_id.unwrap_or("?"), seq = submission.seq, %reason, "job failed");
-        metrics().error("synth", "fatal");
+        metrics().error("synth", "fatal", labels);
         let reported = match job_id {
             Some(id) => self
                 .ledger
@@ -275,7 +284,7 @@ impl SynthNode {
         self: &Arc<Self>,
         body: &[u8],
         submission: &Submission,
-        job_id: &mut Option<String>,
+        (job_id, labels): (&mut Option<String>, &mut Option<JobLabels>),
         mut waiting: Waiting,
         cancel: CancellationToken,
     ) -> Result<(), StepError> {
@@ -292,6 +301,7 @@ impl SynthNode {
             body,
             submission,
             job_id,
+            labels,
         );
         let job = match intake.await? {
             Intake::Run(job) => Arc::new(job),
@@ -309,7 +319,8 @@ impl SynthNode {
             let job = job.clone();
             let share = waiting.take_one();
             let cancel = cancel.clone();
-            let span = info_span!("partition", job_id = %job.spec.job_id, partition = index);
+            let span =
+                info_span!("partition", cuzk.job_id = %job.spec.job_id, cuzk.partition = index);
             tasks.spawn(
                 async move { node.partition(&job, index, share, &cancel).await }.instrument(span),
             );
@@ -361,8 +372,12 @@ impl SynthNode {
                 ));
             }
         }
-        let (circuit, input, shapes) =
-            (job.circuit.clone(), job.input.clone(), self.shapes.clone());
+        let (circuit, input, shapes, labels) = (
+            job.circuit.clone(),
+            job.input.clone(),
+            self.shapes.clone(),
+            job.labels.clone(),
+        );
         let options = EncodeOptions {
             level: self.config.zstd_level,
             ..Default::default()
@@ -375,6 +390,7 @@ impl SynthNode {
                 let cx = executor::Context {
                     shapes: &shapes,
                     options: &options,
+                    labels: &labels,
                 };
                 span.in_scope(|| executor::run(&*circuit, &input, &job_id, index, &cx))
             })

@@ -34,10 +34,10 @@ pub async fn save(
     let started = Instant::now();
     let object = blob_object_name(job_id, index, job.seq);
     objects::put(&topology.blobs, &object, &blob)
-        .instrument(info_span!("upload", bytes = blob.len()))
+        .instrument(info_span!("upload", cuzk.blob_bytes = blob.len()))
         .await?;
     drop(blob);
-    metrics().stage("upload", started.elapsed());
+    metrics().stage("upload", &job.labels, started.elapsed());
     timings.upload_ms = ms(started.elapsed());
 
     let item = WorkItem {
@@ -52,9 +52,7 @@ pub async fn save(
         published_at_ms: unix_ms(),
         timings,
     };
-    publish_work(topology, &item, job.spec.priority, job.seq)
-        .instrument(info_span!("publish_work", otel.kind = "producer"))
-        .await?;
+    publish_work(topology, &item, job.spec.priority, job.seq).await?;
     ledger.queued(job_id, index, timings).await?;
     info!(
         synth_ms = timings.synth_ms,
@@ -81,8 +79,9 @@ async fn publish_work(
     // The message id makes a republish after a timeout or a resumed job a no-op.
     let msg_id = format!("{}.{}.{seq}", item.job_id, item.partition);
     // The GPU node's spans for this partition become children of this one.
+    let span = telemetry::send_span(subject, &msg_id, payload.len());
     let mut headers = async_nats::HeaderMap::new();
-    telemetry::inject(&tracing::Span::current(), &mut headers);
+    telemetry::inject(&span, &mut headers);
     retry("publish work item", RetryPolicy::NETWORK, || async {
         let publish = PublishMessage::build()
             .headers(headers.clone())
@@ -96,6 +95,7 @@ async fn publish_work(
             .map(|_| ())
             .map_err(async_nats::Error::from)
     })
+    .instrument(span)
     .await
     .map_err(|e| StepError::Retry(format!("publishing work item: {e}")))
 }

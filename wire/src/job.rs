@@ -14,6 +14,9 @@ pub const RESULT_VERSION: u32 = 1;
 pub const MAX_JOB_ID_LEN: usize = 64;
 /// A work item is a few hundred bytes; anything larger is not ours.
 pub const MAX_WORK_ITEM_BYTES: u64 = 64 * 1024;
+/// Largest input a synth node takes inline by default (`--synth-max-inline-input`); a job
+/// message stays well under the server's 1 MiB `max_payload` even in base64.
+pub const DEFAULT_MAX_INLINE_INPUT: usize = 768 * 1024;
 /// Header a plain `nats pub -H` can set so that even an unparseable job reports on its own subject.
 pub const JOB_ID_HEADER: &str = "Cuzk-Job-Id";
 
@@ -349,6 +352,10 @@ pub struct JobRecord {
     /// The job proves synthetic input (see [`JobResult::synthetic`]).
     #[serde(default)]
     pub synthetic: bool,
+    /// The circuit's shape key (`mimc-r100`), the `shape` label of the job's measurements;
+    /// empty for a job refused before its circuit was known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shape: String,
 }
 
 fn published_by_default() -> bool {

@@ -21,10 +21,18 @@ use cuzk_wire::job::{
 /// Size of one Groth16 proof (compressed A ‖ B ‖ C).
 pub const PROOF_BYTES: usize = 192;
 
+/// What intake learned of a job's circuit.
+#[derive(Debug, Clone, Copy)]
+pub struct JobShape<'a> {
+    pub partitions: usize,
+    pub synthetic: bool,
+    pub shape_key: &'a str,
+}
+
 /// A new record for a job that passed intake.
 pub fn admitted(
     spec: &JobSpec,
-    (partitions, synthetic): (usize, bool),
+    shape: JobShape<'_>,
     submission_seq: u64,
     submitted_at_ms: u64,
     delivered: u32,
@@ -39,12 +47,13 @@ pub fn admitted(
         submitted_at_ms,
         synth_started_at_ms: now_ms,
         updated_at_ms: now_ms,
-        partitions: vec![PartitionRecord::default(); partitions],
+        partitions: vec![PartitionRecord::default(); shape.partitions],
         error: None,
         result: None,
         result_published: false,
         intake_attempts: delivered,
-        synthetic,
+        synthetic: shape.synthetic,
+        shape: shape.shape_key.to_owned(),
     }
 }
 
@@ -72,6 +81,7 @@ pub fn ended(
         result_published: false,
         intake_attempts: 1,
         synthetic: result.synthetic,
+        shape: String::new(),
     }
 }
 
@@ -259,6 +269,14 @@ pub fn assemble(record: &JobRecord, now_ms: u64) -> Result<JobResult, AssembleEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn shape(partitions: usize) -> JobShape<'static> {
+        JobShape {
+            partitions,
+            synthetic: false,
+            shape_key: "mimc-r4",
+        }
+    }
     use cuzk_wire::job::{JobInput, Priority, JOB_SPEC_VERSION};
 
     fn spec() -> JobSpec {
@@ -287,7 +305,7 @@ mod tests {
 
     #[test]
     fn a_job_runs_through_every_state_once() {
-        let mut r = admitted(&spec(), (2, false), 7, 100, 1, 150);
+        let mut r = admitted(&spec(), shape(2), 7, 100, 1, 150);
         assert_eq!((r.status, r.partitions.len()), (JobStatus::Synthesizing, 2));
         assert!(queued(&mut r, 0, PartitionTimings::default()));
         assert!(
@@ -334,7 +352,7 @@ mod tests {
 
     #[test]
     fn a_failed_job_keeps_its_first_failure() {
-        let mut r = admitted(&spec(), (2, false), 7, 100, 1, 150);
+        let mut r = admitted(&spec(), shape(2), 7, 100, 1, 150);
         assert!(finish(&mut r, &JobResult::failed("j", "first")));
         assert!(!finish(&mut r, &JobResult::failed("j", "second")));
         assert_eq!(r.error.as_deref(), Some("first"));
@@ -352,7 +370,7 @@ mod tests {
 
     #[test]
     fn malformed_proofs_are_not_assembled() {
-        let mut r = admitted(&spec(), (1, false), 7, 100, 1, 150);
+        let mut r = admitted(&spec(), shape(1), 7, 100, 1, 150);
         let mut bad = proof(1);
         bad.proof.pop();
         assert_eq!(proved(&mut r, 0, &bad), Proved::Recorded);
@@ -361,7 +379,7 @@ mod tests {
 
     #[test]
     fn staleness_counts_from_the_last_update() {
-        let mut r = admitted(&spec(), (1, false), 7, 100, 1, 1_000);
+        let mut r = admitted(&spec(), shape(1), 7, 100, 1, 1_000);
         assert!(!stale(&r, 1_999, Duration::from_secs(1)));
         assert!(stale(&r, 2_000, Duration::from_secs(1)));
         assert!(resumed(&mut r, 2));

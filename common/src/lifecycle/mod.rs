@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use async_nats::jetstream::{kv, Context};
 
-pub use machine::{Proved, ProvedPartition};
+pub use machine::{JobShape, Proved, ProvedPartition};
 
+use crate::metrics::{metrics, JobLabels};
 use crate::topology::Topology;
 use cuzk_wire::job::{unix_ms, JobRecord, JobResult, JobSpec, PartitionTimings};
 
@@ -87,11 +88,10 @@ impl Ledger {
     }
 
     /// Records a submission that passed intake, or says who else holds its id.
-    /// `shape`: the job's partition count and whether it is synthetic.
     pub async fn admit(
         &self,
         spec: &JobSpec,
-        shape: (usize, bool),
+        shape: JobShape<'_>,
         seq: u64,
         submitted_at_ms: u64,
         delivered: u32,
@@ -131,7 +131,7 @@ impl Ledger {
     ) -> Result<Admission, RecordError> {
         let record = machine::ended(result, seq, submitted_at_ms, unix_ms());
         if store::create(&self.kv, &record).await? {
-            self.report(result).await?;
+            self.report(result, &labels(&record)).await?;
             return Ok(Admission::Ended(record));
         }
         match self.get(&result.job_id).await? {
@@ -212,8 +212,9 @@ impl Ledger {
             Err(e) => JobResult::failed(&record.job_id, e.to_string()),
         };
         if self.finish(&result).await? == Finish::Published {
-            crate::metrics::metrics().stage("assemble", started.elapsed());
-            crate::metrics::metrics().stage_ms("job_total", result.timings.total_ms);
+            let labels = labels(record);
+            metrics().stage("assemble", &labels, started.elapsed());
+            metrics().stage_ms("job_total", &labels, result.timings.total_ms);
             tracing::info!(job_id = %result.job_id, status = ?result.status,
                 partitions = result.partitions, total_ms = result.timings.total_ms, "job ended");
         }
@@ -224,16 +225,19 @@ impl Ledger {
     /// ended. A job without a record gets a final one.
     pub async fn finish(&self, result: &JobResult) -> Result<Finish, RecordError> {
         let job_id = result.job_id.as_str();
-        let ended = match store::update(&self.kv, job_id, |r| machine::finish(r, result)).await? {
-            Some((_, ended)) => ended,
-            None => {
-                store::create(&self.kv, &machine::ended(result, 0, unix_ms(), unix_ms())).await?
-            }
-        };
+        let (record, ended) =
+            match store::update(&self.kv, job_id, |r| machine::finish(r, result)).await? {
+                Some(updated) => updated,
+                None => {
+                    let record = machine::ended(result, 0, unix_ms(), unix_ms());
+                    let created = store::create(&self.kv, &record).await?;
+                    (record, created)
+                }
+            };
         if !ended {
             return Ok(Finish::AlreadyEnded);
         }
-        self.report(result).await?;
+        self.report(result, &labels(&record)).await?;
         Ok(Finish::Published)
     }
 
@@ -262,7 +266,7 @@ impl Ledger {
                     error = result.error.as_deref().unwrap_or_default(),
                     "ending a stuck job"
                 );
-                self.report(&result).await?;
+                self.report(&result, &labels(&record)).await?;
                 Ok(Some(record))
             }
             _ => Ok(None),
@@ -270,14 +274,12 @@ impl Ledger {
     }
 
     /// Counts and publishes a result whose record this process just made final.
-    async fn report(&self, result: &JobResult) -> Result<(), RecordError> {
+    async fn report(&self, result: &JobResult, labels: &JobLabels) -> Result<(), RecordError> {
         let status = match result.status {
             cuzk_wire::job::JobStatus::Done => "done",
             _ => "failed",
         };
-        crate::metrics::metrics()
-            .jobs
-            .add(1, &[opentelemetry::KeyValue::new("status", status)]);
+        metrics().job(status, labels);
         self.publish(&result.job_id, result).await
     }
 
@@ -322,4 +324,16 @@ impl Ledger {
     pub async fn recent(&self, scan: u64) -> Result<Vec<JobRecord>, RecordError> {
         sweep::recent(&self.js, scan).await
     }
+}
+
+/// The `circuit` and `shape` labels of a job's measurements, from its record.
+fn labels(record: &JobRecord) -> JobLabels {
+    let known = |label: &str| {
+        if label.is_empty() {
+            "unknown".to_owned()
+        } else {
+            label.to_owned()
+        }
+    };
+    JobLabels::new(&known(&record.circuit), &known(&record.shape))
 }

@@ -339,6 +339,23 @@ impl Gpu {
         Ok(d)
     }
 
+    /// `v` into a new buffer of `len >= v.len()` scalars, zero past `v`, through pinned staging.
+    pub fn upload_padded(&self, v: &[Scalar], len: usize) -> Result<DevBuf> {
+        let mut d = self.alloc(len * 32)?;
+        if v.len() < len {
+            let mut tail = d.buf.slice_mut(v.len() * 32..len * 32);
+            self.stream.memset_zeros(&mut tail)?;
+        }
+        // The allocation and zeroing on the compute stream come before the copy.
+        self.copy.wait(&self.stream.record_event(None)?)?;
+        self.with_staging(v.len() * 32, |pinned| {
+            self.stage_upload(pinned, 0, as_bytes(v), &mut d, 0)?;
+            self.copy.synchronize()?;
+            Ok(())
+        })?;
+        Ok(d)
+    }
+
     /// `n` scalars from the start of `src`.
     pub fn download_scalars(&self, src: &DevBuf, n: usize) -> Result<Vec<Scalar>> {
         let mut out = vec![Scalar::ZERO; n];

@@ -20,6 +20,55 @@ impl Gpu {
         self.upload_bases(as_bytes(bases), bases.len(), Curve::G2)
     }
 
+    /// Uploads uncompressed points (a parameter file's query) without holding them on the host:
+    /// chunks are parsed straight into pinned staging (on all cores, no subgroup checks) and
+    /// copied to their place in one device buffer.
+    pub fn upload_uncompressed(&self, raw: &[u8], curve: Curve) -> Result<DeviceBases> {
+        const CHUNK: usize = 1 << 20;
+        let (file_bytes, ab) = match curve {
+            Curve::G1 => (cuzk_prover::params::G1_BYTES, 96),
+            Curve::G2 => (cuzk_prover::params::G2_BYTES, 192),
+        };
+        let len = raw.len() / file_bytes;
+        if len == 0 {
+            return Ok(DeviceBases {
+                buf: None,
+                len,
+                curve,
+            });
+        }
+        let mut d = DevBuf {
+            buf: unsafe { self.copy.alloc::<u8>(len * ab) }?,
+        };
+        let corrupt = |e: String| CudaError::Shape(format!("parameter file: {e}"));
+        self.with_staging(CHUNK * ab, |pinned| {
+            for (i, chunk) in raw.chunks(CHUNK * file_bytes).enumerate() {
+                let n = chunk.len() / file_bytes;
+                let host = &mut pinned.as_mut_slice()?[..n * ab];
+                match curve {
+                    Curve::G1 => {
+                        cuzk_prover::params::parse_g1_into(chunk, as_points_mut(host), false)
+                    }
+                    Curve::G2 => {
+                        cuzk_prover::params::parse_g2_into(chunk, as_points_mut(host), false)
+                    }
+                }
+                .map_err(corrupt)?;
+                let mut view = d.buf.slice_mut(i * CHUNK * ab..i * CHUNK * ab + n * ab);
+                self.copy
+                    .memcpy_htod(&pinned.as_slice()?[..n * ab], &mut view)?;
+                // The staging buffer is refilled next round.
+                self.copy.synchronize()?;
+            }
+            Ok(())
+        })?;
+        Ok(DeviceBases {
+            buf: Some(d),
+            len,
+            curve,
+        })
+    }
+
     fn upload_bases(&self, bytes: &[u8], len: usize, curve: Curve) -> Result<DeviceBases> {
         let buf = if len == 0 {
             None
@@ -242,6 +291,20 @@ impl Gpu {
             Ok(())
         })?;
         Ok(out)
+    }
+}
+
+/// Views pinned staging bytes as points (blstrs affine points are `repr(transparent)` over
+/// blst's `repr(C)` limb structs; the staging buffer is page-aligned).
+fn as_points_mut<T>(bytes: &mut [u8]) -> &mut [T] {
+    assert_eq!(bytes.len() % std::mem::size_of::<T>(), 0);
+    assert_eq!(bytes.as_ptr() as usize % std::mem::align_of::<T>(), 0);
+    // SAFETY: size and alignment checked above; every bit pattern written is a parsed point.
+    unsafe {
+        std::slice::from_raw_parts_mut(
+            bytes.as_mut_ptr().cast::<T>(),
+            bytes.len() / std::mem::size_of::<T>(),
+        )
     }
 }
 

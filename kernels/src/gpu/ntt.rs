@@ -187,11 +187,7 @@ impl Gpu {
         }
         let (m, logm) =
             cuzk_prover::cpu::domain_size(n).map_err(|e| CudaError::Shape(e.to_string()))?;
-        let up = |v: &[Scalar]| -> Result<DevBuf> {
-            let mut padded = v.to_vec();
-            padded.resize(m, Scalar::ZERO);
-            self.upload(as_bytes(&padded))
-        };
+        let up = |v: &[Scalar]| self.upload_padded(v, m);
         let h = self.h_device([up(a)?, up(b)?, up(c)?], logm)?;
         let mut out = vec![Scalar::ZERO; m - 1];
         self.download_into(&h, 0, as_bytes_mut(&mut out))?;

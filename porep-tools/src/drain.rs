@@ -1,0 +1,352 @@
+//! `cuzk-porep drain`: a prefilled queue drained by a GPU node, as separate processes (the
+//! `cuzk` binary beside this one): a synth node synthesizes every partition of a sector into the
+//! work queue first — so synthesis does not hide the GPU — and stops; then a GPU node starts with
+//! the shape's key preloaded on each device and proves the queue. Prints the per-partition stage
+//! table, the sector's wall time from the GPU node's start of work to the result, GPU busy while
+//! draining, device memory peak (nvidia-smi) and the GPU node's peak RSS; `--json` writes them.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use cuzk_circuits::porep::SealedSector;
+use cuzk_cli::launcher::{LaunchSpec, ProcessCluster, Role};
+use cuzk_common::lifecycle::Ledger;
+use cuzk_common::objects;
+use cuzk_common::topology::{results_subject, SUBJECT_SUBMIT};
+use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionStatus, PartitionTimings};
+use futures::StreamExt;
+use serde_json::json;
+
+use crate::job_params;
+
+pub struct Options {
+    pub synth_in_flight: usize,
+    pub gpu_args: Vec<String>,
+    pub json: Option<PathBuf>,
+    pub timeout: Duration,
+}
+
+/// `nvidia-smi` sampled in the background: peak memory used and mean utilization per GPU.
+struct GpuSampler {
+    child: std::process::Child,
+    samples: Arc<Mutex<Vec<(usize, f64, f64)>>>,
+}
+
+impl GpuSampler {
+    fn start() -> Option<GpuSampler> {
+        let mut child = Command::new("nvidia-smi")
+            .args([
+                "--query-gpu=index,memory.used,utilization.gpu",
+                "--format=csv,noheader,nounits",
+                "-lms",
+                "200",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let out = child.stdout.take()?;
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let sink = samples.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let f: Vec<f64> = line
+                    .split(',')
+                    .filter_map(|v| v.trim().parse().ok())
+                    .collect();
+                if let [i, mem, util] = f[..] {
+                    sink.lock().expect("samples").push((i as usize, mem, util));
+                }
+            }
+        });
+        Some(GpuSampler { child, samples })
+    }
+
+    /// (peak MiB used on any GPU, mean utilization % over the samples).
+    fn stop(mut self) -> (f64, f64) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let s = self.samples.lock().expect("samples");
+        let peak = s.iter().map(|x| x.1).fold(0.0, f64::max);
+        let util = s.iter().map(|x| x.2).sum::<f64>() / s.len().max(1) as f64;
+        (peak, util)
+    }
+}
+
+/// Peak resident set of a process (VmHWM), in bytes.
+fn peak_rss(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn cuzk_binary() -> Result<PathBuf> {
+    let me = std::env::current_exe()?;
+    let path = me.with_file_name("cuzk");
+    ensure!(
+        path.exists(),
+        "the cuzk binary is expected beside {}",
+        me.display()
+    );
+    Ok(path)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Waits until `name`'s log contains `needle`, failing if the node exits first.
+fn wait_for_log(
+    cluster: &mut ProcessCluster,
+    name: &str,
+    needle: &str,
+    timeout: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !cluster.log(name).contains(needle) {
+        if let Err(e) = cluster.all_nodes_running() {
+            bail!("{e}:\n{}", cluster.log_tails(4000));
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{name} did not log {needle:?} in {timeout:?}:\n{}",
+            cluster.log_tails(4000)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let params = job_params(sector);
+    let spec = LaunchSpec {
+        servers: 1,
+        synth_nodes: 1,
+        gpu_nodes: 0,
+        threads,
+        ack_wait_secs: 120,
+        synth_args: vec![
+            "--allow-synthetic".into(),
+            "--synth-partitions-in-flight".into(),
+            opts.synth_in_flight.to_string(),
+            // The whole sector queues: no backpressure short of the blobs bucket's own limit.
+            "--synth-max-queued-bytes".into(),
+            (1u64 << 40).to_string(),
+        ],
+        gpu_args: [
+            "--allow-synthetic",
+            "--gpu-preload",
+            &json!([{"name": "porep-c2", "params": params}]).to_string(),
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain(opts.gpu_args.iter().cloned())
+        .collect(),
+    };
+    let mut cluster = ProcessCluster::start(spec, &cuzk_binary()?)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (client, topology) = runtime.block_on(cuzk_cli::connect_url(&cluster.urls(), "drain"))?;
+    let job_id = format!("drain-{}", rand::random::<u32>());
+    let input_name = format!("{job_id}.c1.json");
+    let spec = JobSpec {
+        version: cuzk_wire::job::JOB_SPEC_VERSION,
+        job_id: job_id.clone(),
+        circuit: "porep-c2".into(),
+        params,
+        input: JobInput::Object(input_name.clone()),
+        priority: cuzk_wire::job::Priority::Normal,
+    };
+
+    // 1. Synthesis fills the queue.
+    let started = Instant::now();
+    let mut results = runtime.block_on(async {
+        objects::put(&topology.inputs, &input_name, &sector.c1_json).await?;
+        let results = client.subscribe(results_subject(&job_id)).await?;
+        client
+            .publish(SUBJECT_SUBMIT, serde_json::to_vec(&spec)?.into())
+            .await?;
+        client.flush().await?;
+        anyhow::Ok(results)
+    })?;
+    let partitions = sector.size.partitions();
+    loop {
+        let record = runtime.block_on(Ledger::new(&topology).get(&job_id))?;
+        if let Some(r) = &record {
+            ensure!(r.status != JobStatus::Failed, "job failed: {:?}", r.error);
+            if r.partitions
+                .iter()
+                .all(|p| p.status == PartitionStatus::Queued)
+            {
+                break;
+            }
+        }
+        if let Err(e) = cluster.all_nodes_running() {
+            bail!("{e}:\n{}", cluster.log_tails(4000));
+        }
+        ensure!(
+            started.elapsed() < opts.timeout,
+            "synthesis did not finish in {:?}:\n{}",
+            opts.timeout,
+            cluster.log_tails(4000)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let synth_wall = started.elapsed().as_secs_f64();
+    for name in cluster.nodes(Role::Synth) {
+        cluster.stop_node(&name, Duration::from_secs(60))?;
+    }
+    println!("{partitions} partitions synthesized into the queue in {synth_wall:.1} s");
+
+    // 2. The GPU node loads the key on every device, then drains the queue.
+    let sampler = GpuSampler::start();
+    let gpu = cluster.add_node(Role::Gpu)?;
+    let loading = Instant::now();
+    wait_for_log(&mut cluster, &gpu, "gpu node started", opts.timeout)?;
+    let load_s = loading.elapsed().as_secs_f64();
+    let draining = Instant::now();
+    let message = runtime
+        .block_on(async { tokio::time::timeout(opts.timeout, results.next()).await })
+        .context("no result in time")?
+        .context("results subscription closed")?;
+    let sector_s = draining.elapsed().as_secs_f64();
+    let rss = cluster.pid(&gpu).and_then(peak_rss);
+    let (mem_peak, util) = sampler
+        .map(GpuSampler::stop)
+        .unwrap_or((f64::NAN, f64::NAN));
+    let result: JobResult = serde_json::from_slice(&message.payload)?;
+    ensure!(
+        result.status == JobStatus::Done,
+        "job failed: {:?}\n{}",
+        result.error,
+        cluster.log_tails(4000)
+    );
+    let gpus = gpu_count(&cluster.log(&gpu));
+    report(
+        sector,
+        &result,
+        Report {
+            synth_wall,
+            load_s,
+            sector_s,
+            gpus,
+            mem_peak_gib: mem_peak / 1024.0,
+            util,
+            rss_gib: rss.map(|b| b as f64 / (1u64 << 30) as f64),
+            json: opts.json.as_deref(),
+        },
+    )
+}
+
+/// Devices whose workers proved partitions (`worker="cuda1.0"` in the GPU node's log).
+fn gpu_count(log: &str) -> usize {
+    (0..64)
+        .filter(|d| log.contains(&format!("\"cuda{d}.")))
+        .count()
+        .max(1)
+}
+
+struct Report<'a> {
+    synth_wall: f64,
+    load_s: f64,
+    sector_s: f64,
+    gpus: usize,
+    mem_peak_gib: f64,
+    util: f64,
+    rss_gib: Option<f64>,
+    json: Option<&'a Path>,
+}
+
+fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()> {
+    let parts = &result.partition_timings;
+    println!("{}", cuzk_cli::timings_table(result));
+    let med = |f: fn(&PartitionTimings) -> f64| median(parts.iter().map(f).collect());
+    let mbps = |bytes: f64, ms: f64| bytes / 1e6 / (ms / 1e3).max(1e-9);
+    let blob = med(|t| t.blob_bytes as f64);
+    let (upload, fetch) = (med(|t| t.upload_ms), med(|t| t.fetch_ms));
+    // The GPU node's time per partition: fetch, decode, then the prove (h2d to assembly).
+    let node_ms = med(|t| t.fetch_ms + t.decode_ms + t.prove_ms);
+    let busy: f64 = parts.iter().map(|t| t.prove_ms).sum::<f64>() / 1e3;
+    let busy_pct = 100.0 * busy / (r.sector_s * r.gpus.max(1) as f64);
+    let core_s: f64 = parts.iter().map(|t| t.synth_ms).sum::<f64>() / 1e3;
+    println!("| stage (median of {} partitions) | value |", parts.len());
+    println!("|---|---|");
+    for (what, v) in [
+        (
+            "synth (core-seconds per partition)",
+            format!("{:.1}", core_s / parts.len().max(1) as f64),
+        ),
+        ("encode ms", format!("{:.0}", med(|t| t.encode_ms))),
+        ("blob MB", format!("{:.1}", blob / 1e6)),
+        (
+            "upload ms (MB/s)",
+            format!("{upload:.0} ({:.0})", mbps(blob, upload)),
+        ),
+        (
+            "fetch ms (MB/s)",
+            format!("{fetch:.0} ({:.0})", mbps(blob, fetch)),
+        ),
+        ("decode ms", format!("{:.0}", med(|t| t.decode_ms))),
+        ("h2d ms", format!("{:.0}", med(|t| t.h2d_ms))),
+        ("SpMV ms", format!("{:.0}", med(|t| t.spmv_ms))),
+        ("H ms", format!("{:.0}", med(|t| t.h_ms))),
+        ("MSMs ms", format!("{:.0}", med(|t| t.msm_ms))),
+        ("prove ms", format!("{:.0}", med(|t| t.prove_ms))),
+        (
+            "GPU-node time per partition ms (fetch+decode+prove)",
+            format!("{node_ms:.0}"),
+        ),
+        (
+            "sector wall s (queue prefilled, key loaded → last partition)",
+            format!("{:.2} on {} GPU(s)", r.sector_s, r.gpus),
+        ),
+        (
+            "GPU busy % while draining",
+            format!("{busy_pct:.0} (nvidia-smi utilization {:.0})", r.util),
+        ),
+        ("device memory peak GiB", format!("{:.1}", r.mem_peak_gib)),
+        (
+            "GPU node peak RSS GiB",
+            r.rss_gib.map_or("-".into(), |g| format!("{g:.1}")),
+        ),
+        ("key load s (all devices)", format!("{:.1}", r.load_s)),
+        (
+            "synthesis wall s (all partitions)",
+            format!("{:.1}", r.synth_wall),
+        ),
+    ] {
+        println!("| {what} | {v} |");
+    }
+    if let Some(path) = r.json {
+        let j = json!({
+            "sector_size": sector.size.name(),
+            "synthetic": result.synthetic,
+            "partitions": parts.len(),
+            "gpus": r.gpus,
+            "partition_ms": node_ms,
+            "prove_ms": med(|t| t.prove_ms),
+            "h2d_ms": med(|t| t.h2d_ms),
+            "spmv_ms": med(|t| t.spmv_ms),
+            "h_ms": med(|t| t.h_ms),
+            "msm_ms": med(|t| t.msm_ms),
+            "decode_ms": med(|t| t.decode_ms),
+            "wire_bytes": blob,
+            "blob_upload_mb_s": mbps(blob, upload),
+            "blob_fetch_mb_s": mbps(blob, fetch),
+            "synth_core_s": core_s,
+            "sector_s": r.sector_s,
+            "gpu_busy_pct": busy_pct,
+            "device_mem_peak_gib": r.mem_peak_gib,
+            "gpu_node_rss_gib": r.rss_gib,
+            "key_load_s": r.load_s,
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&j)?)?;
+    }
+    Ok(())
+}
