@@ -44,6 +44,21 @@ def host_cpu_2kib(path):
     return statistics.median(samples) if samples else None
 
 
+def blob_bench(path):
+    """`cuzk-load blobs` rows: MB/s up and down per object layout, with the run's shape."""
+    if not os.path.exists(path):
+        return None
+    out = {}
+    for line in open(path, errors="replace"):
+        if re.match(r"^\d+ blobs of", line):
+            out["run"] = line.strip()
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith(("one object", "striped")):
+            key = "one_object" if cells[0].startswith("one") else "striped"
+            out[key] = {"upload_mb_s": float(cells[1]), "fetch_mb_s": float(cells[2])}
+    return out or None
+
+
 def main():
     results_path, logs, out = sys.argv[1:4]
     r = json.load(open(results_path)) if os.path.exists(results_path) else {}
@@ -73,6 +88,7 @@ def main():
     if d:
         for key, src, digits in (
             ("partition_32gib_ms", "partition_ms", 1),
+            ("partition_32gib_latency_ms", "partition_latency_ms", 1),
             ("wire_bytes_32gib", "wire_bytes", 0),
             ("gpu_busy_pct", "gpu_busy_pct", 1),
             ("device_mem_peak_gib", "device_mem_peak_gib", 1),
@@ -84,6 +100,9 @@ def main():
             if d.get(src) is not None:
                 h[key] = round(d[src], digits) if digits else int(d[src])
         h["drain_32gib"] = d
+    bench = blob_bench(f"{logs}/blobs.log")
+    if bench:
+        h["blob_bench"] = bench
     ss32 = summary(f"{logs}/ss32.log", "supraseal_1circuit")
     if ss32:
         h["supraseal_32gib_ms"] = round(float(ss32["median_supraseal_s"]) * 1e3, 1)

@@ -8,7 +8,9 @@
 //! - `herd`: the thundering-herd comparison — the same job stream through a single-box prover in
 //!   this process and through a split cluster on the same cores, side by side.
 //! - `scale`: the same job stream against 1, 2, 4… GPU nodes.
+//! - `blobs`: witness-blob transfer MB/s, one object per blob beside striped objects.
 
+mod blobs;
 mod cluster;
 mod load;
 mod report;
@@ -54,6 +56,9 @@ enum Command {
     /// synth nodes' size cap) and a few over it: every job answered exactly once, over-cap jobs
     /// refused, every synth node under its memory budget, no node exited.
     Flood(FloodArgs),
+    /// Witness-blob upload and fetch MB/s through the blobs bucket: one object per blob beside
+    /// striped objects.
+    Blobs(blobs::BlobArgs),
 }
 
 /// What to submit and how hard.
@@ -315,6 +320,7 @@ fn main() -> anyhow::Result<()> {
             Command::Herd(args) => herd(args).await,
             Command::Scale(args) => scale(args).await,
             Command::Flood(args) => flood(args).await,
+            Command::Blobs(args) => blobs::run(args).await,
         }
     })
 }

@@ -226,10 +226,7 @@ mod tests {
             "{e}"
         );
         let ok = cuzk_circuits::MimcFamily::new(100_000, 4).unwrap();
-        assert_eq!(
-            check_size(&ok, &limits()).unwrap(),
-            2 * 32 * 200_003
-        );
+        assert_eq!(check_size(&ok, &limits()).unwrap(), 2 * 32 * 200_003);
         let small_budget = Limits {
             memory_budget: 1 << 20,
             ..limits()

@@ -55,7 +55,7 @@ pub(super) async fn create(kv: &kv::Store, record: &JobRecord) -> Result<bool, R
                 // A create that timed out may have landed; the next try then sees AlreadyExists,
                 // so look before trying again.
                 tracing::warn!(err = %e, job_id = %record.job_id, "creating job record failed; retrying");
-                tokio::time::sleep(RetryPolicy::NETWORK.delay(attempt)).await;
+                tokio::time::sleep(RetryPolicy::NETWORK.jittered(attempt)).await;
                 if let Some((existing, _)) = load(kv, &record.job_id).await? {
                     return Ok(existing.submission_seq == record.submission_seq
                         && existing.status == record.status);
@@ -93,7 +93,7 @@ where
             Err(e) if failures + 1 >= RetryPolicy::NETWORK.attempts => return Err(unavailable(e)),
             Err(e) => {
                 tracing::warn!(err = %e, job_id, "updating job record failed; retrying");
-                tokio::time::sleep(RetryPolicy::NETWORK.delay(failures)).await;
+                tokio::time::sleep(RetryPolicy::NETWORK.jittered(failures)).await;
                 failures += 1;
             }
         }
