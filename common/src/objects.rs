@@ -142,6 +142,8 @@ fn stripe_name(name: &str, stripe: usize) -> String {
 async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError> {
     retry("object info", RetryPolicy::NETWORK, || async {
         match store.info(name).await {
+            // A deleted object's info is its tombstone.
+            Ok(info) if info.deleted => Err(ObjectError::NotFound(name.into())),
             Ok(info) => Ok(info),
             Err(e) if e.kind() == InfoErrorKind::NotFound => {
                 Err(ObjectError::NotFound(name.into()))
