@@ -78,17 +78,23 @@ pub async fn serve(
     let service = ProvingEngineServer::new(gateway)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| ServeError::Reflection(e.to_string()))?;
+    // Both reflection versions: grpcurl asks v1 first, older clients (and grpcio's Python
+    // reflection client) only v1alpha.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_err = |e: tonic_reflection::server::Error| ServeError::Reflection(e.to_string());
+    let reflection_v1 = reflection().build_v1().map_err(reflection_err)?;
+    let reflection_v1alpha = reflection().build_v1alpha().map_err(reflection_err)?;
     let router = Server::builder()
         // A peer that vanishes without closing is noticed; its calls end.
         .tcp_keepalive(Some(Duration::from_secs(60)))
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         .add_service(service)
-        .add_service(reflection);
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
     let listen_err = |source| ServeError::Listen {
         addr: addr.to_string(),
         source,

@@ -87,7 +87,6 @@ def listing(channel):
 
 
 def checks(pb, stub, channel):
-    listing(channel)
     status = stub.GetStatus(pb.GetStatusRequest(), timeout=10)
     say(f"GetStatus: gpus={[g.name for g in status.gpus]} queues={[(q.proof_kind, q.pending, q.in_progress) for q in status.queues]} completed={status.total_proofs_completed} failed={status.total_proofs_failed} uptime={status.uptime_seconds}s")
     if not any(g.name for g in status.gpus):
@@ -122,6 +121,7 @@ def checks(pb, stub, channel):
     say(f"AwaitProof never-submitted (200 ms): {pb.AwaitProofResponse.Status.Name(reply.status)}")
     if reply.status != pb.AwaitProofResponse.TIMEOUT:
         sys.exit("expected TIMEOUT")
+    listing(channel)
 
 
 def porep_request(pb, c1_file, miner, sector):
@@ -168,7 +168,12 @@ def prove(pb, stub, c1_file, miner, sector, out):
 def main(argv):
     address, proto_dir, command, *args = argv[1:]
     pb, pb_grpc = generate(proto_dir)
-    with grpc.insecure_channel(address, options=OPTIONS) as channel:
+    options = list(OPTIONS)
+    if address.startswith("unix:"):
+        # grpc-core would send the socket path as :authority, which is no valid authority
+        # (the server's HTTP/2 layer resets the stream); Curio's Go client sends "localhost".
+        options.append(("grpc.default_authority", "localhost"))
+    with grpc.insecure_channel(address, options=options) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = pb_grpc.ProvingEngineStub(channel)
         {"checks": checks, "prove-fails": prove_fails, "prove": prove}[command](
