@@ -396,7 +396,8 @@ pub struct GpuArgs {
     /// Threads for the CPU backend (default: all cores).
     #[arg(long = "gpu-cpu-threads", env = "CUZK_GPU_CPU_THREADS")]
     pub cpu_threads: Option<usize>,
-    /// Device memory the backend may use, bytes (default: what the device reports free).
+    /// Device memory for proving keys (SRS + constraint matrices) and working buffers, bytes
+    /// (default: the device's total less 2 GiB).
     #[arg(long = "gpu-memory-budget", env = "CUZK_GPU_MEMORY_BUDGET")]
     pub memory_budget: Option<u64>,
     /// Verify every partition proof before reporting the job (cheap: a few pairings).

@@ -2,13 +2,14 @@
 //! job inputs.
 
 use async_nats::jetstream::object_store::{
-    DeleteErrorKind, InfoErrorKind, ObjectMetadata, ObjectStore,
+    DeleteErrorKind, GetErrorKind, InfoErrorKind, ObjectInfo, ObjectMetadata, ObjectStore,
 };
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use crate::nats::{retry, RetryPolicy};
+use crate::nats::{retry_retryable as retry, RetryPolicy};
 use crate::topology::BLOB_CHUNK_SIZE;
 
 #[derive(Debug, thiserror::Error)]
@@ -55,38 +56,144 @@ fn unavailable(name: &str, e: impl std::fmt::Display) -> ObjectError {
     }
 }
 
-/// Reads a whole object after checking its declared size against `limit`; the read itself is
-/// capped too, so a lying header cannot make us allocate more.
+/// Objects above this size are written as several stripes (objects `NAME`, `NAME.stripe1`, …)
+/// moved concurrently: the object store acknowledges chunk by chunk, so one object moves at one
+/// round trip per chunk (~300–400 MB/s measured on the H200 host, docs/gpu.md) and stripes are
+/// what makes a blob move at GB/s.
+pub const STRIPE_BYTES: usize = 8 << 20;
+/// At most this many stripes; larger objects get larger stripes.
+pub const MAX_STRIPES: usize = 16;
+const META_STRIPE_BYTES: &str = "cuzk-stripe-bytes";
+const META_TOTAL_BYTES: &str = "cuzk-total-bytes";
+
+/// How an object of `total` bytes is cut: every stripe `stripe_bytes` long but the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    total: usize,
+    stripe_bytes: usize,
+}
+
+impl Layout {
+    fn for_len(total: usize) -> Layout {
+        Layout {
+            total,
+            stripe_bytes: STRIPE_BYTES.max(total.div_ceil(MAX_STRIPES)),
+        }
+    }
+
+    fn stripes(&self) -> usize {
+        self.total.div_ceil(self.stripe_bytes).max(1)
+    }
+
+    fn range(&self, stripe: usize) -> std::ops::Range<usize> {
+        let start = (stripe * self.stripe_bytes).min(self.total);
+        start..(start + self.stripe_bytes).min(self.total)
+    }
+
+    /// The head object's description of the whole; an object written without stripes (by an
+    /// older node, or by `nats object put`) is one stripe of its own size.
+    fn from_info(info: &ObjectInfo) -> Result<Layout, ObjectError> {
+        let field = |key: &str| info.metadata.get(key).map(|v| v.parse::<usize>());
+        let layout = match (field(META_TOTAL_BYTES), field(META_STRIPE_BYTES)) {
+            (None, None) => Layout {
+                total: info.size,
+                stripe_bytes: info.size.max(1),
+            },
+            (Some(Ok(total)), Some(Ok(stripe_bytes))) if stripe_bytes > 0 => Layout {
+                total,
+                stripe_bytes,
+            },
+            _ => return Err(unavailable(&info.name, "malformed stripe metadata")),
+        };
+        if layout.stripes() > MAX_STRIPES || layout.range(0).len() != info.size {
+            return Err(unavailable(
+                &info.name,
+                format!(
+                    "stripe metadata ({} of {} bytes) does not match its {} bytes",
+                    layout.total, layout.stripe_bytes, info.size
+                ),
+            ));
+        }
+        Ok(layout)
+    }
+
+    fn metadata(&self) -> HashMap<String, String> {
+        if self.stripes() == 1 {
+            return HashMap::new();
+        }
+        HashMap::from([
+            (META_TOTAL_BYTES.to_owned(), self.total.to_string()),
+            (META_STRIPE_BYTES.to_owned(), self.stripe_bytes.to_string()),
+        ])
+    }
+}
+
+fn stripe_name(name: &str, stripe: usize) -> String {
+    match stripe {
+        0 => name.to_owned(),
+        i => format!("{name}.stripe{i}"),
+    }
+}
+
+async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError> {
+    retry("object info", RetryPolicy::NETWORK, || async {
+        match store.info(name).await {
+            Ok(info) => Ok(info),
+            Err(e) if e.kind() == InfoErrorKind::NotFound => {
+                Err(ObjectError::NotFound(name.into()))
+            }
+            Err(e) => Err(unavailable(name, e)),
+        }
+    })
+    .await
+}
+
+/// Reads a whole (possibly striped) object after checking its declared size against `limit`;
+/// every stripe's read is capped at its declared length, so a lying header cannot make us
+/// allocate more.
 pub async fn read_bounded(
     store: &ObjectStore,
     name: &str,
     limit: u64,
 ) -> Result<Vec<u8>, ObjectError> {
-    let info = match store.info(name).await {
-        Ok(info) => info,
-        Err(e) if e.kind() == InfoErrorKind::NotFound => {
-            return Err(ObjectError::NotFound(name.into()))
-        }
-        Err(e) => return Err(unavailable(name, e)),
-    };
-    let size = info.size as u64;
-    if size > limit {
+    let layout = Layout::from_info(&info(store, name).await?)?;
+    if layout.total as u64 > limit {
         return Err(ObjectError::TooLarge {
             name: name.into(),
-            size,
+            size: layout.total as u64,
             limit,
         });
     }
+    let stripes = futures::future::try_join_all(
+        (0..layout.stripes())
+            .map(|i| read_stripe(store, stripe_name(name, i), layout.range(i).len())),
+    )
+    .await?;
+    if stripes.len() == 1 {
+        return Ok(stripes.into_iter().next().unwrap_or_default());
+    }
+    Ok(stripes.concat())
+}
+
+async fn read_stripe(
+    store: &ObjectStore,
+    name: String,
+    size: usize,
+) -> Result<Vec<u8>, ObjectError> {
+    let name = name.as_str();
     retry("read object", RetryPolicy::NETWORK, || {
-        bounded(name, size, async {
-            let object = store.get(name).await.map_err(|e| unavailable(name, e))?;
-            let mut bytes = Vec::with_capacity(size as usize);
+        bounded(name, size as u64, async {
+            let object = store.get(name).await.map_err(|e| match e.kind() {
+                GetErrorKind::NotFound => ObjectError::NotFound(name.into()),
+                _ => unavailable(name, e),
+            })?;
+            let mut bytes = Vec::with_capacity(size);
             object
-                .take(limit + 1)
+                .take(size as u64 + 1)
                 .read_to_end(&mut bytes)
                 .await
                 .map_err(|e| unavailable(name, e))?;
-            if bytes.len() as u64 != size {
+            if bytes.len() != size {
                 return Err(unavailable(
                     name,
                     format!("read {} bytes, expected {size}", bytes.len()),
@@ -98,12 +205,39 @@ pub async fn read_bounded(
     .await
 }
 
+/// Writes `bytes` as one object, striped when large; all stripes go up at once.
 pub async fn put(store: &ObjectStore, name: &str, bytes: &[u8]) -> Result<(), ObjectError> {
+    let layout = Layout::for_len(bytes.len());
+    futures::future::try_join_all((0..layout.stripes()).map(|i| {
+        let metadata = if i == 0 {
+            layout.metadata()
+        } else {
+            HashMap::new()
+        };
+        put_stripe(
+            store,
+            stripe_name(name, i),
+            &bytes[layout.range(i)],
+            metadata,
+        )
+    }))
+    .await
+    .map(|_| ())
+}
+
+async fn put_stripe(
+    store: &ObjectStore,
+    name: String,
+    bytes: &[u8],
+    metadata: HashMap<String, String>,
+) -> Result<(), ObjectError> {
+    let name = name.as_str();
     retry("write object", RetryPolicy::NETWORK, || {
         bounded(name, bytes.len() as u64, async {
             let meta = ObjectMetadata {
                 name: name.to_owned(),
                 chunk_size: Some(BLOB_CHUNK_SIZE),
+                metadata: metadata.clone(),
                 ..Default::default()
             };
             let mut reader = bytes;
@@ -117,8 +251,22 @@ pub async fn put(store: &ObjectStore, name: &str, bytes: &[u8]) -> Result<(), Ob
     .await
 }
 
-/// Deletes an object; one already gone is fine (a partition proved twice deletes twice).
+/// Deletes an object and its stripes; one already gone is fine (a partition proved twice
+/// deletes twice). The head goes last, so a delete retried after a failure still finds the
+/// stripes; stripes orphaned anyway expire with the bucket's age limit.
 pub async fn delete(store: &ObjectStore, name: &str) -> Result<(), ObjectError> {
+    let stripes = match info(store, name).await {
+        Ok(info) => Layout::from_info(&info).map_or(1, |l| l.stripes()),
+        Err(ObjectError::NotFound(_)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for stripe in (0..stripes).rev() {
+        delete_one(store, &stripe_name(name, stripe)).await?;
+    }
+    Ok(())
+}
+
+async fn delete_one(store: &ObjectStore, name: &str) -> Result<(), ObjectError> {
     retry("delete object", RetryPolicy::NETWORK, || async {
         match store.delete(name).await {
             Ok(()) => Ok(()),
@@ -127,4 +275,94 @@ pub async fn delete(store: &ObjectStore, name: &str) -> Result<(), ObjectError> 
         }
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(size: usize, metadata: HashMap<String, String>) -> ObjectInfo {
+        ObjectInfo {
+            name: "o".into(),
+            description: None,
+            metadata,
+            headers: None,
+            options: None,
+            bucket: "b".into(),
+            nuid: "n".into(),
+            size,
+            chunks: 1,
+            modified: None,
+            digest: None,
+            deleted: false,
+        }
+    }
+
+    #[test]
+    fn layouts_cover_every_byte_once() {
+        for total in [
+            0,
+            1,
+            STRIPE_BYTES - 1,
+            STRIPE_BYTES,
+            STRIPE_BYTES + 1,
+            79_339_268,
+            1 << 30,
+        ] {
+            let l = Layout::for_len(total);
+            assert!(l.stripes() <= MAX_STRIPES, "{total}");
+            let mut next = 0;
+            for i in 0..l.stripes() {
+                let r = l.range(i);
+                assert_eq!(r.start, next, "{total}");
+                assert!(!r.is_empty() || total == 0, "{total}: stripe {i} empty");
+                next = r.end;
+            }
+            assert_eq!(next, total);
+            let head = info(l.range(0).len(), l.metadata());
+            let read = Layout::from_info(&head).unwrap();
+            assert_eq!(read.stripes(), l.stripes(), "{total}");
+            for i in 0..l.stripes() {
+                assert_eq!(read.range(i), l.range(i), "{total}");
+            }
+        }
+    }
+
+    #[test]
+    fn plain_objects_are_one_stripe() {
+        let l = Layout::from_info(&info(5, HashMap::new())).unwrap();
+        assert_eq!((l.stripes(), l.range(0)), (1, 0..5));
+    }
+
+    #[test]
+    fn lying_stripe_metadata_is_refused() {
+        let bad = [
+            vec![(META_TOTAL_BYTES, "100".to_string())],
+            vec![
+                (META_TOTAL_BYTES, "x".into()),
+                (META_STRIPE_BYTES, "10".into()),
+            ],
+            vec![
+                (META_TOTAL_BYTES, "100".into()),
+                (META_STRIPE_BYTES, "0".into()),
+            ],
+            // 1000 stripes: over the bound.
+            vec![
+                (META_TOTAL_BYTES, "1000".into()),
+                (META_STRIPE_BYTES, "1".into()),
+            ],
+            // The head is 10 bytes but claims 20-byte stripes.
+            vec![
+                (META_TOTAL_BYTES, "100".into()),
+                (META_STRIPE_BYTES, "20".into()),
+            ],
+        ];
+        for meta in bad {
+            let meta: HashMap<_, _> = meta.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+            assert!(
+                Layout::from_info(&info(10, meta.clone())).is_err(),
+                "{meta:?}"
+            );
+        }
+    }
 }

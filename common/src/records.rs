@@ -69,7 +69,7 @@ pub async fn create(kv: &kv::Store, record: &JobRecord) -> Result<bool, RecordEr
                 // A create that timed out may have landed; the next try then sees AlreadyExists,
                 // so look before trying again.
                 tracing::warn!(err = %e, job_id = %record.job_id, "creating job record failed; retrying");
-                tokio::time::sleep(RetryPolicy::NETWORK.delay(attempt)).await;
+                tokio::time::sleep(RetryPolicy::NETWORK.jittered(attempt)).await;
                 if let Some((existing, _)) = load(kv, &record.job_id).await? {
                     return Ok(existing.submission_seq == record.submission_seq);
                 }
@@ -106,7 +106,7 @@ where
             Err(e) if failures + 1 >= RetryPolicy::NETWORK.attempts => return Err(unavailable(e)),
             Err(e) => {
                 tracing::warn!(err = %e, job_id, "updating job record failed; retrying");
-                tokio::time::sleep(RetryPolicy::NETWORK.delay(failures)).await;
+                tokio::time::sleep(RetryPolicy::NETWORK.jittered(failures)).await;
                 failures += 1;
             }
         }

@@ -1,27 +1,31 @@
 #!/bin/bash
-# Device side (nothing is built here): 32 GiB PoRep partitions end to end, and the real 2 KiB
-# partition beside SupraSeal, with the numbers collected into $OUT/h200.json. Two phases, so a
-# call stays inside the device's 10-minute limit; the second reuses the first's files when it
-# runs on the same (still warm) machine and redoes what is missing otherwise.
-#   PHASE=prep:  2 KiB parameters (GPU) + our prove + SupraSeal on the same file and C1, and the
-#                cluster's 2 KiB throughput; 32 GiB parameters on the GPU (matrices captured
-#                first); a synthetic 32 GiB C1.
-#   PHASE=drain: the synthetic sector's 10 partitions synthesized into the queue, then drained
-#                by one GPU node on every visible GPU (`cuzk-porep drain`); SupraSeal (a 32 GiB
-#                build of the anchor, ssa32) on partition 0 of the same C1 and parameters file.
+# Device side (nothing is built here): 32 GiB PoRep partitions end to end, the real 2 KiB
+# partition beside SupraSeal, blob transfer, all collected into $OUT/h200.json (the object
+# docs/results/h200.json holds) by kernels/scripts/h200-results.py. Steps, in order, each skipped
+# when the call's time (TOTAL seconds, default 585) would run out before it:
+#   params32  32 GiB test parameters on the GPU (constraint matrices captured first)
+#   drain32   a synthetic 32 GiB C1; its 10 partitions synthesized into the queue, then drained
+#             by one GPU node on every visible GPU (`cuzk-porep drain`)
+#   2k        2 KiB: parameters (GPU), our prove vs SupraSeal on the same file and C1, and the
+#             one-box throughput of 40 real jobs (synth node + GPU node on this host)
+#   blobs     witness-blob MB/s through the blobs bucket, one object vs striped (`cuzk-load blobs`)
+#   ss32      SupraSeal (the anchor's 32 GiB build, ssa32) on partition 0 of the synthetic C1
+# STEPS picks a subset (default: all, in the order above). Files live in /tmp/cuzk-32g, so a
+# later call on the same warm machine reuses the parameters and C1.
 cd "$(dirname "$0")/.."
 B=.device/bin; mkdir -p $B
 for f in .device/*.gz; do [ -x "$B/$(basename "$f" .gz)" ] || { gunzip -c "$f" > "$B/$(basename "$f" .gz)"; chmod +x "$B/$(basename "$f" .gz)"; }; done
-W=/tmp/cuzk-32g; mkdir -p $W/params
+W=/tmp/cuzk-32g; L=$W/logs; mkdir -p $W/params $L
 # One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
 export FIL_PROOFS_PARAMETER_CACHE=$W/params CUZK_PARAM_CACHE=$W/params NATS_SERVER=$B/nats-server TMPDIR=$W
-step() { echo "== $1 (t=${SECONDS}s)"; }
+TOTAL=${TOTAL:-585}
+STEPS=${STEPS:-params32 drain32 2k blobs ss32}
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 echo "cpus $(nproc); $(grep MemTotal /proc/meminfo); disk: $(df -h $W | tail -1)"
 json() { python3 - "$@" <<'PY'
-import json, sys
+import json, os, sys
 path, key, src = sys.argv[1], sys.argv[2], sys.argv[3]
-d = json.load(open(path)) if __import__("os").path.exists(path) else {}
+d = json.load(open(path)) if os.path.exists(path) else {}
 try:
     val = json.loads(src)
 except Exception:
@@ -31,43 +35,61 @@ json.dump(d, open(path, "w"), indent=1, sort_keys=True)
 PY
 }
 R=$W/results.json
-timed() { local t0=$SECONDS; "$@"; local rc=$?; echo "rc=$rc in $((SECONDS - t0)) s"; return $rc; }
+left() { echo $((TOTAL - SECONDS)); }
+# step NAME NEEDED_SECONDS: true when NAME is asked for and NEEDED_SECONDS remain.
+step() {
+  case " $STEPS " in *" $1 "*) ;; *) return 1 ;; esac
+  if [ "$(left)" -lt "$2" ]; then echo "== $1 skipped: $(left) s left, needs ~$2"; return 1; fi
+  echo "== $1 (t=${SECONDS}s)"
+}
+since() { python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), ${2:-1}))" "$1"; }
+# Results so far, every step: a call cut short still returns what it measured.
+collect() { cp $L/* $OUT/ 2>/dev/null; python3 kernels/scripts/h200-results.py $R $L $OUT/h200.json >/dev/null; }
 
-if [ "${PHASE:-prep}" = prep ]; then
-  step "2 KiB parameters (GPU generator)"
-  t0=$(date +%s.%N); timed $B/cuzk-porep params --sector-size 2KiB --engine cuda >$OUT/params2k.log 2>&1
-  json $R params_gen_2kib_s "$(python3 -c "print(round($(date +%s.%N) - $t0, 2))")"
-  step "2 KiB: cuzk prove (CUDA) vs SupraSeal, same file and C1"
-  timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 10 --json >$OUT/prove2k.log 2>&1
-  tail -1 $OUT/prove2k.log | grep -q prove_ms && json $R porep_2kib "$(tail -1 $OUT/prove2k.log)"
-  [ -x $B/ssa ] && (cd .device && timeout 150 bin/ssa prove-ss c1-2k.json 10 10 1 >$OUT/ss2k.log 2>&1)
-  grep SUMMARY $OUT/ss2k.log
-  step "2 KiB throughput: synth node + GPU node on this host, 40 jobs at once"
-  timeout 200 $B/cuzk-porep bench --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 1 \
-    --no-filecoin --throughput 40 ${SYNTH_JOBS:+--synth-jobs-in-flight $SYNTH_JOBS} >$OUT/throughput2k.log 2>&1
-  grep -E "throughput" $OUT/throughput2k.log | tail -2
-  step "32 GiB parameters (matrices captured, then the GPU generator)"
-  /usr/bin/time -v $B/cuzk-porep params --sector-size 32GiB --engine cuda >$OUT/params32.log 2>&1
-  grep -E "matrices ready|parameters written|constraint matrices captured|Elapsed|Maximum resident|rror" $OUT/params32.log | cut -c1-300
-  ls -la $W/params
-  step "synthetic 32 GiB C1"
-  timed $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json; ls -la $W/syn32.json
+if step params32 150; then
+  t0=$(date +%s.%N)
+  # --force-insecure: this scratch directory is ours; the marker files still label them.
+  if timeout $(( $(left) - 20 )) /usr/bin/time -v $B/cuzk-porep params --sector-size 32GiB --engine cuda --force-insecure >$L/params32.log 2>&1; then
+    json $R params_gen_32gib_s "$(since $t0)"
+  else echo "32 GiB parameters failed or ran out of time"; fi
+  grep -E "matrices ready|parameters written|constraint matrices captured|Elapsed|Maximum resident|rror" $L/params32.log | cut -c1-300
+  collect
 fi
 
-if [ "${PHASE:-prep}" = drain ]; then
-  [ -f $W/syn32.json ] || { echo "no synthetic C1: run PHASE=prep first on this machine"; exit 1; }
-  step "drain: 10 synthetic 32 GiB partitions, prefilled, then one GPU node on every GPU"
-  timeout ${DRAIN_BUDGET:-420} $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
-    --synth-partitions-in-flight ${SYNTH_IN_FLIGHT:-8} --gpu-args="--gpu-backend=cuda" --json $OUT/drain32.json \
-    >$OUT/drain32.log 2>&1; echo "drain rc=$?"
-  grep -v -E " INFO | WARN |DEBUG" $OUT/drain32.log | tail -45
-  [ -f $OUT/drain32.json ] && json $R drain_32gib "$(cat $OUT/drain32.json)"
-  left=$((${TOTAL:-560} - SECONDS))
-  if [ -x $B/ssa32 ] && [ $left -gt 120 ]; then
-    step "SupraSeal, partition 0 of the same synthetic C1 and parameters (budget ${left}s)"
-    timeout $((left - 10)) $B/ssa32 prove-ss $W/syn32.json 1 0 0 >$OUT/ss32.log 2>&1; echo "ssa32 rc=$?"
-    grep -E "run|SUMMARY|SRS" $OUT/ss32.log | tail -6
-  fi
+if step drain32 150; then
+  [ -f $W/syn32.json ] || $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json
+  timeout $(( $(left) - 10 )) $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
+    --synth-partitions-in-flight ${SYNTH_IN_FLIGHT:-8} --gpu-args="--gpu-backend=cuda" --json $L/drain32.json \
+    >$L/drain32.log 2>&1; echo "drain rc=$?"
+  grep -v -E " INFO | WARN |DEBUG" $L/drain32.log | tail -30
+  [ -f $L/drain32.json ] && json $R drain_32gib "$(cat $L/drain32.json)"
+  collect
 fi
-cp $R $OUT/results.json 2>/dev/null
-echo "== results"; cat $R 2>/dev/null
+
+if step 2k 100; then
+  t0=$(date +%s.%N); $B/cuzk-porep params --sector-size 2KiB --engine cuda >$L/params2k.log 2>&1
+  json $R params_gen_2kib_s "$(since $t0 2)"
+  timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 10 --json >$L/prove2k.log 2>&1
+  tail -1 $L/prove2k.log | grep -q prove_ms && json $R porep_2kib "$(tail -1 $L/prove2k.log)"
+  [ -x $B/ssa ] && (cd .device && timeout 150 bin/ssa prove-ss c1-2k.json 10 10 1 >$L/ss2k.log 2>&1)
+  grep SUMMARY $L/ss2k.log
+  timeout $(( $(left) - 10 )) $B/cuzk-porep bench --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 3 \
+    --no-filecoin --throughput 40 ${SYNTH_JOBS:+--synth-jobs-in-flight $SYNTH_JOBS} >$L/throughput2k.log 2>&1
+  grep -E "^throughput" $L/throughput2k.log | tail -1
+  grep -q '"jobs_per_s"' $L/throughput2k.log && json $R throughput_2kib "$(grep '"jobs_per_s"' $L/throughput2k.log | tail -1)"
+  collect
+fi
+
+if step blobs 40; then
+  timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 >$L/blobs.log 2>&1
+  timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight 4 2>&1 | tail -4 >>$L/blobs-4.log
+  cat $L/blobs.log $L/blobs-4.log | grep "|"
+  collect
+fi
+
+if [ -x $B/ssa32 ] && step ss32 120; then
+  timeout $(( $(left) - 5 )) $B/ssa32 prove-ss $W/syn32.json 1 0 0 >$L/ss32.log 2>&1; echo "ssa32 rc=$?"
+  grep -E "run|SUMMARY|SRS|rror" $L/ss32.log | tail -6
+fi
+collect
+echo "== results"; cat $OUT/h200.json

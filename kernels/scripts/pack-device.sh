@@ -1,8 +1,9 @@
 #!/bin/bash
-# Builds what the GPU machine runs and packs it into .device/ (gzip: the carry limit is 64 MiB)
-# with nats-server, the run scripts, the SupraSeal anchor binary and its 2 KiB C1 when present.
-# Then, on the device tool: run(command="bash .device/run-porep.sh", carry=[".device"]) (or
-# run-all.sh, run-multi-gpu.sh).
+# Builds what the GPU machine runs (cuzk, cuzk-porep, cuzk-gpu-check, cuzk-load) and packs it into
+# .device/ (gzip: the carry limit is 64 MiB) with nats-server, the run scripts, the SupraSeal
+# anchor binaries and its 2 KiB C1 when present. Then, on the device tool:
+# run(command="bash .device/run-32g.sh", carry=[".device"]) (or run-all.sh, run-porep.sh,
+# run-multi-gpu.sh).
 #
 #   CUZK_CUDA_ARCHS=90 kernels/scripts/pack-device.sh      # H200 SASS only: smaller, faster to build
 #   SSA=path/to/ssa                                        # the anchor (default: its build cache)
@@ -11,10 +12,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 NVCC="${NVCC:-$(scripts/install-nvcc.sh | tail -n 1)}"
 export NVCC
-cargo build --release -p cuzk-porep-tools -p cuzk-gpu-check -p cuzk-cli
+cargo build --release -p cuzk-porep-tools -p cuzk-gpu-check -p cuzk-cli -p cuzk-load-tests
 mkdir -p .device /tmp/cuzk-pack
-cp target/release/cuzk target/release/cuzk-porep target/release/cuzk-gpu-check "$(command -v nats-server)" /tmp/cuzk-pack/
-strip /tmp/cuzk-pack/cuzk /tmp/cuzk-pack/cuzk-porep /tmp/cuzk-pack/cuzk-gpu-check
+tools="cuzk cuzk-porep cuzk-gpu-check cuzk-load"
+for t in $tools; do cp "target/release/$t" /tmp/cuzk-pack/ && strip "/tmp/cuzk-pack/$t"; done
+cp "$(command -v nats-server)" /tmp/cuzk-pack/
 SSA="${SSA:-$HOME/.cache/cuzk/ssa/build/target/release/ssa}"
 [ -x "$SSA" ] && cp "$SSA" /tmp/cuzk-pack/ssa
 # A 32 GiB build of the anchor (Tree and config switched), made beside it, never in the repo.

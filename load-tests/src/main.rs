@@ -8,7 +8,9 @@
 //! - `herd`: the thundering-herd comparison — the same job stream through a single-box prover in
 //!   this process and through a split cluster on the same cores, side by side.
 //! - `scale`: the same job stream against 1, 2, 4… GPU nodes.
+//! - `blobs`: witness-blob transfer MB/s, one object per blob beside striped objects.
 
+mod blobs;
 mod cluster;
 mod load;
 mod report;
@@ -50,6 +52,9 @@ enum Command {
     Herd(HerdArgs),
     /// The same job stream against clusters with different numbers of GPU nodes.
     Scale(ScaleArgs),
+    /// Witness-blob upload and fetch MB/s through the blobs bucket: one object per blob beside
+    /// striped objects.
+    Blobs(blobs::BlobArgs),
 }
 
 /// What to submit and how hard.
@@ -280,6 +285,7 @@ fn main() -> anyhow::Result<()> {
             Command::Run(args) => run(args).await,
             Command::Herd(args) => herd(args).await,
             Command::Scale(args) => scale(args).await,
+            Command::Blobs(args) => blobs::run(args).await,
         }
     })
 }

@@ -29,10 +29,11 @@ pub struct Options {
     pub timeout: Duration,
 }
 
-/// `nvidia-smi` sampled in the background: peak memory used and mean utilization per GPU.
+/// `nvidia-smi` sampled in the background: peak memory used, and the mean utilization (the
+/// fraction of time a kernel ran) over the samples taken while draining.
 struct GpuSampler {
     child: std::process::Child,
-    samples: Arc<Mutex<Vec<(usize, f64, f64)>>>,
+    samples: Arc<Mutex<Vec<(Instant, f64, f64)>>>,
 }
 
 impl GpuSampler {
@@ -57,21 +58,24 @@ impl GpuSampler {
                     .split(',')
                     .filter_map(|v| v.trim().parse().ok())
                     .collect();
-                if let [i, mem, util] = f[..] {
-                    sink.lock().expect("samples").push((i as usize, mem, util));
+                if let [_, mem, util] = f[..] {
+                    sink.lock()
+                        .expect("samples")
+                        .push((Instant::now(), mem, util));
                 }
             }
         });
         Some(GpuSampler { child, samples })
     }
 
-    /// (peak MiB used on any GPU, mean utilization % over the samples).
-    fn stop(mut self) -> (f64, f64) {
+    /// (peak MiB used on any GPU, mean utilization % of the samples taken after `from`).
+    fn stop(mut self, from: Instant) -> (f64, f64) {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let s = self.samples.lock().expect("samples");
         let peak = s.iter().map(|x| x.1).fold(0.0, f64::max);
-        let util = s.iter().map(|x| x.2).sum::<f64>() / s.len().max(1) as f64;
+        let draining: Vec<f64> = s.iter().filter(|x| x.0 >= from).map(|x| x.2).collect();
+        let util = draining.iter().sum::<f64>() / draining.len().max(1) as f64;
         (peak, util)
     }
 }
@@ -216,7 +220,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     let sector_s = draining.elapsed().as_secs_f64();
     let rss = cluster.pid(&gpu).and_then(peak_rss);
     let (mem_peak, util) = sampler
-        .map(GpuSampler::stop)
+        .map(|s| s.stop(draining))
         .unwrap_or((f64::NAN, f64::NAN));
     let result: JobResult = serde_json::from_slice(&message.payload)?;
     ensure!(
@@ -268,10 +272,14 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
     let mbps = |bytes: f64, ms: f64| bytes / 1e6 / (ms / 1e3).max(1e-9);
     let blob = med(|t| t.blob_bytes as f64);
     let (upload, fetch) = (med(|t| t.upload_ms), med(|t| t.fetch_ms));
-    // The GPU node's time per partition: fetch, decode, then the prove (h2d to assembly).
+    // One partition's latency through the GPU node: fetch, decode, then the prove (h2d to
+    // assembly). Workers on a device overlap partitions, so what a partition costs a GPU is the
+    // drain's wall time per partition per GPU.
     let node_ms = med(|t| t.fetch_ms + t.decode_ms + t.prove_ms);
-    let busy: f64 = parts.iter().map(|t| t.prove_ms).sum::<f64>() / 1e3;
-    let busy_pct = 100.0 * busy / (r.sector_s * r.gpus.max(1) as f64);
+    let gpu_ms_per_partition = r.sector_s * 1e3 * r.gpus.max(1) as f64 / parts.len().max(1) as f64;
+    let in_flight = parts.iter().map(|t| t.prove_ms).sum::<f64>()
+        / 1e3
+        / (r.sector_s * r.gpus.max(1) as f64);
     let core_s: f64 = parts.iter().map(|t| t.synth_ms).sum::<f64>() / 1e3;
     println!("| stage (median of {} partitions) | value |", parts.len());
     println!("|---|---|");
@@ -297,16 +305,21 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
         ("MSMs ms", format!("{:.0}", med(|t| t.msm_ms))),
         ("prove ms", format!("{:.0}", med(|t| t.prove_ms))),
         (
-            "GPU-node time per partition ms (fetch+decode+prove)",
+            "partition latency ms (fetch+decode+prove)",
             format!("{node_ms:.0}"),
         ),
+        (
+            "GPU time per partition ms (sector wall × GPUs / partitions)",
+            format!("{gpu_ms_per_partition:.0}"),
+        ),
+        ("proofs in flight per GPU (mean)", format!("{in_flight:.2}")),
         (
             "sector wall s (queue prefilled, key loaded → last partition)",
             format!("{:.2} on {} GPU(s)", r.sector_s, r.gpus),
         ),
         (
-            "GPU busy % while draining",
-            format!("{busy_pct:.0} (nvidia-smi utilization {:.0})", r.util),
+            "GPU busy % while draining (nvidia-smi utilization)",
+            format!("{:.0}", r.util),
         ),
         ("device memory peak GiB", format!("{:.1}", r.mem_peak_gib)),
         (
@@ -327,7 +340,9 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "synthetic": result.synthetic,
             "partitions": parts.len(),
             "gpus": r.gpus,
-            "partition_ms": node_ms,
+            "partition_ms": gpu_ms_per_partition,
+            "partition_latency_ms": node_ms,
+            "proofs_in_flight_per_gpu": in_flight,
             "prove_ms": med(|t| t.prove_ms),
             "h2d_ms": med(|t| t.h2d_ms),
             "spmv_ms": med(|t| t.spmv_ms),
@@ -339,7 +354,7 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "blob_fetch_mb_s": mbps(blob, fetch),
             "synth_core_s": core_s,
             "sector_s": r.sector_s,
-            "gpu_busy_pct": busy_pct,
+            "gpu_busy_pct": r.util,
             "device_mem_peak_gib": r.mem_peak_gib,
             "gpu_node_rss_gib": r.rss_gib,
             "key_load_s": r.load_s,

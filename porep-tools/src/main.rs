@@ -281,7 +281,12 @@ fn params(size: SectorSize, engine: Engine, force: bool) -> Result<()> {
         let gpu = cuzk_kernels::CudaBackend::new(0, None)?;
         generate_test_parameters(size, &shapes, &gpu, force)?
     } else {
-        generate_test_parameters(size, &shapes, &cuzk_prover::setup::CpuFixedBase::new(), force)?
+        generate_test_parameters(
+            size,
+            &shapes,
+            &cuzk_prover::setup::CpuFixedBase::new(),
+            force,
+        )?
     };
     tracing::info!(secs = started.elapsed().as_secs_f64(), "parameters ready");
     println!("{}", path.display());

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Collects one device-32g.sh run into the single JSON object docs/results/h200.json holds.
+
+Usage: h200-results.py RESULTS_JSON LOG_DIR OUT_JSON
+RESULTS_JSON is what device-32g.sh accumulated across its phases (timings, the porep prove and
+drain JSON); LOG_DIR holds the phases' logs (SupraSeal's SUMMARY lines, the cluster bench's
+per-partition tables). Keys whose run did not happen are left out, never invented.
+"""
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+
+def summary(path, kind):
+    """SupraSeal harness SUMMARY line of `kind` as a dict of its key=value fields."""
+    if not os.path.exists(path):
+        return None
+    for line in open(path, errors="replace"):
+        if line.startswith(f"SUMMARY {kind} "):
+            return dict(kv.split("=", 1) for kv in line.split()[2:] if "=" in kv)
+    return None
+
+
+def floats(text):
+    return [float(x) for x in text.strip("[]").split(",") if x.strip()]
+
+
+def host_cpu_2kib(path):
+    """Median fetch + decode (ms) over the timed cluster runs' partition rows."""
+    if not os.path.exists(path):
+        return None
+    samples, timed, header = [], False, None
+    for line in open(path, errors="replace"):
+        if line.startswith("cluster run"):
+            timed = "warm-up" not in line
+        elif line.startswith("part "):
+            header = line.split()
+        elif timed and header and re.match(r"^\s+\d+\s", line):
+            row = dict(zip(header, line.split()))
+            samples.append(float(row["fetch"]) + float(row["decode"]))
+    return statistics.median(samples) if samples else None
+
+
+def blob_bench(path):
+    """`cuzk-load blobs` rows: MB/s up and down per object layout, with the run's shape."""
+    if not os.path.exists(path):
+        return None
+    out = {}
+    for line in open(path, errors="replace"):
+        if re.match(r"^\d+ blobs of", line):
+            out["run"] = line.strip()
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith(("one object", "striped")):
+            key = "one_object" if cells[0].startswith("one") else "striped"
+            out[key] = {"upload_mb_s": float(cells[1]), "fetch_mb_s": float(cells[2])}
+    return out or None
+
+
+def main():
+    results_path, logs, out = sys.argv[1:4]
+    r = json.load(open(results_path)) if os.path.exists(results_path) else {}
+    h = {}
+    for key in ("params_gen_2kib_s", "params_gen_32gib_s"):
+        if key in r:
+            h[key] = r[key]
+    if "porep_2kib" in r:
+        h["porep_2kib_ms"] = round(r["porep_2kib"]["prove_ms"], 1)
+        h["porep_2kib_stages_ms"] = {
+            k[:-3]: round(r["porep_2kib"][k], 1)
+            for k in ("h2d_ms", "spmv_ms", "h_ms", "msm_ms", "prove_min_ms")
+        }
+    one = summary(f"{logs}/ss2k.log", "supraseal_1circuit")
+    if one:
+        h["supraseal_2kib_ms"] = round(float(one["median_supraseal_s"]) * 1e3, 1)
+    batch = summary(f"{logs}/ss2k.log", "supraseal_batch10")
+    if batch:
+        per_batch = [s + p for s, p in zip(floats(batch["synth_s"]), floats(batch["supraseal_s"]))]
+        h["supraseal_batch_2kib_per_s"] = round(10 / statistics.median(per_batch), 2)
+    if "throughput_2kib" in r:
+        h["one_box_2kib_per_s"] = round(r["throughput_2kib"]["jobs_per_s"], 2)
+    cpu = host_cpu_2kib(f"{logs}/throughput2k.log")
+    if cpu is not None:
+        h["gpu_node_host_cpu_2kib_ms"] = round(cpu, 1)
+    d = r.get("drain_32gib")
+    if d:
+        for key, src, digits in (
+            ("partition_32gib_ms", "partition_ms", 1),
+            ("partition_32gib_latency_ms", "partition_latency_ms", 1),
+            ("wire_bytes_32gib", "wire_bytes", 0),
+            ("gpu_busy_pct", "gpu_busy_pct", 1),
+            ("device_mem_peak_gib", "device_mem_peak_gib", 1),
+            ("blob_upload_mb_s", "blob_upload_mb_s", 0),
+            ("blob_fetch_mb_s", "blob_fetch_mb_s", 0),
+            (f"sector_32gib_x{d['gpus']}_s", "sector_s", 2),
+        ):
+            # A sampler that could not run (no nvidia-smi) leaves null: the key stays out.
+            if d.get(src) is not None:
+                h[key] = round(d[src], digits) if digits else int(d[src])
+        h["drain_32gib"] = d
+    bench = blob_bench(f"{logs}/blobs.log")
+    if bench:
+        h["blob_bench"] = bench
+    ss32 = summary(f"{logs}/ss32.log", "supraseal_1circuit")
+    if ss32:
+        h["supraseal_32gib_ms"] = round(float(ss32["median_supraseal_s"]) * 1e3, 1)
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True,
+        ).stdout.strip().splitlines()
+    except FileNotFoundError:
+        smi = []
+    h["measured_at"] = {
+        "date": subprocess.run(["date", "-u", "+%Y-%m-%dT%H:%MZ"], capture_output=True, text=True).stdout.strip(),
+        "device": f"{len(smi)} x {smi[0].split(',')[0].strip()}" if smi else "unknown",
+        "driver": smi[0].split(",")[1].strip() if smi else "unknown",
+        "cpus": os.cpu_count(),
+    }
+    json.dump(h, open(out, "w"), indent=1, sort_keys=True)
+    print(json.dumps(h, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

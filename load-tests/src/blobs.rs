@@ -1,0 +1,148 @@
+//! `cuzk-load blobs`: witness-blob transfer through the cluster's blobs bucket, one object per
+//! blob (the object store's own put and get, what nodes did before striping) beside cuzk's
+//! striped objects (common/src/objects.rs): same server, same incompressible bytes, one table.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use async_nats::jetstream::object_store::{ObjectMetadata, ObjectStore};
+use clap::Args;
+use cuzk_common::local_nats::NatsServer;
+use cuzk_common::objects;
+use cuzk_common::topology::{jetstream_context, provision, BLOB_CHUNK_SIZE};
+use futures::{StreamExt, TryStreamExt};
+use rand::RngCore;
+use tokio::io::AsyncReadExt;
+
+#[derive(Args)]
+pub struct BlobArgs {
+    /// NATS server URL; default: a nats-server this command starts on loopback.
+    #[arg(long = "nats-url", env = "CUZK_NATS_URL")]
+    url: Option<String>,
+    /// Size of each blob in MB (a 32 GiB PoRep partition's witness blob is ~80 MB).
+    #[arg(long, default_value_t = 80)]
+    mb: usize,
+    /// Blobs moved per layout.
+    #[arg(long, default_value_t = 8)]
+    count: usize,
+    /// Blobs moving at once (a synth node uploads several partitions at a time).
+    #[arg(long, default_value_t = 1)]
+    in_flight: usize,
+}
+
+#[derive(Clone, Copy)]
+enum Layout {
+    OneObject,
+    Striped,
+}
+
+impl Layout {
+    fn name(self) -> &'static str {
+        match self {
+            Layout::OneObject => "one object per blob",
+            Layout::Striped => "striped (objects::put / read_bounded)",
+        }
+    }
+
+    async fn put(self, store: &ObjectStore, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+        match self {
+            Layout::OneObject => {
+                let meta = ObjectMetadata {
+                    name: name.to_owned(),
+                    chunk_size: Some(BLOB_CHUNK_SIZE),
+                    ..Default::default()
+                };
+                store.put(meta, &mut &bytes[..]).await?;
+            }
+            Layout::Striped => objects::put(store, name, bytes).await?,
+        }
+        Ok(())
+    }
+
+    async fn get(self, store: &ObjectStore, name: &str, len: usize) -> anyhow::Result<()> {
+        let read = match self {
+            Layout::OneObject => {
+                let mut bytes = Vec::with_capacity(len);
+                store.get(name).await?.read_to_end(&mut bytes).await?;
+                bytes.len()
+            }
+            Layout::Striped => objects::read_bounded(store, name, len as u64).await?.len(),
+        };
+        anyhow::ensure!(read == len, "{name}: read {read} of {len} bytes");
+        Ok(())
+    }
+}
+
+/// Runs `op` on every blob index, `in_flight` at a time; returns the wall seconds.
+async fn timed<F, Fut>(count: usize, in_flight: usize, op: F) -> anyhow::Result<f64>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let started = Instant::now();
+    futures::stream::iter((0..count).map(op))
+        .buffer_unordered(in_flight.max(1))
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
+    let server = match args.url {
+        Some(_) => None,
+        None => Some(NatsServer::start().context("starting nats-server")?),
+    };
+    let url = args
+        .url
+        .clone()
+        .unwrap_or_else(|| server.as_ref().map(NatsServer::url).unwrap_or_default());
+    let client = async_nats::connect(&url).await?;
+    let topology = provision(
+        &jetstream_context(client, Duration::from_secs(30)),
+        1,
+        Duration::from_secs(60),
+    )
+    .await?;
+    let store = &topology.blobs;
+    let len = args.mb * 1_000_000;
+    let blobs: Vec<Vec<u8>> = (0..args.count)
+        .map(|_| {
+            let mut bytes = vec![0u8; len];
+            rand::thread_rng().fill_bytes(&mut bytes);
+            bytes
+        })
+        .collect();
+    let tag = rand::random::<u32>();
+    let total_mb = (len * args.count) as f64 / 1e6;
+    println!(
+        "{} blobs of {} MB, {} in flight, {url}",
+        args.count, args.mb, args.in_flight
+    );
+    println!("| layout | upload MB/s | fetch MB/s |\n|---|---|---|");
+    let mut rates = Vec::new();
+    for layout in [Layout::OneObject, Layout::Striped] {
+        let name = |i: usize| format!("blob-bench-{tag}-{}-{i}", layout as u8);
+        let up = timed(args.count, args.in_flight, |i| {
+            let (name, bytes) = (name(i), &blobs[i]);
+            async move { layout.put(store, &name, bytes).await }
+        })
+        .await?;
+        let down = timed(args.count, args.in_flight, |i| {
+            let name = name(i);
+            async move { layout.get(store, &name, len).await }
+        })
+        .await?;
+        for i in 0..args.count {
+            objects::delete(store, &name(i)).await?;
+        }
+        let rate = (total_mb / up, total_mb / down);
+        println!("| {} | {:.0} | {:.0} |", layout.name(), rate.0, rate.1);
+        rates.push(rate);
+    }
+    println!(
+        "| ratio striped / one object | {:.2} | {:.2} |",
+        rates[1].0 / rates[0].0,
+        rates[1].1 / rates[0].1
+    );
+    Ok(())
+}
