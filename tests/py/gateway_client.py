@@ -47,15 +47,20 @@ def say(line):
     print(line, flush=True)
 
 
+FAILURES = []
+
+
 def expect_code(what, call, code, text):
+    """Records (rather than stops at) a wrong answer, so one run shows every refusal that broke."""
     try:
         reply = call()
     except grpc.RpcError as e:
         say(f"{what}: {e.code().name}: {e.details()}")
         if e.code() != code or text not in e.details():
-            sys.exit(f"{what}: expected {code.name} mentioning {text!r}")
+            FAILURES.append(f"{what}: expected {code.name} mentioning {text!r}, got {e.code().name}")
         return
-    sys.exit(f"{what}: expected {code.name}, got a reply: {reply}")
+    say(f"{what}: a reply: {reply}")
+    FAILURES.append(f"{what}: expected {code.name}, got a reply")
 
 
 def listing(channel):
@@ -122,6 +127,8 @@ def checks(pb, stub, channel):
     if reply.status != pb.AwaitProofResponse.TIMEOUT:
         sys.exit("expected TIMEOUT")
     listing(channel)
+    if FAILURES:
+        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
 
 
 def porep_request(pb, c1_file, miner, sector):
