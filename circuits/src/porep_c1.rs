@@ -92,7 +92,11 @@ impl SealProof {
     /// The proof with filecoin-proofs-api's registered id, the number lotus and Curio send
     /// (non-interactive PoRep, 15 and up, is refused as in [`SealProof::from_api_name`]).
     pub fn from_id(id: u64) -> Result<SealProof, String> {
-        let versions = [ProofVersion::V1, ProofVersion::V1_1, ProofVersion::V1_1Synthetic];
+        let versions = [
+            ProofVersion::V1,
+            ProofVersion::V1_1,
+            ProofVersion::V1_1Synthetic,
+        ];
         versions
             .into_iter()
             .flat_map(|version| SectorSize::ALL.map(|size| SealProof { size, version }))
@@ -365,7 +369,10 @@ mod tests {
         let synth = SealProof::from_api_name("StackedDrg32GiBV1_1_Feat_SyntheticPoRep").unwrap();
         assert_eq!(synth.id(), 13);
         // lotus' abi.RegisteredSealProof numbers: 2 KiB V1_1 is 5; NI-PoRep (15+) is refused.
-        assert_eq!(SealProof::from_id(5), Ok(SealProof::v1_1(SectorSize::S2KiB)));
+        assert_eq!(
+            SealProof::from_id(5),
+            Ok(SealProof::v1_1(SectorSize::S2KiB))
+        );
         assert!(SealProof::from_id(15).is_err());
         assert!(synth.config().feature_enabled(ApiFeature::SyntheticPoRep));
         assert_eq!(

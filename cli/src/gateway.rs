@@ -39,7 +39,10 @@ impl NatsCluster {
             .get_stream_no_info(RESULTS_STREAM)
             .await
             .map_err(unavailable)?;
-        match stream.get_last_raw_message_by_subject(&results_subject(job_id)).await {
+        match stream
+            .get_last_raw_message_by_subject(&results_subject(job_id))
+            .await
+        {
             Ok(message) => parse(&message.payload).map(Some),
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
             Err(e) => Err(unavailable(e)),
@@ -52,8 +55,9 @@ fn unavailable(e: impl std::fmt::Display) -> ClusterError {
 }
 
 fn parse(payload: &[u8]) -> Result<JobResult, ClusterError> {
-    serde_json::from_slice(payload)
-        .map_err(|e| ClusterError::Unavailable(format!("a result on the results stream is unreadable: {e}")))
+    serde_json::from_slice(payload).map_err(|e| {
+        ClusterError::Unavailable(format!("a result on the results stream is unreadable: {e}"))
+    })
 }
 
 #[tonic::async_trait]
@@ -63,7 +67,10 @@ impl Cluster for NatsCluster {
             .await
             .map_err(unavailable)?;
         drop(input);
-        let spec = JobSpec { input: staged, ..spec };
+        let spec = JobSpec {
+            input: staged,
+            ..spec
+        };
         let span = crate::submit::send_span(&spec);
         crate::submit::publish_acked(&self.client, self.timeout, &spec)
             .instrument(span)
@@ -87,7 +94,9 @@ impl Cluster for NatsCluster {
         }
         match tokio::time::timeout(wait, live.next()).await {
             Ok(Some(message)) => parse(&message.payload).map(Some),
-            Ok(None) => Err(ClusterError::Unavailable("the NATS connection closed".into())),
+            Ok(None) => Err(ClusterError::Unavailable(
+                "the NATS connection closed".into(),
+            )),
             Err(_) => Ok(None),
         }
     }
@@ -95,10 +104,20 @@ impl Cluster for NatsCluster {
     async fn view(&self) -> Result<ClusterView, ClusterError> {
         let topology = &self.topology;
         Ok(ClusterView {
-            nodes: cuzk_common::nodes::list(topology).await.map_err(unavailable)?,
-            jobs_stream_depth: topology.stream_depth(JOBS_STREAM).await.map_err(unavailable)?,
-            work_stream_depth: topology.stream_depth(WORK_STREAM).await.map_err(unavailable)?,
-            recent_jobs: crate::status::recent_jobs(topology).await.map_err(unavailable)?,
+            nodes: cuzk_common::nodes::list(topology)
+                .await
+                .map_err(unavailable)?,
+            jobs_stream_depth: topology
+                .stream_depth(JOBS_STREAM)
+                .await
+                .map_err(unavailable)?,
+            work_stream_depth: topology
+                .stream_depth(WORK_STREAM)
+                .await
+                .map_err(unavailable)?,
+            recent_jobs: crate::status::recent_jobs(topology)
+                .await
+                .map_err(unavailable)?,
         })
     }
 

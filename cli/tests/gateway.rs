@@ -79,14 +79,24 @@ async fn python(address: &str, args: &[&str]) -> String {
 /// A 2 KiB sector sealed up to C1 through filecoin-proofs.
 fn sealed(dir: &Path) -> SealedSector {
     let proof = SealProof::v1_1(SectorSize::S2KiB);
-    porep::seal_sector(proof, dir, SECTOR, porep_c1::prover_id(MINER), &mut rand::rngs::OsRng)
-        .expect("2 KiB sector sealed to C1")
+    porep::seal_sector(
+        proof,
+        dir,
+        SECTOR,
+        porep_c1::prover_id(MINER),
+        &mut rand::rngs::OsRng,
+    )
+    .expect("2 KiB sector sealed to C1")
 }
 
 /// The C1 file Curio and lotus have: filecoin-proofs-api's JSON (the proof named, the vanilla
 /// proofs keyed by tree shape) base64 in `Phase1Out`; `edit` changes the C1 first, `pad` adds
 /// trailing spaces (still valid JSON).
-fn lotus_c1(sector: &SealedSector, edit: impl FnOnce(&mut serde_json::Value), pad: usize) -> Vec<u8> {
+fn lotus_c1(
+    sector: &SealedSector,
+    edit: impl FnOnce(&mut serde_json::Value),
+    pad: usize,
+) -> Vec<u8> {
     let mut c1: serde_json::Value = serde_json::from_slice(&sector.c1_json).unwrap();
     edit(&mut c1);
     let vanilla = c1["vanilla_proofs"].take();
@@ -119,7 +129,10 @@ async fn curio_client_sees_the_api_its_refusals_and_a_failed_prove() {
     let cluster = support::cluster().await;
     let (mut gateway, address) = start_gateway(&cluster.url(), work.path()).await;
     let transcript = python(&address, &["checks"]).await;
-    assert!(transcript.contains("rpc SubmitProof(cuzk.v1.SubmitProofRequest)"), "{transcript}");
+    assert!(
+        transcript.contains("rpc SubmitProof(cuzk.v1.SubmitProofRequest)"),
+        "{transcript}"
+    );
     let corrupt_path = corrupt_file.to_str().unwrap();
     let (miner, number) = (MINER.to_string(), SECTOR.to_string());
     python(&address, &["prove-fails", corrupt_path, &miner, &number]).await;
@@ -151,7 +164,13 @@ fn a_curio_porep_request_is_proved_and_verify_seal_accepts_it() {
         let cluster = support::cluster().await;
         let (mut gateway, address) = start_gateway(&cluster.url(), work.path()).await;
         let (miner, number) = (MINER.to_string(), SECTOR.to_string());
-        let args = ["prove", file.to_str().unwrap(), &miner, &number, out.to_str().unwrap()];
+        let args = [
+            "prove",
+            file.to_str().unwrap(),
+            &miner,
+            &number,
+            out.to_str().unwrap(),
+        ];
         let transcript = python(&address, &args).await;
         gateway.kill().await.unwrap();
         let job_id = transcript
@@ -159,7 +178,11 @@ fn a_curio_porep_request_is_proved_and_verify_seal_accepts_it() {
             .nth(1)
             .and_then(|rest| rest.split_whitespace().next())
             .expect("the transcript names the job");
-        let input = cluster.topology.inputs.info(&format!("{job_id}.input")).await;
+        let input = cluster
+            .topology
+            .inputs
+            .info(&format!("{job_id}.input"))
+            .await;
         assert!(
             input.is_ok_and(|i| i.size as usize > 800 << 10),
             "the C1 went through the inputs bucket"
@@ -168,8 +191,14 @@ fn a_curio_porep_request_is_proved_and_verify_seal_accepts_it() {
     });
 
     let proof = std::fs::read(&out).unwrap();
-    assert!(porep::verify_seal(&sector, &proof).unwrap(), "verify_seal rejected the proof");
+    assert!(
+        porep::verify_seal(&sector, &proof).unwrap(),
+        "verify_seal rejected the proof"
+    );
     // The proof is for this sector only.
-    let other = SealedSector { sector_id: SECTOR + 1, ..sector };
+    let other = SealedSector {
+        sector_id: SECTOR + 1,
+        ..sector
+    };
     assert!(!porep::verify_seal(&other, &proof).unwrap_or(false));
 }

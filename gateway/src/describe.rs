@@ -39,8 +39,18 @@ fn write_message(out: &mut String, prefix: &str, m: &DescriptorProto) {
         write_enum(out, "", e, "  ");
     }
     for f in &m.field {
-        let repeated = if f.label() == Label::Repeated { "repeated " } else { "" };
-        let _ = writeln!(out, "  {repeated}{} {} = {};", field_type(f), f.name(), f.number());
+        let repeated = if f.label() == Label::Repeated {
+            "repeated "
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "  {repeated}{} {} = {};",
+            field_type(f),
+            f.name(),
+            f.number()
+        );
     }
     let _ = writeln!(out, "}}");
 }
@@ -100,7 +110,10 @@ mod tests {
             "  uint64 total_ms = 14;",
             "  repeated cuzk.v1.QueueStatus queues = 3;",
         ] {
-            assert!(listing.lines().any(|l| l == line), "{line:?} missing from\n{listing}");
+            assert!(
+                listing.lines().any(|l| l == line),
+                "{line:?} missing from\n{listing}"
+            );
         }
     }
 }

@@ -24,7 +24,10 @@ pub enum ListenAddr {
 impl FromStr for ListenAddr {
     type Err = String;
     fn from_str(s: &str) -> Result<ListenAddr, String> {
-        if let Some(path) = s.strip_prefix("unix://").or_else(|| s.strip_prefix("unix:")) {
+        if let Some(path) = s
+            .strip_prefix("unix://")
+            .or_else(|| s.strip_prefix("unix:"))
+        {
             if path.is_empty() {
                 return Err(format!("{s}: the unix socket path is empty"));
             }
@@ -128,10 +131,19 @@ mod tests {
 
     #[test]
     fn addresses_parse() {
-        assert_eq!("127.0.0.1:9820".parse(), Ok(ListenAddr::Tcp("127.0.0.1:9820".into())));
+        assert_eq!(
+            "127.0.0.1:9820".parse(),
+            Ok(ListenAddr::Tcp("127.0.0.1:9820".into()))
+        );
         assert_eq!("[::1]:0".parse(), Ok(ListenAddr::Tcp("[::1]:0".into())));
-        assert_eq!("unix:/run/cuzk.sock".parse(), Ok(ListenAddr::Unix("/run/cuzk.sock".into())));
-        assert_eq!("unix:///run/cuzk.sock".parse(), Ok(ListenAddr::Unix("/run/cuzk.sock".into())));
+        assert_eq!(
+            "unix:/run/cuzk.sock".parse(),
+            Ok(ListenAddr::Unix("/run/cuzk.sock".into()))
+        );
+        assert_eq!(
+            "unix:///run/cuzk.sock".parse(),
+            Ok(ListenAddr::Unix("/run/cuzk.sock".into()))
+        );
         assert!("unix:".parse::<ListenAddr>().is_err());
         assert!("localhost".parse::<ListenAddr>().is_err());
         assert!("localhost:http".parse::<ListenAddr>().is_err());

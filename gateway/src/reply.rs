@@ -138,12 +138,17 @@ pub fn status_response(view: &ClusterView, uptime_seconds: u64) -> GetStatusResp
 /// The cluster's state as Prometheus gauges (`cuzk_cluster_*`), in the text format.
 pub fn cluster_metrics(view: &ClusterView) -> Result<String, prometheus::Error> {
     let registry = Registry::new();
-    let gauge = |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, prometheus::Error> {
-        let gauge = IntGaugeVec::new(Opts::new(name, help), labels)?;
-        registry.register(Box::new(gauge.clone()))?;
-        Ok(gauge)
-    };
-    let nodes = gauge("cuzk_cluster_nodes", "Live nodes (heartbeats) by role.", &["role"])?;
+    let gauge =
+        |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, prometheus::Error> {
+            let gauge = IntGaugeVec::new(Opts::new(name, help), labels)?;
+            registry.register(Box::new(gauge.clone()))?;
+            Ok(gauge)
+        };
+    let nodes = gauge(
+        "cuzk_cluster_nodes",
+        "Live nodes (heartbeats) by role.",
+        &["role"],
+    )?;
     let in_flight = gauge(
         "cuzk_cluster_node_partitions_in_flight",
         "Partitions a node holds.",
@@ -190,10 +195,19 @@ pub fn cluster_metrics(view: &ClusterView) -> Result<String, prometheus::Error> 
         streams.with_label_values(&[stream]).set(depth as i64);
     }
     for q in queues(view) {
-        queue.with_label_values(&[q.proof_kind.as_str(), "pending"]).set(q.pending.into());
-        queue.with_label_values(&[q.proof_kind.as_str(), "in_progress"]).set(q.in_progress.into());
+        queue
+            .with_label_values(&[q.proof_kind.as_str(), "pending"])
+            .set(q.pending.into());
+        queue
+            .with_label_values(&[q.proof_kind.as_str(), "in_progress"])
+            .set(q.in_progress.into());
     }
-    for status in [JobStatus::Synthesizing, JobStatus::Proving, JobStatus::Done, JobStatus::Failed] {
+    for status in [
+        JobStatus::Synthesizing,
+        JobStatus::Proving,
+        JobStatus::Done,
+        JobStatus::Failed,
+    ] {
         let name = serde_json::to_value(status)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
@@ -250,10 +264,18 @@ mod tests {
         assert_eq!(reply.status(), Status::Completed);
         assert_eq!(reply.proof.len(), 192);
         assert_eq!(
-            (reply.queue_wait_ms, reply.synthesis_ms, reply.gpu_compute_ms, reply.total_ms),
+            (
+                reply.queue_wait_ms,
+                reply.synthesis_ms,
+                reply.gpu_compute_ms,
+                reply.total_ms
+            ),
             (25, 820, 400, 1500)
         );
-        let unverified = JobResult { verified: false, ..done.clone() };
+        let unverified = JobResult {
+            verified: false,
+            ..done.clone()
+        };
         assert_eq!(await_response(&unverified).status(), Status::Failed);
         let failed = await_response(&JobResult::failed("j", "C1 does not verify"));
         assert_eq!(failed.status(), Status::Failed);
@@ -279,15 +301,25 @@ mod tests {
         };
         let status = status_response(&view, 9);
         assert_eq!(status.gpus.len(), 1);
-        assert!(status.gpus[0].name.starts_with("gpu-a"), "{}", status.gpus[0].name);
+        assert!(
+            status.gpus[0].name.starts_with("gpu-a"),
+            "{}",
+            status.gpus[0].name
+        );
         // 3 job messages, one of them being synthesized: 2 wait; 2 jobs in progress.
         let queued: Vec<_> = status
             .queues
             .iter()
             .map(|q| (q.proof_kind.as_str(), q.pending, q.in_progress))
             .collect();
-        assert_eq!(queued, [(UNASSIGNED_QUEUE, 2, 0), ("POREP_SEAL_COMMIT", 0, 2)]);
-        assert_eq!((status.total_proofs_completed, status.total_proofs_failed), (1, 1));
+        assert_eq!(
+            queued,
+            [(UNASSIGNED_QUEUE, 2, 0), ("POREP_SEAL_COMMIT", 0, 2)]
+        );
+        assert_eq!(
+            (status.total_proofs_completed, status.total_proofs_failed),
+            (1, 1)
+        );
         assert_eq!(status.uptime_seconds, 9);
 
         let text = cluster_metrics(&view).unwrap();

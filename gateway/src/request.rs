@@ -80,7 +80,13 @@ fn job_id(request_id: &str) -> String {
     let keep = MAX_JOB_ID_LEN - suffix.len() - 4;
     let readable: String = request_id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(keep)
         .collect();
     let id = format!("gw-{readable}-{suffix}");
@@ -96,10 +102,15 @@ fn porep_params(request: &SubmitProofRequest) -> Result<serde_json::Value, Reque
     let invalid = RequestError::Invalid;
     let c1 = &request.vanilla_proof;
     if c1.is_empty() {
-        return Err(invalid("vanilla_proof is empty: a PoRep C2 request carries the C1 output".into()));
+        return Err(invalid(
+            "vanilla_proof is empty: a PoRep C2 request carries the C1 output".into(),
+        ));
     }
     if c1.len() > MAX_C1_BYTES {
-        return Err(invalid(format!("vanilla_proof has {} bytes, over {MAX_C1_BYTES}: not a C1 output", c1.len())));
+        return Err(invalid(format!(
+            "vanilla_proof has {} bytes, over {MAX_C1_BYTES}: not a C1 output",
+            c1.len()
+        )));
     }
     let proof = SealProof::from_id(request.registered_proof).map_err(invalid)?;
     if request.sector_size != 0 && request.sector_size != proof.size.bytes() {
@@ -120,7 +131,10 @@ fn porep_params(request: &SubmitProofRequest) -> Result<serde_json::Value, Reque
             named.api_name()
         )));
     }
-    if let Some(number) = detected.sector_number.filter(|n| *n != request.sector_number) {
+    if let Some(number) = detected
+        .sector_number
+        .filter(|n| *n != request.sector_number)
+    {
         return Err(invalid(format!(
             "sector_number {}, but the C1 output is for sector {number}",
             request.sector_number
@@ -179,7 +193,11 @@ mod tests {
             serde_json::json!({"sector_size": "2KiB", "sector_id": 7, "miner": 1234})
         );
         assert_eq!(input, lotus(7));
-        assert!(spec.job_id.starts_with("gw-porep-1234-7-"), "{}", spec.job_id);
+        assert!(
+            spec.job_id.starts_with("gw-porep-1234-7-"),
+            "{}",
+            spec.job_id
+        );
         assert!(valid_job_id(&spec.job_id));
         // A retried request is a new job.
         assert_ne!(job_for(porep(lotus(7))).unwrap().0.job_id, spec.job_id);
@@ -198,24 +216,57 @@ mod tests {
             Err(RequestError::Invalid(m)) => assert!(m.contains(expected), "{m}"),
             other => panic!("expected INVALID_ARGUMENT ({expected}), got {other:?}"),
         };
-        invalid(porep(Bytes::from_static(b"\x00not json")), "not a C1 output");
+        invalid(
+            porep(Bytes::from_static(b"\x00not json")),
+            "not a C1 output",
+        );
         invalid(porep(Bytes::new()), "empty");
         invalid(porep(lotus(8)), "for sector 8");
-        invalid(SubmitProofRequest { registered_proof: 8, ..porep(lotus(7)) }, "StackedDrg32GiBV1_1");
-        invalid(SubmitProofRequest { registered_proof: 99, ..porep(lotus(7)) }, "99");
-        invalid(SubmitProofRequest { sector_size: 4096, ..porep(lotus(7)) }, "sector_size 4096");
-        invalid(SubmitProofRequest { proof_kind: 0, ..porep(lotus(7)) }, "proof_kind");
+        invalid(
+            SubmitProofRequest {
+                registered_proof: 8,
+                ..porep(lotus(7))
+            },
+            "StackedDrg32GiBV1_1",
+        );
+        invalid(
+            SubmitProofRequest {
+                registered_proof: 99,
+                ..porep(lotus(7))
+            },
+            "99",
+        );
+        invalid(
+            SubmitProofRequest {
+                sector_size: 4096,
+                ..porep(lotus(7))
+            },
+            "sector_size 4096",
+        );
+        invalid(
+            SubmitProofRequest {
+                proof_kind: 0,
+                ..porep(lotus(7))
+            },
+            "proof_kind",
+        );
     }
 
     #[test]
     fn kinds_the_cluster_lacks_are_unimplemented() {
         for (kind, name) in [
             (ProofKind::SnapDealsUpdate as i32, "SNAP_DEALS_UPDATE"),
-            (ProofKind::WindowPostPartition as i32, "WINDOW_POST_PARTITION"),
+            (
+                ProofKind::WindowPostPartition as i32,
+                "WINDOW_POST_PARTITION",
+            ),
             (ProofKind::WinningPost as i32, "WINNING_POST"),
             (42, "42"),
         ] {
-            match job_for(SubmitProofRequest { proof_kind: kind, ..porep(lotus(7)) }) {
+            match job_for(SubmitProofRequest {
+                proof_kind: kind,
+                ..porep(lotus(7))
+            }) {
                 Err(RequestError::Unimplemented(m)) => assert!(m.contains(name), "{m}"),
                 other => panic!("{name}: {other:?}"),
             }

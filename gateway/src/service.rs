@@ -52,12 +52,19 @@ impl Gateway {
         let (spec, input) = request::job_for(request)?;
         let job_id = spec.job_id.clone();
         tracing::info!(%job_id, circuit = %spec.circuit, params = %spec.params, input_bytes = input.len(), "submitting");
-        self.cluster.submit(spec, input).await.map_err(cluster_status)?;
+        self.cluster
+            .submit(spec, input)
+            .await
+            .map_err(cluster_status)?;
         Ok(job_id)
     }
 
     async fn wait(&self, job_id: &str, wait: Duration) -> Result<AwaitProofResponse, Status> {
-        let result = self.cluster.result(job_id, wait).await.map_err(cluster_status)?;
+        let result = self
+            .cluster
+            .result(job_id, wait)
+            .await
+            .map_err(cluster_status)?;
         Ok(match result {
             Some(result) => reply::await_response(&result),
             None => reply::timed_out(job_id),
@@ -67,7 +74,12 @@ impl Gateway {
     async fn view(&self) -> Result<crate::ClusterView, Status> {
         tokio::time::timeout(self.limits.status_timeout, self.cluster.view())
             .await
-            .map_err(|_| Status::unavailable(format!("the cluster did not answer within {:?}", self.limits.status_timeout)))?
+            .map_err(|_| {
+                Status::unavailable(format!(
+                    "the cluster did not answer within {:?}",
+                    self.limits.status_timeout
+                ))
+            })?
             .map_err(cluster_status)
     }
 }
@@ -98,7 +110,9 @@ impl ProvingEngine for Gateway {
     ) -> Result<Response<AwaitProofResponse>, Status> {
         let AwaitProofRequest { job_id, timeout_ms } = request.into_inner();
         if !valid_job_id(&job_id) {
-            return Err(Status::invalid_argument(format!("{job_id:?} is not a job id")));
+            return Err(Status::invalid_argument(format!(
+                "{job_id:?} is not a job id"
+            )));
         }
         let wait = match timeout_ms {
             0 => self.limits.max_wait,
