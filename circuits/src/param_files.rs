@@ -72,7 +72,9 @@ pub fn production_reason(dir: &Path, published: impl Fn(&str) -> bool) -> Option
     let entries = fs::read_dir(dir).ok()?;
     entries.flatten().find_map(|entry| {
         let name = entry.file_name().into_string().ok()?;
-        (published(&name) && !is_marked_insecure(&entry.path()))
+        // A published `.vk`/`.meta` is ours when its `.params` is marked: filecoin-proofs derives
+        // them beside test parameters without a marker of their own.
+        (published(&name) && !is_marked_insecure(&entry.path().with_extension("params")))
             .then(|| format!("it holds the real {name}"))
     })
 }
@@ -237,13 +239,21 @@ mod tests {
 
     #[test]
     fn insecure_files_stay_out_of_production_directories() {
-        let published = |name: &str| name.starts_with("v28-") && name.ends_with(".params");
+        let published = |name: &str| {
+            name.starts_with("v28-")
+                && [".params", ".vk", ".meta"]
+                    .iter()
+                    .any(|e| name.ends_with(e))
+        };
         let dir = tempfile::tempdir().unwrap();
         let test_file = dir.path().join("v28-a.params");
         claim_for_insecure(&test_file, false, published).unwrap();
         assert!(is_marked_insecure(&test_file));
         fs::write(&test_file, b"insecure").unwrap();
-        // Its own marked files do not make a directory production.
+        fs::write(dir.path().join("v28-a.vk"), b"derived by filecoin-proofs").unwrap();
+        fs::write(dir.path().join("v28-a.meta"), b"derived by filecoin-proofs").unwrap();
+        // Its own marked files (and what filecoin-proofs derives beside them) do not make a
+        // directory production.
         claim_for_insecure(&dir.path().join("v28-b.params"), false, published).unwrap();
 
         // A real (unmarked) published file does, unless forced.

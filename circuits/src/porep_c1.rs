@@ -89,6 +89,21 @@ impl SealProof {
         Err(format!("unknown seal proof '{name}'"))
     }
 
+    /// The proof with filecoin-proofs-api's registered id, the number lotus and Curio send
+    /// (non-interactive PoRep, 15 and up, is refused as in [`SealProof::from_api_name`]).
+    pub fn from_id(id: u64) -> Result<SealProof, String> {
+        let versions = [
+            ProofVersion::V1,
+            ProofVersion::V1_1,
+            ProofVersion::V1_1Synthetic,
+        ];
+        versions
+            .into_iter()
+            .flat_map(|version| SectorSize::ALL.map(|size| SealProof { size, version }))
+            .find(|proof| proof.id() == id)
+            .ok_or_else(|| format!("registered seal proof {id} is not one this cluster proves (StackedDrg V1, V1_1 or V1_1 synthetic: 0-14)"))
+    }
+
     /// The registered proof id (filecoin-proofs-api's `REGISTERED_PROOF_IDS`).
     fn id(self) -> u64 {
         let base = match self.version {
@@ -347,11 +362,18 @@ mod tests {
             ] {
                 let proof = SealProof { size, version };
                 assert_eq!(SealProof::from_api_name(&proof.api_name()), Ok(proof));
+                assert_eq!(SealProof::from_id(proof.id()), Ok(proof));
                 assert_eq!(usize::from(proof.config().partitions), size.partitions());
             }
         }
         let synth = SealProof::from_api_name("StackedDrg32GiBV1_1_Feat_SyntheticPoRep").unwrap();
         assert_eq!(synth.id(), 13);
+        // lotus' abi.RegisteredSealProof numbers: 2 KiB V1_1 is 5; NI-PoRep (15+) is refused.
+        assert_eq!(
+            SealProof::from_id(5),
+            Ok(SealProof::v1_1(SectorSize::S2KiB))
+        );
+        assert!(SealProof::from_id(15).is_err());
         assert!(synth.config().feature_enabled(ApiFeature::SyntheticPoRep));
         assert_eq!(
             SealProof::v1_1(SectorSize::S2KiB).config().porep_id[..8],

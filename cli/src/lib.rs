@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 #[cfg(feature = "porep")]
 pub mod c1;
 pub mod flood;
+pub mod gateway;
 pub mod launcher;
 pub mod status;
 pub mod submit;

@@ -54,6 +54,27 @@ enum Command {
     /// Start a whole cluster as separate processes on loopback (1 or 3 nats-servers, synth and
     /// GPU nodes) and keep it up until Ctrl-C.
     Launch(LaunchArgs),
+    /// Serve Curio's proving API (gRPC `cuzk.v1.ProvingEngine`) in front of the cluster: point
+    /// Curio's `[Cuzk] Address` here (docs/gateway.md).
+    Gateway(GatewayArgs),
+}
+
+#[derive(Args)]
+struct GatewayArgs {
+    #[command(flatten)]
+    nats: NatsArgs,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
+    /// host:port, or unix:PATH for a unix socket.
+    #[arg(long, env = "CUZK_GATEWAY_LISTEN", default_value = "127.0.0.1:9820")]
+    listen: cuzk_gateway::ListenAddr,
+    /// Longest wait of a Prove call, or of an AwaitProof without a timeout (a client's gRPC
+    /// deadline cuts either shorter).
+    #[arg(long, env = "CUZK_GATEWAY_MAX_WAIT_SECS", default_value_t = 24 * 3600)]
+    max_wait_secs: u64,
+    /// Print the served services, their methods and messages with field numbers, and exit.
+    #[arg(long, env = "CUZK_GATEWAY_DESCRIBE")]
+    describe: bool,
 }
 
 #[derive(Args)]
@@ -330,6 +351,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             run_until_drained(|token| node.run(token), drain).await
         }
         Command::Bench(args) => bench::run(args, file).await,
+        Command::Gateway(args) => gateway(args, file).await,
         Command::Launch(args) => {
             let spec = cuzk_cli::launcher::LaunchSpec {
                 servers: args.servers,
@@ -530,6 +552,28 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
         cuzk_cli::submit::write_proof(&result, out)?;
         eprintln!("proof written to {}", out.display());
     }
+    Ok(())
+}
+
+async fn gateway(args: GatewayArgs, file: ConfigFile) -> anyhow::Result<()> {
+    if args.describe {
+        print!("{}", cuzk_gateway::describe()?);
+        return Ok(());
+    }
+    let nats = args.nats.merge(file.nats).resolve("cuzk-gateway")?;
+    init_telemetry("cuzk-gateway", &args.telemetry).await?;
+    let (client, topology) = cuzk_cli::connect(&nats).await?;
+    let cluster = cuzk_cli::gateway::NatsCluster::new(client, topology, nats.timeout);
+    let limits = cuzk_gateway::Limits {
+        max_wait: Duration::from_secs(args.max_wait_secs),
+        ..Default::default()
+    };
+    let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), limits);
+    cuzk_gateway::serve(&args.listen, gateway, shutdown_on_signal(), |addr| {
+        // The line scripts and tests wait for.
+        println!("cuzk gateway listening on {addr}");
+    })
+    .await?;
     Ok(())
 }
 

@@ -251,26 +251,37 @@ pub async fn serve(addr: SocketAddr) -> std::io::Result<SocketAddr> {
     Ok(bound)
 }
 
+/// This process's metrics in the Prometheus text format, when a registry was set up.
+fn encode_registry() -> Option<Result<Vec<u8>, prometheus::Error>> {
+    use prometheus::Encoder;
+    let registry = crate::telemetry::get().and_then(|t| t.registry())?;
+    let mut body = Vec::new();
+    Some(
+        prometheus::TextEncoder::new()
+            .encode(&registry.gather(), &mut body)
+            .map(|()| body),
+    )
+}
+
+/// What `/metrics` serves, as text (`None` without a registry or if encoding failed).
+pub fn prometheus_text() -> Option<String> {
+    let body = encode_registry()?.ok()?;
+    Some(String::from_utf8_lossy(&body).into_owned())
+}
+
 fn respond(path: &str) -> (&'static str, &'static str, Vec<u8>) {
     const TEXT: &str = "text/plain; charset=utf-8";
     match path {
         "/healthz" => ("200 OK", TEXT, b"ok\n".to_vec()),
         "/readyz" if READY.load(Ordering::Relaxed) => ("200 OK", TEXT, b"ready\n".to_vec()),
         "/readyz" => ("503 Service Unavailable", TEXT, b"not ready\n".to_vec()),
-        "/metrics" => match crate::telemetry::get().and_then(|t| t.registry()) {
-            Some(registry) => {
-                use prometheus::Encoder;
-                let encoder = prometheus::TextEncoder::new();
-                let mut body = Vec::new();
-                match encoder.encode(&registry.gather(), &mut body) {
-                    Ok(()) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body),
-                    Err(e) => (
-                        "500 Internal Server Error",
-                        TEXT,
-                        format!("{e}\n").into_bytes(),
-                    ),
-                }
-            }
+        "/metrics" => match encode_registry() {
+            Some(Ok(body)) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body),
+            Some(Err(e)) => (
+                "500 Internal Server Error",
+                TEXT,
+                format!("{e}\n").into_bytes(),
+            ),
             None => ("404 Not Found", TEXT, b"metrics are not enabled\n".to_vec()),
         },
         _ => ("404 Not Found", TEXT, b"not found\n".to_vec()),

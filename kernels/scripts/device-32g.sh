@@ -67,7 +67,7 @@ if step drain32 150; then
 fi
 
 if step 2k 100; then
-  t0=$(date +%s.%N); $B/cuzk-porep params --sector-size 2KiB --engine cuda >$L/params2k.log 2>&1
+  t0=$(date +%s.%N); $B/cuzk-porep params --sector-size 2KiB --engine cuda --force-insecure >$L/params2k.log 2>&1
   json $R params_gen_2kib_s "$(since $t0 2)"
   timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 10 --json >$L/prove2k.log 2>&1
   tail -1 $L/prove2k.log | grep -q prove_ms && json $R porep_2kib "$(tail -1 $L/prove2k.log)"

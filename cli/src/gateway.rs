@@ -1,0 +1,130 @@
+//! `cuzk gateway`'s cluster: jobs submitted as `cuzk submit` submits them (the input staged in
+//! the inputs bucket when large, the job published with the server's acknowledgement), results
+//! read where every client reads them (the results stream and subject), and the cluster's
+//! state as `cuzk status` reads it.
+
+use std::time::Duration;
+
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use async_nats::Client;
+use bytes::Bytes;
+use cuzk_common::topology::{results_subject, Topology, JOBS_STREAM, RESULTS_STREAM, WORK_STREAM};
+use cuzk_gateway::{Cluster, ClusterError, ClusterView};
+use cuzk_wire::job::{JobResult, JobSpec};
+use futures::StreamExt;
+use tracing::Instrument;
+
+pub struct NatsCluster {
+    client: Client,
+    topology: Topology,
+    /// Per NATS request.
+    timeout: Duration,
+}
+
+impl NatsCluster {
+    pub fn new(client: Client, topology: Topology, timeout: Duration) -> NatsCluster {
+        NatsCluster {
+            client,
+            topology,
+            timeout,
+        }
+    }
+
+    /// The job's result if it was published already (the results stream keeps the last one
+    /// per job).
+    async fn stored_result(&self, job_id: &str) -> Result<Option<JobResult>, ClusterError> {
+        let stream = self
+            .topology
+            .js
+            .get_stream_no_info(RESULTS_STREAM)
+            .await
+            .map_err(unavailable)?;
+        match stream
+            .get_last_raw_message_by_subject(&results_subject(job_id))
+            .await
+        {
+            Ok(message) => parse(&message.payload).map(Some),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Unavailable(format!("{e:#}"))
+}
+
+fn parse(payload: &[u8]) -> Result<JobResult, ClusterError> {
+    serde_json::from_slice(payload).map_err(|e| {
+        ClusterError::Unavailable(format!("a result on the results stream is unreadable: {e}"))
+    })
+}
+
+#[tonic::async_trait]
+impl Cluster for NatsCluster {
+    async fn submit(&self, spec: JobSpec, input: Bytes) -> Result<(), ClusterError> {
+        let staged = crate::submit::stage_input(&self.client, self.timeout, &spec.job_id, &input)
+            .await
+            .map_err(unavailable)?;
+        drop(input);
+        let spec = JobSpec {
+            input: staged,
+            ..spec
+        };
+        let span = crate::submit::send_span(&spec);
+        let js = cuzk_common::topology::jetstream_context(self.client.clone(), self.timeout);
+        crate::submit::publish_job(&js, &spec)
+            .instrument(span)
+            .await
+            .map(|_| ())
+            .map_err(unavailable)
+    }
+
+    async fn result(
+        &self,
+        job_id: &str,
+        wait: Duration,
+    ) -> Result<Option<JobResult>, ClusterError> {
+        // Subscribed before looking, so a result published in between is not missed.
+        let mut live = self
+            .client
+            .subscribe(results_subject(job_id))
+            .await
+            .map_err(unavailable)?;
+        if let Some(result) = self.stored_result(job_id).await? {
+            return Ok(Some(result));
+        }
+        match tokio::time::timeout(wait, live.next()).await {
+            Ok(Some(message)) => parse(&message.payload).map(Some),
+            Ok(None) => Err(ClusterError::Unavailable(
+                "the NATS connection closed".into(),
+            )),
+            Err(_) => Ok(None),
+        }
+    }
+
+    async fn view(&self) -> Result<ClusterView, ClusterError> {
+        let topology = &self.topology;
+        Ok(ClusterView {
+            nodes: cuzk_common::nodes::list(topology)
+                .await
+                .map_err(unavailable)?,
+            jobs_stream_depth: topology
+                .stream_depth(JOBS_STREAM)
+                .await
+                .map_err(unavailable)?,
+            work_stream_depth: topology
+                .stream_depth(WORK_STREAM)
+                .await
+                .map_err(unavailable)?,
+            recent_jobs: cuzk_common::lifecycle::Ledger::new(topology)
+                .recent(crate::status::STATUS_SCAN)
+                .await
+                .map_err(unavailable)?,
+        })
+    }
+
+    fn process_metrics(&self) -> Option<String> {
+        cuzk_common::metrics::prometheus_text()
+    }
+}

@@ -1,0 +1,204 @@
+//! `cuzk gateway` as Curio meets it: a Python gRPC client generated at test time from the
+//! proto (grpcio-tools; `tests/py/gateway_client.py`, not our Rust code) talks to the gateway
+//! binary over a unix socket, in front of a local cluster on a real nats-server.
+//!
+//! The fast test checks the listing, GetStatus, GetMetrics, every refusal (kinds the cluster
+//! lacks, malformed C1 outputs, the calls it cannot back) and a Prove whose C1 is well-formed
+//! but wrong (it fails in synthesis, before any parameters are needed). The slow one proves a
+//! real 2 KiB sector's C1 output in the lotus/Curio wrapper, larger than a job carries inline
+//! (so it goes through the inputs bucket), and filecoin-proofs' `verify_seal` accepts the proof
+//! bytes the Python client received. Parameters come from the parameter directory, generated
+//! once where missing, as in `porep.rs`.
+
+#![cfg(feature = "porep")]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use base64::Engine;
+use cuzk_circuits::porep::{self, generate_test_parameters, SealedSector, SectorSize};
+use cuzk_circuits::porep_c1::{self, SealProof};
+use cuzk_circuits::{ShapeCache, FILECOIN_CACHE_ENV};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const MINER: u64 = 1234;
+const SECTOR: u64 = 7;
+
+fn proto_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../gateway/proto")
+}
+
+/// `cuzk gateway` on a unix socket in `dir`, once it says it listens.
+async fn start_gateway(nats_url: &str, dir: &Path) -> (Child, String) {
+    let address = format!("unix:{}", dir.join("gateway.sock").display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["gateway", "--nats-url", nats_url, "--listen", &address])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start cuzk gateway");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(support::TIMEOUT, lines.next_line())
+        .await
+        .expect("the gateway started in time")
+        .unwrap()
+        .expect("the gateway exited before listening");
+    assert!(line.contains("listening on"), "{line}");
+    (child, address)
+}
+
+/// Runs the Python client; returns its transcript, failing the test if it failed.
+async fn python(address: &str, args: &[&str]) -> String {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/py/gateway_client.py");
+    let output = Command::new(python)
+        .arg(script)
+        .arg(address)
+        .arg(proto_dir())
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(support::TIMEOUT, output)
+        .await
+        .expect("the Python client finished in time")
+        .expect("run python3 (grpcio-tools: scripts/ensure-deps.sh --tests)");
+    let transcript = String::from_utf8_lossy(&output.stdout).into_owned();
+    eprintln!("--- Python gRPC client {args:?} ---\n{transcript}");
+    assert!(
+        output.status.success(),
+        "the Python client failed: {}\n{transcript}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    transcript
+}
+
+/// A 2 KiB sector sealed up to C1 through filecoin-proofs.
+fn sealed(dir: &Path) -> SealedSector {
+    let proof = SealProof::v1_1(SectorSize::S2KiB);
+    porep::seal_sector(
+        proof,
+        dir,
+        SECTOR,
+        porep_c1::prover_id(MINER),
+        &mut rand::rngs::OsRng,
+    )
+    .expect("2 KiB sector sealed to C1")
+}
+
+/// The C1 file Curio and lotus have: filecoin-proofs-api's JSON (the proof named, the vanilla
+/// proofs keyed by tree shape) base64 in `Phase1Out`; `edit` changes the C1 first, `pad` adds
+/// trailing spaces (still valid JSON).
+fn lotus_c1(
+    sector: &SealedSector,
+    edit: impl FnOnce(&mut serde_json::Value),
+    pad: usize,
+) -> Vec<u8> {
+    let mut c1: serde_json::Value = serde_json::from_slice(&sector.c1_json).unwrap();
+    edit(&mut c1);
+    let vanilla = c1["vanilla_proofs"].take();
+    c1["vanilla_proofs"] = json!({ "StackedDrg2KiBV1": vanilla });
+    c1["registered_proof"] = json!(sector.proof.api_name());
+    let phase1 = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&c1).unwrap());
+    let mut file = serde_json::to_vec(&json!({
+        "SectorNum": sector.sector_id, "Phase1Out": phase1, "SectorSize": 2048
+    }))
+    .unwrap();
+    file.resize(file.len() + pad, b' ');
+    file
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curio_client_sees_the_api_its_refusals_and_a_failed_prove() {
+    let work = tempfile::tempdir().unwrap();
+    let sector = sealed(&work.path().join("sector"));
+    let corrupt = lotus_c1(
+        &sector,
+        |c1| {
+            let byte = c1["comm_r"][0].as_u64().unwrap();
+            c1["comm_r"][0] = json!(byte ^ 1);
+        },
+        0,
+    );
+    let corrupt_file = work.path().join("corrupt.json");
+    std::fs::write(&corrupt_file, corrupt).unwrap();
+
+    let cluster = support::cluster().await;
+    let (mut gateway, address) = start_gateway(&cluster.url(), work.path()).await;
+    let transcript = python(&address, &["checks"]).await;
+    assert!(
+        transcript.contains("rpc SubmitProof(cuzk.v1.SubmitProofRequest)"),
+        "{transcript}"
+    );
+    let corrupt_path = corrupt_file.to_str().unwrap();
+    let (miner, number) = (MINER.to_string(), SECTOR.to_string());
+    python(&address, &["prove-fails", corrupt_path, &miner, &number]).await;
+    gateway.kill().await.unwrap();
+    cluster.stop().await.unwrap();
+}
+
+#[test]
+fn a_curio_porep_request_is_proved_and_verify_seal_accepts_it() {
+    // SAFETY: the first thing the test does, before it starts threads; filecoin-proofs reads
+    // its settings once, on first use, which is after this.
+    unsafe { std::env::set_var(FILECOIN_CACHE_ENV, ShapeCache::default_dir().unwrap()) };
+    let engine = cuzk_prover::setup::CpuFixedBase::new();
+    let shapes = ShapeCache::open_default(true).unwrap();
+    generate_test_parameters(SectorSize::S2KiB, &shapes, &engine, false).expect("2 KiB parameters");
+
+    let work = tempfile::tempdir().unwrap();
+    let sector = sealed(&work.path().join("sector"));
+    // Larger than a job carries inline: the gateway stages it in the inputs bucket.
+    let file = work.path().join("c1.json");
+    std::fs::write(&file, lotus_c1(&sector, |_| {}, 800 << 10)).unwrap();
+    let out = work.path().join("proof.bin");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let cluster = support::cluster().await;
+        let (mut gateway, address) = start_gateway(&cluster.url(), work.path()).await;
+        let (miner, number) = (MINER.to_string(), SECTOR.to_string());
+        let args = [
+            "prove",
+            file.to_str().unwrap(),
+            &miner,
+            &number,
+            out.to_str().unwrap(),
+        ];
+        let transcript = python(&address, &args).await;
+        gateway.kill().await.unwrap();
+        let job_id = transcript
+            .split("job_id=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("the transcript names the job");
+        let input = cluster
+            .topology
+            .inputs
+            .info(&format!("{job_id}.input"))
+            .await;
+        assert!(
+            input.is_ok_and(|i| i.size as usize > 800 << 10),
+            "the C1 went through the inputs bucket"
+        );
+        cluster.stop().await.unwrap();
+    });
+
+    let proof = std::fs::read(&out).unwrap();
+    assert!(
+        porep::verify_seal(&sector, &proof).unwrap(),
+        "verify_seal rejected the proof"
+    );
+    // The proof is for this sector only.
+    let other = SealedSector {
+        sector_id: SECTOR + 1,
+        ..sector
+    };
+    assert!(!porep::verify_seal(&other, &proof).unwrap_or(false));
+}
