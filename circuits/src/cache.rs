@@ -474,6 +474,9 @@ mod tests {
         fn partitions(&self) -> usize {
             self.inner.partitions()
         }
+        fn partition_shape(&self) -> crate::PartitionShape {
+            self.inner.partition_shape()
+        }
         fn synthesize(
             &self,
             input: &[u8],

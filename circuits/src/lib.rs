@@ -117,6 +117,15 @@ pub enum CircuitError {
     Params { shape: String, reason: String },
 }
 
+/// The size of one partition, known from a family's parameters without synthesis: what intake
+/// checks against the cluster's caps and what a synth node reserves memory for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionShape {
+    pub constraints: u64,
+    /// Inputs (ONE included) and aux variables.
+    pub variables: u64,
+}
+
 /// One circuit family with fixed parameters: every partition has the same shape, so one set of
 /// constraint matrices and one Groth16 parameter set (named by [`shape_key`](Self::shape_key))
 /// prove them all.
@@ -125,6 +134,8 @@ pub trait CircuitFamily: Send + Sync {
     /// Identifies the shape, e.g. `sha256-b4`.
     fn shape_key(&self) -> String;
     fn partitions(&self) -> usize;
+    /// Every partition's size, from the parameters alone (exact, or a close upper estimate).
+    fn partition_shape(&self) -> PartitionShape;
     /// Synthesizes partition `index` of the job with input `input`.
     fn synthesize(
         &self,
@@ -318,6 +329,28 @@ mod tests {
         let family = resolve(&spec).unwrap();
         assert_eq!((family.name(), family.partitions()), ("mimc", 3));
         assert_eq!(family.shape_key(), "mimc-r8");
+    }
+
+    #[test]
+    fn partition_shapes_match_synthesis() {
+        for (name, params) in [
+            ("mimc", json!({"rounds": 1, "partitions": 1})),
+            ("mimc", json!({"rounds": 300, "partitions": 1})),
+            ("sha256", json!({"blocks": 1, "partitions": 1})),
+            ("sha256", json!({"blocks": 3, "partitions": 1})),
+            ("sha256", json!({"blocks": 4, "partitions": 1})),
+        ] {
+            let family = resolve(&spec(name, params.clone())).unwrap();
+            let a = family.recording(b"shape", 0).unwrap();
+            let shape = family.partition_shape();
+            let variables = (a.input.len() + a.aux.len()) as u64;
+            assert_eq!(
+                shape.constraints,
+                a.num_constraints() as u64,
+                "{name} {params}"
+            );
+            assert_eq!(shape.variables, variables, "{name} {params}");
+        }
     }
 
     #[test]

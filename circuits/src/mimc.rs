@@ -91,6 +91,16 @@ impl CircuitFamily for MimcFamily {
         self.partitions
     }
 
+    /// Two constraints and two variables per round, plus the inputs' constraints (ONE and the
+    /// output) and the chain's starting pair.
+    fn partition_shape(&self) -> crate::PartitionShape {
+        let rounds = self.rounds as u64;
+        crate::PartitionShape {
+            constraints: 2 * rounds + 2,
+            variables: 2 * rounds + 3,
+        }
+    }
+
     fn synthesize(
         &self,
         input: &[u8],

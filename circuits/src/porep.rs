@@ -851,6 +851,22 @@ impl CircuitFamily for PorepC2Family {
         self.size.partitions()
     }
 
+    /// Measured by synthesizing the blank circuit (docs/porep.md); 64 GiB (not measured) is
+    /// estimated from 32 GiB plus its tree's extra level.
+    fn partition_shape(&self) -> crate::PartitionShape {
+        let (constraints, variables) = match self.size {
+            SectorSize::S2KiB => (2_687_961, 2_685_673),
+            SectorSize::S8MiB => (3_844_969, 3_842_449),
+            SectorSize::S512MiB => (4_423_473, 4_420_837),
+            SectorSize::S32GiB => (130_278_869, 130_169_893),
+            SectorSize::S64GiB => (134_200_000, 134_100_000),
+        };
+        crate::PartitionShape {
+            constraints,
+            variables,
+        }
+    }
+
     fn synthesize(
         &self,
         input: &[u8],

@@ -25,6 +25,11 @@ struct Params {
     partitions: usize,
 }
 
+/// (constraints, variables) per block, and what the first block saves (it compresses from
+/// the constant IV), measured by synthesis.
+const SHAPE_PER_BLOCK: (u64, u64) = (26_704, 26_678);
+const SHAPE_FIRST_BLOCK_SAVES: (u64, u64) = (670, 672);
+
 #[derive(Clone, Debug)]
 pub struct Sha256Family {
     blocks: usize,
@@ -91,6 +96,15 @@ impl CircuitFamily for Sha256Family {
 
     fn partitions(&self) -> usize {
         self.partitions
+    }
+
+    /// Checked against synthesis in the tests of `lib.rs`.
+    fn partition_shape(&self) -> crate::PartitionShape {
+        let blocks = self.blocks as u64;
+        crate::PartitionShape {
+            constraints: SHAPE_PER_BLOCK.0 * blocks - SHAPE_FIRST_BLOCK_SAVES.0,
+            variables: SHAPE_PER_BLOCK.1 * blocks - SHAPE_FIRST_BLOCK_SAVES.1,
+        }
     }
 
     fn synthesize(

@@ -72,9 +72,11 @@ impl Cluster for NatsCluster {
             ..spec
         };
         let span = crate::submit::send_span(&spec);
-        crate::submit::publish_acked(&self.client, self.timeout, &spec)
+        let js = cuzk_common::topology::jetstream_context(self.client.clone(), self.timeout);
+        crate::submit::publish_job(&js, &spec)
             .instrument(span)
             .await
+            .map(|_| ())
             .map_err(unavailable)
     }
 
@@ -115,7 +117,8 @@ impl Cluster for NatsCluster {
                 .stream_depth(WORK_STREAM)
                 .await
                 .map_err(unavailable)?,
-            recent_jobs: crate::status::recent_jobs(topology)
+            recent_jobs: cuzk_common::lifecycle::Ledger::new(topology)
+                .recent(crate::status::STATUS_SCAN)
                 .await
                 .map_err(unavailable)?,
         })

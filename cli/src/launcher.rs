@@ -124,6 +124,7 @@ impl ProcessCluster {
             .args(["--nats-url", &self.urls(), "--nats-name", &name])
             .args(["--nats-replicas", &self.replicas().to_string()])
             .args(["--nats-ack-wait-secs", &self.spec.ack_wait_secs.to_string()])
+            .args(["--nats-limits", "local"])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
@@ -220,6 +221,21 @@ impl ProcessCluster {
             out.push_str(&format!("==== {} ====\n{}\n", node.name, &log[start..]));
         }
         out
+    }
+
+    /// Each running node's peak resident memory so far (the kernel's `VmHWM`), in bytes.
+    pub fn peak_rss(&self) -> Vec<(String, Role, u64)> {
+        self.nodes
+            .iter()
+            .map(|node| {
+                let status = std::fs::read_to_string(format!("/proc/{}/status", node.child.id()));
+                let kib = status.ok().and_then(|text| {
+                    let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
+                    line.split_whitespace().nth(1)?.parse::<u64>().ok()
+                });
+                (node.name.clone(), node.role, kib.unwrap_or(0) * 1024)
+            })
+            .collect()
     }
 
     /// Whether every node process is still running (none crashed or exited).

@@ -10,26 +10,28 @@ use async_nats::Client;
 use base64::Engine;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
 use cuzk_circuits::{CircuitSpec, ShapeCache};
-use cuzk_common::config::{GpuConfig, NatsArgs, ParamConfig, SynthConfig};
+use cuzk_common::config::{GpuConfig, LimitsProfile, NatsArgs, ParamConfig, SynthConfig};
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::nats::{retry, RetryPolicy};
-use cuzk_common::topology::{self, results_subject, Topology, SUBJECT_SUBMIT};
+use cuzk_common::topology::{self, Topology};
 use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionTimings};
-use futures::StreamExt;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 #[cfg(feature = "porep")]
 pub mod c1;
+pub mod flood;
 pub mod gateway;
 pub mod launcher;
 pub mod status;
 pub mod submit;
 
-/// Connects with the default configuration to `url` and provisions the topology.
+/// Connects with the default configuration to a private server at `url` and provisions the
+/// topology with the limits for private servers.
 pub async fn connect_url(url: &str, name: &str) -> anyhow::Result<(Client, Topology)> {
     let config = NatsArgs {
         urls: Some(vec![url.to_owned()]),
+        limits: Some(LimitsProfile::Local),
         ..Default::default()
     }
     .resolve(name)?;
@@ -49,7 +51,7 @@ pub async fn connect(
         max: Duration::from_secs(3),
     };
     let topology = retry("provision topology", policy, || {
-        topology::provision(&js, config.replicas, config.ack_wait)
+        topology::provision(&js, config.replicas, config.ack_wait, config.limits)
     })
     .await?;
     Ok((client, topology))
@@ -140,33 +142,14 @@ impl LocalCluster {
     }
 }
 
-/// Publishes a job exactly as `nats pub cuzk.jobs.submit '<json>'` does (a plain core publish)
-/// and waits for its result. The results subscription is made first so the result cannot be
-/// missed.
+/// Submits a job exactly as `nats pub cuzk.jobs.submit '<json>'` does (a plain core publish)
+/// and waits for its one answer (see [`submit::submit_and_wait`]).
 pub async fn submit_and_wait(
     client: &Client,
     spec: &JobSpec,
     timeout: Duration,
 ) -> anyhow::Result<JobResult> {
-    let mut results = client.subscribe(results_subject(&spec.job_id)).await?;
-    // With tracing on, the job joins the caller's trace (`traceparent`); otherwise this is a
-    // plain publish, exactly like `nats pub`.
-    let mut headers = async_nats::HeaderMap::new();
-    cuzk_common::telemetry::inject(&tracing::Span::current(), &mut headers);
-    let body = serde_json::to_vec(spec)?.into();
-    if headers.is_empty() {
-        client.publish(SUBJECT_SUBMIT, body).await?;
-    } else {
-        client
-            .publish_with_headers(SUBJECT_SUBMIT, headers, body)
-            .await?;
-    }
-    client.flush().await?;
-    let message = tokio::time::timeout(timeout, results.next())
-        .await
-        .with_context(|| format!("no result for job {} within {timeout:?}", spec.job_id))?
-        .context("results subscription closed")?;
-    Ok(serde_json::from_slice(&message.payload)?)
+    submit::submit_and_wait(client, spec, submit::Via::Core, timeout).await
 }
 
 /// The job's input bytes, for inputs carried in the job itself.

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use cuzk_cli::{submit_and_wait, timings_table, verify_job_proof, LocalCluster};
+use cuzk_cli::{submit, submit_and_wait, timings_table, verify_job_proof, LocalCluster};
 use cuzk_common::config::{ConfigFile, GpuArgs, NatsArgs, ParamArgs, SynthArgs};
-use cuzk_common::records;
+use cuzk_common::lifecycle::Ledger;
 use cuzk_common::telemetry::{self, TelemetryArgs, TelemetryOptions};
+use cuzk_common::topology::{jetstream_context, JOBS_BUCKET};
 use cuzk_wire::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, Instrument};
@@ -508,20 +509,24 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     let input = cuzk_cli::submit::stage_input(&client, nats.timeout, &spec.job_id, &input).await?;
     let spec = JobSpec { input, ..spec };
     let span = cuzk_cli::submit::send_span(&spec);
+    let js = jetstream_context(client.clone(), nats.timeout);
     if !(args.wait || args.out.is_some() || args.c1.is_some()) {
-        cuzk_cli::submit::publish_acked(&client, nats.timeout, &spec)
-            .instrument(span)
-            .await?;
-        println!("{}", spec.job_id);
+        let accepted = submit::publish_job(&js, &spec).instrument(span).await?;
+        match accepted {
+            submit::Accepted::Stored(_) => println!("{}", spec.job_id),
+            submit::Accepted::Duplicate => println!(
+                "{} (a duplicate of a submission from the last minutes; the original stands)",
+                spec.job_id
+            ),
+        }
         return Ok(());
     }
     // Progress from the job's record, where this user may read the jobs bucket.
-    let js = cuzk_common::topology::jetstream_context(client.clone(), nats.timeout);
-    let progress = match js.get_key_value(cuzk_common::topology::JOBS_BUCKET).await {
+    let progress = match js.get_key_value(JOBS_BUCKET).await {
         Ok(kv) => {
-            let job_id = spec.job_id.clone();
+            let (ledger, job_id) = (Ledger::open(js.clone(), kv), spec.job_id.clone());
             Some(tokio::spawn(async move {
-                cuzk_cli::status::follow(&kv, &job_id).await
+                cuzk_cli::status::follow(&ledger, &job_id).await
             }))
         }
         Err(e) => {
@@ -530,11 +535,11 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
         }
     };
     let wait = Duration::from_secs(args.wait_secs);
-    let result = cuzk_cli::submit::submit_acked_and_wait(&client, nats.timeout, &spec, wait)
+    let result = submit::submit_and_wait(&client, &spec, submit::Via::JetStream, wait)
         .instrument(span)
         .await;
     if let Some(progress) = progress {
-        // It ends on the final record, which lands right after the result; don't wait long.
+        // The record is final before the result is published: this ends at once.
         let _ = tokio::time::timeout(Duration::from_secs(2), progress).await;
     }
     let result = result?;
@@ -577,7 +582,8 @@ async fn status(args: StatusArgs, file: ConfigFile) -> anyhow::Result<()> {
     let (_client, topology) = cuzk_cli::connect(&nats).await?;
     match args.job_id {
         Some(job_id) => {
-            let (record, _) = records::load(&topology.jobs_kv, &job_id)
+            let record = Ledger::new(&topology)
+                .get(&job_id)
                 .await?
                 .with_context(|| format!("no job {job_id}"))?;
             println!(
@@ -604,10 +610,10 @@ async fn status(args: StatusArgs, file: ConfigFile) -> anyhow::Result<()> {
 async fn watch(args: WatchArgs, file: ConfigFile) -> anyhow::Result<()> {
     let nats = args.nats.merge(file.nats).resolve("cuzk-watch")?;
     let client = cuzk_common::nats::connect(&nats).await?;
-    let js = cuzk_common::topology::jetstream_context(client, nats.timeout);
-    let kv = js.get_key_value(cuzk_common::topology::JOBS_BUCKET).await?;
+    let js = jetstream_context(client, nats.timeout);
+    let ledger = Ledger::open(js.clone(), js.get_key_value(JOBS_BUCKET).await?);
     let timeout = Duration::from_secs(args.wait_secs);
-    let record = tokio::time::timeout(timeout, cuzk_cli::status::follow(&kv, &args.job_id))
+    let record = tokio::time::timeout(timeout, cuzk_cli::status::follow(&ledger, &args.job_id))
         .await
         .with_context(|| format!("job {} did not end within {timeout:?}", args.job_id))??;
     match record.result {

@@ -6,14 +6,13 @@ use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use async_nats::jetstream::kv::{self, Operation};
+use cuzk_common::lifecycle::Ledger;
 use cuzk_common::nodes;
-use cuzk_common::topology::{Topology, JOBS_BUCKET, JOBS_STREAM, WORK_STREAM};
+use cuzk_common::topology::{Topology, JOBS_STREAM, WORK_STREAM};
 use cuzk_wire::job::{unix_ms, JobRecord, JobStatus, PartitionStatus};
-use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// How many of the most recent job-record revisions `cuzk status` reads: bounds the scan on a
+/// How many of the most recent job-record writes `cuzk status` reads: bounds the scan on a
 /// bucket that keeps a week of jobs. Each job keeps only its latest revision, so this covers the
 /// most recently updated jobs.
 pub const STATUS_SCAN: u64 = 2000;
@@ -33,37 +32,6 @@ pub fn progress(record: &JobRecord) -> (usize, usize) {
         .filter(|p| p.status == PartitionStatus::Proved)
         .count();
     (synthesized, proved)
-}
-
-/// The most recently updated job records, newest first, read from the last [`STATUS_SCAN`]
-/// revisions of the jobs bucket.
-pub async fn recent_jobs(topology: &Topology) -> anyhow::Result<Vec<JobRecord>> {
-    let mut stream = topology.js.get_stream(format!("KV_{JOBS_BUCKET}")).await?;
-    let last = stream.info().await?.state.last_sequence;
-    let mut jobs = Vec::new();
-    if last == 0 {
-        return Ok(jobs);
-    }
-    let mut watch = topology
-        .jobs_kv
-        .watch_all_from_revision(last.saturating_sub(STATUS_SCAN).max(1))
-        .await?;
-    // The watch goes on with live updates; stop once the stored revisions are read (`delta` is
-    // what is left), or after a quiet second (everything older expired).
-    while let Ok(Some(entry)) = tokio::time::timeout(Duration::from_secs(1), watch.next()).await {
-        let entry = entry?;
-        if entry.operation == Operation::Put {
-            if let Ok(record) = serde_json::from_slice::<JobRecord>(&entry.value) {
-                jobs.retain(|j: &JobRecord| j.job_id != record.job_id);
-                jobs.push(record);
-            }
-        }
-        if entry.delta == 0 || entry.revision >= last {
-            break;
-        }
-    }
-    jobs.sort_by_key(|j| std::cmp::Reverse(j.updated_at_ms));
-    Ok(jobs)
 }
 
 /// `cuzk status` without a job id.
@@ -102,7 +70,7 @@ pub async fn cluster_status(topology: &Topology) -> anyhow::Result<String> {
             topology.stream_depth(name).await?
         )?;
     }
-    let jobs = recent_jobs(topology).await?;
+    let jobs = Ledger::new(topology).recent(STATUS_SCAN).await?;
     let in_flight: Vec<&JobRecord> = jobs.iter().filter(|j| !j.status.is_final()).collect();
     writeln!(out, "jobs in flight ({}):", in_flight.len())?;
     for job in in_flight {
@@ -146,10 +114,13 @@ pub async fn cluster_status(topology: &Topology) -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// How often a follower reads the job's record.
+const FOLLOW_EVERY: Duration = Duration::from_millis(250);
+
 /// Shows a job's progress until its record is final and returns that record: a progress bar on
-/// a terminal, a line per change otherwise (logs, CI).
-pub async fn follow(jobs_kv: &kv::Store, job_id: &str) -> anyhow::Result<JobRecord> {
-    let mut watch = jobs_kv.watch_with_history(job_id).await?;
+/// a terminal, a line per change otherwise (logs, CI). Reads the record through the ledger
+/// every quarter second (no consumer, so a client role needs only to read records).
+pub async fn follow(ledger: &Ledger, job_id: &str) -> anyhow::Result<JobRecord> {
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);
         bar.set_style(
@@ -168,12 +139,12 @@ pub async fn follow(jobs_kv: &kv::Store, job_id: &str) -> anyhow::Result<JobReco
         eprintln!("job {job_id}: waiting for a synth node");
     }
     let mut last = None;
-    while let Some(entry) = watch.next().await {
-        let entry = entry?;
-        if entry.operation != Operation::Put {
+    let mut ticker = tokio::time::interval(FOLLOW_EVERY);
+    loop {
+        ticker.tick().await;
+        let Some(record) = ledger.get(job_id).await? else {
             continue;
-        }
-        let record: JobRecord = serde_json::from_slice(&entry.value)?;
+        };
         let (synthesized, proved) = progress(&record);
         let n = record.partitions.len();
         let state = (record.status, synthesized, proved);
@@ -198,5 +169,4 @@ pub async fn follow(jobs_kv: &kv::Store, job_id: &str) -> anyhow::Result<JobReco
             return Ok(record);
         }
     }
-    anyhow::bail!("the jobs bucket watch ended before job {job_id} did")
 }

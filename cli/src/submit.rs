@@ -1,17 +1,24 @@
-//! `cuzk submit`'s steps: a large input uploaded to the inputs bucket, the job published with
-//! the server's acknowledgement (so a zero exit means the job is stored), the result awaited,
-//! and the proof bytes written to a file.
+//! `cuzk submit`'s steps: a large input uploaded to the inputs bucket, the job published
+//! through JetStream (the server's acknowledgement says the job is stored — or why it was
+//! refused: the jobs stream is full, the message too large), its one answer awaited, and the
+//! proof bytes written to a file. Waiting subscribes to `cuzk.results.<job_id>` before
+//! publishing and also reads the job's record: a job that has already ended (a resubmission, a
+//! client reconnecting) returns its stored result at once.
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage};
 use async_nats::Client;
 use base64::Engine;
+use cuzk_common::lifecycle::Ledger;
 use cuzk_common::nats::{retry, RetryPolicy};
-use cuzk_common::topology::{self, results_subject, INPUTS_BUCKET, SUBJECT_SUBMIT};
-use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, DEFAULT_MAX_INLINE_INPUT};
+use cuzk_common::topology::{
+    jetstream_context, results_subject, INPUTS_BUCKET, JOBS_BUCKET, SUBJECT_SUBMIT,
+    SUBJECT_SUBMIT_HIGH,
+};
+use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, Priority, DEFAULT_MAX_INLINE_INPUT};
 use futures::StreamExt;
 
 /// The job's input as it travels: inline up to the synth nodes' default inline limit, else as
@@ -27,7 +34,7 @@ pub async fn stage_input(
             base64::engine::general_purpose::STANDARD.encode(bytes),
         ));
     }
-    let js = topology::jetstream_context(client.clone(), timeout);
+    let js = jetstream_context(client.clone(), timeout);
     let store = js.get_object_store(INPUTS_BUCKET).await.with_context(|| {
         format!("the {INPUTS_BUCKET} bucket (run `cuzk provision`, and check that this user may write it)")
     })?;
@@ -42,53 +49,146 @@ pub async fn stage_input(
 /// `process` span becomes its child).
 pub fn send_span(spec: &JobSpec) -> tracing::Span {
     let size = serde_json::to_vec(spec).map_or(0, |body| body.len());
-    let span = cuzk_common::telemetry::send_span(SUBJECT_SUBMIT, &spec.job_id, size);
+    let span = cuzk_common::telemetry::send_span(submit_subject(spec), &spec.job_id, size);
     span.record("cuzk.job_id", spec.job_id.as_str());
     span
 }
 
-/// Publishes a job into the jobs stream and waits for the server's acknowledgement, retrying
-/// with the job id as message id (a retried publish that was stored after all is dropped as a
-/// duplicate). The caller's trace context goes along.
-pub async fn publish_acked(
-    client: &Client,
-    timeout: Duration,
-    spec: &JobSpec,
-) -> anyhow::Result<()> {
-    let js = topology::jetstream_context(client.clone(), timeout);
-    let body = bytes::Bytes::from(serde_json::to_vec(spec)?);
+/// The subject a job is submitted on: high priority has its own, which only roles allowed to
+/// use it may publish.
+pub fn submit_subject(spec: &JobSpec) -> &'static str {
+    match spec.priority {
+        Priority::High => SUBJECT_SUBMIT_HIGH,
+        Priority::Normal => SUBJECT_SUBMIT,
+    }
+}
+
+/// What the server said about a submission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accepted {
+    /// Stored at this sequence of the jobs stream.
+    Stored(u64),
+    /// The stream holds a submission with this job id from the last two minutes; that one
+    /// stands.
+    Duplicate,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The server refused to store the job; its reason.
+    #[error("the cluster refused the submission: {0}")]
+    Refused(String),
+    #[error("submitting failed: {0}")]
+    Failed(String),
+}
+
+/// Publishes the job through JetStream with the job id as message id, retrying what the
+/// network lost (a retried publish that was stored after all comes back as a duplicate) but not
+/// what the server refused.
+pub async fn publish_job(js: &jetstream::Context, spec: &JobSpec) -> Result<Accepted, SubmitError> {
+    let body = bytes::Bytes::from(
+        serde_json::to_vec(spec).map_err(|e| SubmitError::Failed(e.to_string()))?,
+    );
     let mut headers = async_nats::HeaderMap::new();
+    // With tracing on, the job joins the caller's trace.
     cuzk_common::telemetry::inject(&tracing::Span::current(), &mut headers);
-    retry("publish job", RetryPolicy::NETWORK, || async {
+    // A refusal is final: it leaves the retry loop as a success carrying the error.
+    let settled = retry("publish job", RetryPolicy::NETWORK, || async {
         let publish = PublishMessage::build()
             .headers(headers.clone())
             .payload(body.clone())
             .message_id(spec.job_id.as_str());
-        js.send_publish(SUBJECT_SUBMIT, publish)
-            .await?
+        let ack = js
+            .send_publish(submit_subject(spec), publish)
             .await
-            .map(|_| ())
-            .map_err(async_nats::Error::from)
+            .map_err(|e| SubmitError::Failed(e.to_string()))?
+            .await;
+        match ack {
+            Ok(ack) if ack.duplicate => Ok(Ok(Accepted::Duplicate)),
+            Ok(ack) => Ok(Ok(Accepted::Stored(ack.sequence))),
+            // The server answered with an error: it refused the message.
+            Err(e) if e.kind() == PublishErrorKind::Other => {
+                Ok(Err(SubmitError::Refused(e.to_string())))
+            }
+            Err(e) if e.kind() == PublishErrorKind::StreamNotFound => Ok(Err(
+                SubmitError::Refused(format!("{e} (has `cuzk provision` run?)")),
+            )),
+            // A permission violation shows only as a missing acknowledgement.
+            Err(e) if spec.priority == Priority::High => Err(SubmitError::Failed(format!(
+                "{e} (only roles allowed high priority may publish on {SUBJECT_SUBMIT_HIGH})"
+            ))),
+            Err(e) => Err(SubmitError::Failed(e.to_string())),
+        }
     })
-    .await
-    .map_err(|e| anyhow::anyhow!("the server did not acknowledge job {}: {e}", spec.job_id))
+    .await?;
+    settled
 }
 
-/// [`publish_acked`], then the job's result (subscribed to before publishing, so it cannot be
-/// missed).
-pub async fn submit_acked_and_wait(
+/// Publishes the job with a plain core publish, exactly as `nats pub cuzk.jobs.submit` does.
+pub async fn publish_plain(client: &Client, spec: &JobSpec) -> anyhow::Result<()> {
+    let mut headers = async_nats::HeaderMap::new();
+    cuzk_common::telemetry::inject(&tracing::Span::current(), &mut headers);
+    let body = serde_json::to_vec(spec)?.into();
+    if headers.is_empty() {
+        client.publish(submit_subject(spec), body).await?;
+    } else {
+        client
+            .publish_with_headers(submit_subject(spec), headers, body)
+            .await?;
+    }
+    client.flush().await?;
+    Ok(())
+}
+
+/// How a job is handed to the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A plain core publish (what `nats pub` does).
+    Core,
+    /// Through JetStream, refusals reported.
+    JetStream,
+}
+
+/// Submits `spec` and returns its one answer: the stored result of a job that already ended,
+/// otherwise the first result published on its subject.
+pub async fn submit_and_wait(
     client: &Client,
-    nats_timeout: Duration,
     spec: &JobSpec,
-    wait: Duration,
+    via: Via,
+    timeout: Duration,
 ) -> anyhow::Result<JobResult> {
     let mut results = client.subscribe(results_subject(&spec.job_id)).await?;
-    publish_acked(client, nats_timeout, spec).await?;
-    let message = tokio::time::timeout(wait, results.next())
+    client.flush().await?;
+    let js = jetstream_context(client.clone(), Duration::from_secs(10));
+    match via {
+        Via::Core => publish_plain(client, spec).await?,
+        Via::JetStream => {
+            publish_job(&js, spec).await?;
+        }
+    }
+    // The record ends before the result is published: if it has not ended now, the result
+    // comes on the subscription made above.
+    if let Some(result) = stored_result(&js, &spec.job_id).await {
+        return Ok(result);
+    }
+    let message = tokio::time::timeout(timeout, results.next())
         .await
-        .with_context(|| format!("no result for job {} within {wait:?}", spec.job_id))?
+        .with_context(|| format!("no result for job {} within {timeout:?}", spec.job_id))?
         .context("results subscription closed")?;
     Ok(serde_json::from_slice(&message.payload)?)
+}
+
+/// The result in the job's record, if the job has ended and this client may read records.
+pub async fn stored_result(js: &jetstream::Context, job_id: &str) -> Option<JobResult> {
+    let kv = match js.get_key_value(JOBS_BUCKET).await {
+        Ok(kv) => kv,
+        Err(e) => {
+            tracing::debug!(err = %e, "cannot read job records; waiting for the result only");
+            return None;
+        }
+    };
+    let record = Ledger::open(js.clone(), kv).get(job_id).await.ok()??;
+    record.status.is_final().then_some(record.result).flatten()
 }
 
 /// Writes a finished job's proof bytes (its partition proofs concatenated, exactly what

@@ -8,13 +8,11 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
 use cuzk_cli::submit_and_wait;
-use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_NORMAL};
-use cuzk_common::{objects, records};
+use cuzk_common::lifecycle::{Admission, JobShape, Ledger};
+use cuzk_common::objects;
+use cuzk_common::topology::{results_subject, SUBJECT_RESULTS_MALFORMED};
 use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
-use cuzk_wire::job::{
-    unix_ms, JobRecord, JobStatus, PartitionRecord, PartitionTimings, WorkItem, JOB_ID_HEADER,
-    WORK_ITEM_VERSION,
-};
+use cuzk_wire::job::{unix_ms, JobStatus, JOB_ID_HEADER};
 use futures::StreamExt;
 use serde_json::json;
 use support::{blobs_left, cluster, job, submit_raw, TIMEOUT};
@@ -46,6 +44,14 @@ async fn bad_submissions_fail_cleanly() {
     headers.insert(JOB_ID_HEADER, "hdr-1");
     let result = submit_raw(client, b"[1,2", Some(headers), &results_subject("hdr-1")).await;
     assert_failed(&result, "not valid JSON");
+
+    // High priority is for roles allowed to publish on cuzk.jobs.submit.high.
+    let body = br#"{"version":1,"job_id":"hi","circuit":"mimc","params":{"rounds":8,"partitions":1},"priority":"high"}"#;
+    let result = submit_raw(client, body, None, &results_subject("hi")).await;
+    assert_failed(
+        &result,
+        "priority high must be submitted on cuzk.jobs.submit.high",
+    );
 
     let body = br#"{"version":1,"job_id":"unknown-field","circuit":"mimc","colour":"red"}"#;
     let result = submit_raw(client, body, None, &results_subject("unknown-field")).await;
@@ -157,7 +163,8 @@ async fn duplicate_job_ids_keep_the_original() {
         extra.is_err(),
         "a duplicate produced a second result: {extra:?}"
     );
-    let (record, _) = records::load(&cluster.topology.jobs_kv, "dup")
+    let record = Ledger::new(&cluster.topology)
+        .get("dup")
         .await
         .unwrap()
         .unwrap();
@@ -173,46 +180,22 @@ async fn inject_partition(
     family: &dyn CircuitFamily,
     params: serde_json::Value,
 ) {
-    let record = JobRecord {
-        job_id: job_id.into(),
-        circuit: family.name().into(),
-        params: params.clone(),
-        status: JobStatus::Proving,
-        submission_seq: 0,
-        submitted_at_ms: unix_ms(),
-        synth_started_at_ms: unix_ms(),
-        updated_at_ms: unix_ms(),
-        partitions: vec![PartitionRecord::default()],
-        error: None,
-        result: None,
+    let spec = job(job_id, family.name(), params.clone(), "");
+    let shape = JobShape {
+        partitions: 1,
+        synthetic: false,
+        shape_key: &family.shape_key(),
     };
-    assert!(records::create(&cluster.topology.jobs_kv, &record)
+    let admitted = Ledger::new(&cluster.topology)
+        .admit(&spec, shape, 0, unix_ms(), 1)
         .await
-        .unwrap());
+        .unwrap();
+    assert!(matches!(admitted, Admission::New(_)), "{admitted:?}");
     let object = format!("{job_id}/0/0");
     objects::put(&cluster.topology.blobs, &object, blob)
         .await
         .unwrap();
-    let item = WorkItem {
-        version: WORK_ITEM_VERSION,
-        job_id: job_id.into(),
-        partition: 0,
-        partitions: 1,
-        circuit: family.name().into(),
-        params_json: params.to_string(),
-        shape_key: family.shape_key(),
-        blob_object: object,
-        published_at_ms: unix_ms(),
-        timings: PartitionTimings::default(),
-    };
-    cluster
-        .topology
-        .js
-        .publish(SUBJECT_WORK_NORMAL, item.encode().into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    support::queue_work(cluster, (job_id, 0, 1), family, &params, &object).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,19 +1,23 @@
 //! Kill anything mid-job and lose nothing. Each test runs the cluster as separate processes
 //! (`cuzk synth-node`, `cuzk gpu-node`, nats-server), injects a fault, and asserts that every
-//! submitted job is reported exactly once (counted in the durable results stream), that every
-//! proof verifies, and that the blob bucket ends empty.
+//! submitted job is reported exactly once — counted where clients listen (a plain core
+//! subscription to `cuzk.results.>`) and in the durable results stream — that every proof
+//! verifies, that the blob bucket ends empty, and, where the fault forces one, that the
+//! redelivery happened (the attempt counts in the job records).
 
 mod support;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cuzk_circuits::ShapeCache;
 use cuzk_cli::launcher::{LaunchSpec, ProcessCluster, Role};
 use cuzk_common::config::NatsArgs;
-use cuzk_common::topology::{Topology, RESULTS_STREAM, SUBJECT_SUBMIT};
-use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus};
+use cuzk_common::lifecycle::Ledger;
+use cuzk_common::topology::{Topology, RESULTS_STREAM, SUBJECT_SUBMIT, WORK_STREAM};
+use cuzk_wire::job::{JobInput, JobRecord, JobResult, JobSpec, JobStatus};
 use futures::StreamExt;
 use serde_json::json;
 use support::{blobs_left, job};
@@ -36,6 +40,7 @@ async fn client_for(cluster: &ProcessCluster) -> (async_nats::Client, Topology) 
     let urls = cluster.servers.iter().map(|s| s.url()).collect();
     let config = NatsArgs {
         urls: Some(urls),
+        limits: Some(cuzk_common::config::LimitsProfile::Local),
         replicas: Some(cluster.replicas()),
         ack_wait_secs: Some(3),
         ..Default::default()
@@ -57,6 +62,52 @@ fn good_jobs(prefix: &str, count: usize) -> Vec<JobSpec> {
             )
         })
         .collect()
+}
+
+/// Results as a client receives them: every message on `cuzk.results.>` on a plain core
+/// subscription, counted per job id. The stream deduplicates by message id; this does not.
+#[derive(Clone)]
+struct Heard(Arc<Mutex<HashMap<String, usize>>>);
+
+impl Heard {
+    async fn start(client: &async_nats::Client) -> Heard {
+        let mut sub = client.subscribe("cuzk.results.>").await.unwrap();
+        client.flush().await.unwrap();
+        let heard = Heard(Arc::default());
+        let counts = heard.0.clone();
+        tokio::spawn(async move {
+            while let Some(message) = sub.next().await {
+                let id = message
+                    .subject
+                    .trim_start_matches("cuzk.results.")
+                    .to_owned();
+                *counts.lock().unwrap().entry(id).or_default() += 1;
+            }
+        });
+        heard
+    }
+
+    fn count(&self, job_id: &str) -> usize {
+        self.0.lock().unwrap().get(job_id).copied().unwrap_or(0)
+    }
+}
+
+async fn records(topology: &Topology, jobs: &[JobSpec]) -> Vec<JobRecord> {
+    let ledger = Ledger::new(topology);
+    let mut records = Vec::new();
+    for spec in jobs {
+        records.push(ledger.get(&spec.job_id).await.unwrap().expect("a record"));
+    }
+    records
+}
+
+/// Most deliveries any partition of `jobs` took before it was proved.
+async fn most_partition_attempts(topology: &Topology, jobs: &[JobSpec]) -> u32 {
+    let records = records(topology, jobs).await;
+    let attempts = records
+        .iter()
+        .flat_map(|r| r.partitions.iter().map(|p| p.attempts));
+    attempts.max().unwrap_or(0)
 }
 
 async fn submit(client: &async_nats::Client, jobs: &[JobSpec]) {
@@ -125,6 +176,7 @@ async fn last_result(topology: &Topology, job_id: &str) -> JobResult {
 async fn assert_all_reported_once(
     cluster: &mut ProcessCluster,
     topology: &Topology,
+    heard: &Heard,
     good: &[JobSpec],
     poison: &[&str],
 ) {
@@ -150,6 +202,13 @@ async fn assert_all_reported_once(
     tokio::time::sleep(Duration::from_secs(4)).await;
     let counts = stored_results(topology).await;
     let cache = ShapeCache::open_default(true).unwrap();
+    let ids = good
+        .iter()
+        .map(|j| j.job_id.as_str())
+        .chain(poison.iter().copied());
+    for id in ids {
+        assert_eq!(heard.count(id), 1, "job {id}: answers heard on its subject");
+    }
     for spec in good {
         assert_eq!(
             counts.get(&spec.job_id),
@@ -191,13 +250,20 @@ fn cuzk() -> &'static Path {
 async fn gpu_node_killed_mid_partition() {
     let mut cluster = ProcessCluster::start(spec(1, 1, 2), cuzk()).unwrap();
     let (client, topology) = client_for(&cluster).await;
+    let heard = Heard::start(&client).await;
     let jobs = good_jobs("gpu-kill", 3);
     submit(&client, &jobs).await;
     // "proving key loaded" is logged right before a worker proves its first partition.
     let victim = cluster.nodes(Role::Gpu)[0].clone();
     wait_for_log(&cluster, &victim, "proving key loaded").await;
     cluster.kill_node(&victim).unwrap();
-    assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
+    assert_all_reported_once(&mut cluster, &topology, &heard, &jobs, &[]).await;
+    // The partition the victim was proving came back to the other node.
+    let attempts = most_partition_attempts(&topology, &jobs).await;
+    assert!(
+        attempts >= 2,
+        "no partition was redelivered (most attempts {attempts})"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,31 +277,65 @@ async fn synth_node_killed_mid_job() {
     )
     .unwrap();
     let (client, topology) = client_for(&cluster).await;
+    let heard = Heard::start(&client).await;
     let jobs = good_jobs("synth-kill", 2);
     submit(&client, &jobs).await;
     let victim = cluster.nodes(Role::Synth)[0].clone();
     wait_for_log(&cluster, &victim, "partition queued").await;
     cluster.kill_node(&victim).unwrap();
     cluster.add_node(Role::Synth).unwrap();
-    assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
+    assert_all_reported_once(&mut cluster, &topology, &heard, &jobs, &[]).await;
+    // The job the victim held was delivered again to its successor, which resumed it.
+    let records = records(&topology, &jobs).await;
+    let most = records.iter().map(|r| r.intake_attempts).max().unwrap_or(0);
+    assert!(
+        most >= 2,
+        "no job message was redelivered (most deliveries {most})"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_server_of_three_killed_mid_run() {
     let mut cluster = ProcessCluster::start(spec(3, 1, 1), cuzk()).unwrap();
     let (client, topology) = client_for(&cluster).await;
+    let heard = Heard::start(&client).await;
     let jobs = good_jobs("server-kill", 3);
     submit(&client, &jobs).await;
     let gpu = cluster.nodes(Role::Gpu)[0].clone();
     wait_for_log(&cluster, &gpu, "partition proved").await;
-    cluster.servers[0].kill();
-    assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
+    // The server that leads the work queue's stream, as the servers say.
+    let leader = stream_leader(&topology, WORK_STREAM, None).await;
+    let index: usize = leader.trim_start_matches('n').parse().unwrap();
+    cluster.servers[index].kill();
+    // The servers name another leader for it (or the test times out).
+    stream_leader(&topology, WORK_STREAM, Some(&leader)).await;
+    assert_all_reported_once(&mut cluster, &topology, &heard, &jobs, &[]).await;
+}
+
+/// The name of the server leading `stream` (`n0`, `n1`… in `start_cluster`), asked until the
+/// cluster names one other than `not`.
+async fn stream_leader(topology: &Topology, stream: &str, not: Option<&str>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let leader = async {
+            let mut stream = topology.js.get_stream(stream).await.ok()?;
+            stream.info().await.ok()?.cluster.clone()?.leader
+        };
+        match leader.await {
+            Some(leader) if !leader.is_empty() && Some(leader.as_str()) != not => return leader,
+            _ => {}
+        }
+        let other = not.map(|n| format!(" other than {n}")).unwrap_or_default();
+        assert!(Instant::now() < deadline, "{stream} has no leader{other}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_server_restarted_mid_run() {
     let mut cluster = ProcessCluster::start(spec(1, 1, 1), cuzk()).unwrap();
     let (client, topology) = client_for(&cluster).await;
+    let heard = Heard::start(&client).await;
     let jobs = good_jobs("restart", 3);
     submit(&client, &jobs).await;
     let gpu = cluster.nodes(Role::Gpu)[0].clone();
@@ -243,13 +343,14 @@ async fn only_server_restarted_mid_run() {
     cluster.servers[0].kill();
     tokio::time::sleep(Duration::from_secs(2)).await;
     cluster.servers[0].restart().unwrap();
-    assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
+    assert_all_reported_once(&mut cluster, &topology, &heard, &jobs, &[]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poison_job_among_good_ones() {
     let mut cluster = ProcessCluster::start(spec(1, 1, 1), cuzk()).unwrap();
     let (client, topology) = client_for(&cluster).await;
+    let heard = Heard::start(&client).await;
     let good = good_jobs("healthy", 2);
     let mut poison = job(
         "poison",
@@ -259,20 +360,21 @@ async fn poison_job_among_good_ones() {
     );
     poison.input = JobInput::Object("never-uploaded".into());
     submit(&client, &[good[0].clone(), poison, good[1].clone()]).await;
-    assert_all_reported_once(&mut cluster, &topology, &good, &["poison"]).await;
+    assert_all_reported_once(&mut cluster, &topology, &heard, &good, &["poison"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_a_gpu_node_without_losing_work() {
     let mut cluster = ProcessCluster::start(spec(1, 1, 2), cuzk()).unwrap();
     let (client, topology) = client_for(&cluster).await;
+    let heard = Heard::start(&client).await;
     let jobs = good_jobs("drain", 2);
     submit(&client, &jobs).await;
     let victim = cluster.nodes(Role::Gpu)[0].clone();
     wait_for_log(&cluster, &victim, "proving key loaded").await;
     let status = cluster.stop_node(&victim, Duration::from_secs(60)).unwrap();
     assert!(status.success(), "graceful stop exited with {status}");
-    assert_all_reported_once(&mut cluster, &topology, &jobs, &[]).await;
+    assert_all_reported_once(&mut cluster, &topology, &heard, &jobs, &[]).await;
 }
 
 /// A partition whose every delivery dies with its worker (simulated here by a "worker" that
@@ -291,6 +393,7 @@ async fn partition_that_kills_every_worker_fails_the_job() {
     let server = NatsServer::start().unwrap();
     let config = NatsArgs {
         urls: Some(vec![server.url()]),
+        limits: Some(cuzk_common::config::LimitsProfile::Local),
         ack_wait_secs: Some(3),
         ..Default::default()
     }

@@ -1,25 +1,33 @@
 //! The shipped least-privilege config (deploy/nats/auth.conf): each role's credentials can do
-//! its job — a whole job runs through synth and GPU nodes connected as `synth` and `gpu`,
-//! submitted as `submitter` — and are refused what they must not do.
+//! its job — a whole job, its input uploaded to the inputs bucket by the submitter, runs
+//! through synth and GPU nodes connected as `synth` and `gpu` — and are refused what they must
+//! not do. Every refusal is checked twice: refused under the shipped config, and allowed under
+//! a copy that gives every user every subject, so no check passes for another reason (a
+//! message that is not there, an API the stream does not offer).
 
 mod support;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream;
+use async_nats::jetstream::{self, consumer::push, stream};
 use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs};
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::topology::{
-    BLOBS_BUCKET, JOBS_STREAM, SUBJECT_SUBMIT, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER, WORK_STREAM,
+    BLOBS_BUCKET, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SUBMIT,
+    SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
-use cuzk_wire::job::JobStatus;
+use cuzk_wire::job::{JobInput, JobStatus, Priority};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+const USERS: [&str; 5] = ["admin", "submitter", "priority", "synth", "gpu"];
 
 fn role(url: &str, user: &str) -> NatsConfig {
     NatsArgs {
         urls: Some(vec![url.to_owned()]),
+        limits: Some(cuzk_common::config::LimitsProfile::Local),
         user: Some(user.to_owned()),
         password: Some(format!("{user}-secret")),
         inbox_prefix: Some(format!("_INBOX_{user}")),
@@ -31,17 +39,16 @@ fn role(url: &str, user: &str) -> NatsConfig {
 }
 
 /// A JetStream context that gives up quickly: a permission violation shows only as a timeout.
-async fn quick_js(config: &NatsConfig) -> jetstream::Context {
-    let client = cuzk_common::nats::connect(config).await.unwrap();
+async fn quick_js(url: &str, user: &str) -> jetstream::Context {
+    let client = cuzk_common::nats::connect(&role(url, user)).await.unwrap();
     jetstream::ContextBuilder::new()
         .timeout(Duration::from_secs(2))
         .build(client)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_role_can_do_its_job_and_nothing_else() {
-    cuzk_common::telemetry::init_logging();
-    let dir = tempfile::tempdir().unwrap();
+/// The shipped config with its store, port and passwords made local; `loosened` replaces every
+/// user's permissions with all subjects.
+fn server(dir: &Path, loosened: bool) -> (NatsServer, String) {
     let port = free_port().unwrap();
     let shipped = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -51,22 +58,235 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     let mut config = shipped
         .replace(
             "/var/lib/cuzk/nats",
-            &dir.path().join("store").display().to_string(),
+            &dir.join("store").display().to_string(),
         )
         .replace("127.0.0.1:4222", &format!("127.0.0.1:{port}"));
-    for user in ["admin", "submitter", "synth", "gpu"] {
+    for user in USERS {
         config = config.replace(
             &format!("$CUZK_{}_PASSWORD", user.to_uppercase()),
             &format!("\"{user}-secret\""),
         );
     }
-    let conf = dir.path().join("auth.conf");
+    if loosened {
+        config = loosen(&config);
+    }
+    let conf = dir.join("auth.conf");
     std::fs::write(&conf, config).unwrap();
-    let _server = NatsServer::start_config(&conf, port, &dir.path().join("nats.log")).unwrap();
-    let url = format!("nats://127.0.0.1:{port}");
+    let server = NatsServer::start_config(&conf, port, &dir.join("nats.log")).unwrap();
+    (server, format!("nats://127.0.0.1:{port}"))
+}
 
-    cuzk_cli::provision_all(&role(&url, "admin")).await.unwrap();
+/// Every `permissions: { ... }` block replaced by one allowing everything.
+fn loosen(config: &str) -> String {
+    let mut out = String::new();
+    let mut rest = config;
+    while let Some(at) = rest.find("permissions:") {
+        out.push_str(&rest[..at]);
+        let block = &rest[at..];
+        let open = block.find('{').unwrap();
+        let mut depth = 0;
+        let end = block[open..]
+            .char_indices()
+            .find_map(|(i, c)| {
+                depth += match c {
+                    '{' => 1,
+                    '}' => -1,
+                    _ => 0,
+                };
+                (depth == 0).then_some(open + i + 1)
+            })
+            .unwrap();
+        out.push_str(r#"permissions: { publish: ">", subscribe: ">" }"#);
+        rest = &block[end..];
+    }
+    out.push_str(rest);
+    assert_ne!(out, config, "nothing was loosened");
+    out
+}
 
+/// The permission violations the server has logged so far.
+fn violations(log: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter(|line| line.contains("Violation"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What the negative checks act on: a job message waiting in the jobs stream (no synth node
+/// runs yet) and a stored result, at known sequences.
+struct Targets {
+    job_seq: u64,
+    result_seq: u64,
+}
+
+async fn prepare(url: &str) -> Targets {
+    cuzk_cli::provision_all(&role(url, "admin")).await.unwrap();
+    let admin = quick_js(url, "admin").await;
+    let job_seq = admin
+        .publish(SUBJECT_SUBMIT, "{}".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap()
+        .sequence;
+    let result_seq = admin
+        .publish("cuzk.results.target", "{}".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap()
+        .sequence;
+    Targets {
+        job_seq,
+        result_seq,
+    }
+}
+
+/// Whether a JetStream publish was stored.
+async fn published(js: &jetstream::Context, subject: &str) -> bool {
+    match js.publish(subject.to_owned(), "x".into()).await {
+        Ok(ack) => ack.await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Each check: what a role must not be able to do, and whether it managed to.
+async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
+    let gpu = quick_js(url, "gpu").await;
+    let submitter = quick_js(url, "submitter").await;
+    let synth = quick_js(url, "synth").await;
+    let stream = |js: &jetstream::Context, name: &str| {
+        let (js, name) = (js.clone(), name.to_owned());
+        async move { js.get_stream_no_info(name).await.unwrap() }
+    };
+    let ephemeral_push = |deliver: &str| push::Config {
+        deliver_subject: deliver.to_owned(),
+        ..Default::default()
+    };
+    let mut checks = vec![
+        ("gpu submits a job", published(&gpu, SUBJECT_SUBMIT).await),
+        (
+            "gpu reads a job message",
+            stream(&gpu, JOBS_STREAM)
+                .await
+                .get_raw_message(t.job_seq)
+                .await
+                .is_ok(),
+        ),
+        (
+            "gpu uses the synth consumer",
+            stream(&gpu, JOBS_STREAM)
+                .await
+                .consumer_info(SYNTH_CONSUMER)
+                .await
+                .is_ok(),
+        ),
+        (
+            "gpu creates a consumer on the blobs bucket",
+            stream(&gpu, &format!("OBJ_{BLOBS_BUCKET}"))
+                .await
+                .create_consumer(ephemeral_push("_INBOX_gpu.rogue"))
+                .await
+                .is_ok(),
+        ),
+        (
+            "submitter opens the blobs bucket",
+            submitter.get_object_store(BLOBS_BUCKET).await.is_ok(),
+        ),
+        (
+            "submitter enqueues work",
+            published(&submitter, SUBJECT_WORK_NORMAL).await,
+        ),
+        (
+            "submitter publishes a result",
+            published(&submitter, "cuzk.results.forged").await,
+        ),
+        (
+            "submitter submits with high priority",
+            published(&submitter, SUBJECT_SUBMIT_HIGH).await,
+        ),
+        ("submitter writes a job record", {
+            let kv = submitter.get_key_value(JOBS_BUCKET).await.unwrap();
+            kv.put("forged", "{}".into()).await.is_ok()
+        }),
+        (
+            // (Into the jobs stream: stored results replayed as job submissions.)
+            "synth creates a push consumer delivering results where it likes",
+            stream(&synth, RESULTS_STREAM)
+                .await
+                .create_consumer(ephemeral_push("cuzk.jobs.rogue"))
+                .await
+                .is_ok(),
+        ),
+        (
+            "synth deletes a stored result",
+            stream(&synth, RESULTS_STREAM)
+                .await
+                .delete_message(t.result_seq)
+                .await
+                .is_ok(),
+        ),
+        (
+            "synth creates a stream",
+            synth
+                .create_stream(stream::Config {
+                    name: "ROGUE".into(),
+                    ..Default::default()
+                })
+                .await
+                .is_ok(),
+        ),
+    ];
+    // Destructive ones last: under the loosened config they succeed.
+    checks.push((
+        "gpu purges the job records",
+        stream(&gpu, &format!("KV_{JOBS_BUCKET}"))
+            .await
+            .purge()
+            .await
+            .is_ok(),
+    ));
+    checks.push((
+        "gpu purges the results",
+        stream(&gpu, RESULTS_STREAM).await.purge().await.is_ok(),
+    ));
+    checks.push((
+        "synth purges the inputs bucket",
+        stream(&synth, &format!("OBJ_{INPUTS_BUCKET}"))
+            .await
+            .purge()
+            .await
+            .is_ok(),
+    ));
+    checks.push((
+        "synth deletes the work stream",
+        synth
+            .delete_stream(cuzk_common::topology::WORK_STREAM)
+            .await
+            .is_ok(),
+    ));
+    checks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_can_do_its_job_and_nothing_else() {
+    cuzk_common::telemetry::init_logging();
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = server(dir.path(), false);
+    let targets = prepare(&url).await;
+    for (check, allowed) in negative_checks(&url, &targets).await {
+        assert!(!allowed, "shipped config: {check}");
+    }
+
+    // From here on nothing may be refused: what the nodes do in the background (heartbeats,
+    // the sweeper, queue depths) included.
+    let log = dir.path().join("nats.log");
+    let refusals_before = violations(&log);
+    assert!(
+        !refusals_before.is_empty(),
+        "the server logs the refusals above"
+    );
     let shutdown = CancellationToken::new();
     let (_synth_client, synth_topology) = cuzk_cli::connect(&role(&url, "synth")).await.unwrap();
     let synth = SynthArgs {
@@ -94,80 +314,67 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     );
     let gpu_task = tokio::spawn(gpu.run(shutdown.clone()));
 
+    // The submitter uploads the input to its bucket and submits through JetStream, waiting.
     let submitter = cuzk_common::nats::connect(&role(&url, "submitter"))
         .await
         .unwrap();
-    let spec = support::job(
+    let js = jetstream::new(submitter.clone());
+    let inputs = js.get_object_store(INPUTS_BUCKET).await.unwrap();
+    inputs
+        .put("roles-input", &mut &b"roles"[..])
+        .await
+        .expect("the submitter uploads inputs");
+    let mut spec = support::job(
         "least-privilege",
         "mimc",
         json!({"rounds": 300, "partitions": 2}),
-        "roles",
+        "",
     );
-    let result = cuzk_cli::submit_and_wait(&submitter, &spec, support::TIMEOUT)
+    spec.input = JobInput::Object("roles-input".into());
+    let via = cuzk_cli::submit::Via::JetStream;
+    let result = cuzk_cli::submit::submit_and_wait(&submitter, &spec, via, support::TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
+    // High priority: refused for the submitter's subject, done for the priority role's.
+    spec.priority = Priority::High;
+    spec.job_id = "priority-role".into();
+    let priority = cuzk_common::nats::connect(&role(&url, "priority"))
+        .await
+        .unwrap();
+    let result = cuzk_cli::submit::submit_and_wait(&priority, &spec, via, support::TIMEOUT)
         .await
         .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
 
-    // A GPU node cannot submit jobs or read the jobs stream.
-    let gpu_js = quick_js(&role(&url, "gpu")).await;
-    let publish = gpu_js.publish(SUBJECT_SUBMIT, "{}".into()).await;
+    let refused = &violations(&log)[refusals_before.len()..];
     assert!(
-        publish.is_err() || publish.unwrap().await.is_err(),
-        "gpu published a job"
-    );
-    // Stream info (message counts, for the queue-depth gauge) is allowed; messages are not.
-    let jobs = gpu_js.get_stream(JOBS_STREAM).await.unwrap();
-    assert!(
-        jobs.get_raw_message(1).await.is_err(),
-        "gpu read a job message"
-    );
-    assert!(
-        jobs.direct_get(1).await.is_err(),
-        "gpu read a job message directly"
-    );
-    let jobs_consumer = gpu_js
-        .get_consumer_from_stream::<jetstream::consumer::pull::Config, _, _>(
-            SYNTH_CONSUMER,
-            JOBS_STREAM,
-        )
-        .await;
-    assert!(jobs_consumer.is_err(), "gpu reached the synth consumer");
-
-    // A submitter cannot read blobs or enqueue work directly.
-    let submitter_js = quick_js(&role(&url, "submitter")).await;
-    assert!(
-        submitter_js.get_object_store(BLOBS_BUCKET).await.is_err(),
-        "submitter opened the blobs bucket"
-    );
-    let work = submitter_js.publish(SUBJECT_WORK_NORMAL, "x".into()).await;
-    assert!(
-        work.is_err() || work.unwrap().await.is_err(),
-        "submitter enqueued work"
+        refused.is_empty(),
+        "the server refused the roles' own work: {refused:#?}"
     );
 
-    // Worker roles cannot reshape the topology.
-    let synth_js = quick_js(&role(&url, "synth")).await;
-    assert!(
-        synth_js.delete_stream(WORK_STREAM).await.is_err(),
-        "synth deleted the work stream"
-    );
-    let created = synth_js
-        .create_stream(jetstream::stream::Config {
-            name: "ROGUE".into(),
-            ..Default::default()
-        })
-        .await;
-    assert!(created.is_err(), "synth created a stream");
-
-    // Wrong password: refused at connect.
-    let mut wrong = role(&url, "gpu");
-    wrong.password = Some("guess".into());
-    let refused = async_nats::ConnectOptions::with_user_and_password("gpu".into(), "guess".into())
-        .connect(wrong.urls[0].as_str())
-        .await;
-    assert!(refused.is_err(), "a wrong password connected");
-
+    // Wrong password: refused at connect; the right one connects (the check's control).
+    for (password, admitted) in [("guess", false), ("gpu-secret", true)] {
+        let connected =
+            async_nats::ConnectOptions::with_user_and_password("gpu".into(), password.into())
+                .connect(url.as_str())
+                .await;
+        assert_eq!(connected.is_ok(), admitted, "password {password}");
+    }
     shutdown.cancel();
     synth_task.await.unwrap().unwrap();
     gpu_task.await.unwrap().unwrap();
+}
+
+/// The same checks against a copy of the config that allows everyone everything: each one
+/// now succeeds, so each refusal above is the config's doing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_turns_into_success_under_a_loosened_config() {
+    cuzk_common::telemetry::init_logging();
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = server(dir.path(), true);
+    let targets = prepare(&url).await;
+    for (check, allowed) in negative_checks(&url, &targets).await {
+        assert!(allowed, "loosened config: {check} was still refused");
+    }
 }

@@ -6,7 +6,7 @@ mod support;
 
 use cuzk_circuits::ShapeCache;
 use cuzk_cli::{submit_and_wait, verify_job_proof};
-use cuzk_common::records;
+use cuzk_common::lifecycle::Ledger;
 use cuzk_wire::job::{JobStatus, PartitionStatus};
 use serde_json::json;
 use support::{blobs_left, cluster, cluster_with, job, TIMEOUT};
@@ -42,7 +42,8 @@ async fn multi_partition_jobs_come_back_verified() {
             .all(|t| t.blob_bytes > 0 && t.prove_ms > 0.0));
         verify_job_proof(spec, &result, &cache).unwrap();
 
-        let (record, _) = records::load(&cluster.topology.jobs_kv, &spec.job_id)
+        let record = Ledger::new(&cluster.topology)
+            .get(&spec.job_id)
             .await
             .unwrap()
             .unwrap();

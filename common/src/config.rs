@@ -121,6 +121,27 @@ pub struct NatsArgs {
     /// the consumers are first created).
     #[arg(long = "nats-ack-wait-secs", env = "CUZK_NATS_ACK_WAIT_SECS")]
     pub ack_wait_secs: Option<u64>,
+    /// Sizes of the streams and buckets this process creates: `production` (23.3 GiB reserved
+    /// per server) or `local` (2.1 GiB, for private servers and tests); the three settings below
+    /// override parts of it. Set when a stream is first created.
+    #[arg(long = "nats-limits", env = "CUZK_NATS_LIMITS", value_enum)]
+    pub limits: Option<LimitsProfile>,
+    /// Jobs the jobs stream holds at most; a submission beyond it is refused.
+    #[arg(long = "nats-max-queued-jobs", env = "CUZK_NATS_MAX_QUEUED_JOBS")]
+    pub max_queued_jobs: Option<i64>,
+    /// Bytes the blobs bucket holds at most; an upload beyond it is refused and retried later.
+    #[arg(long = "nats-blobs-max-bytes", env = "CUZK_NATS_BLOBS_MAX_BYTES")]
+    pub blobs_max_bytes: Option<i64>,
+    /// Bytes the inputs bucket holds at most; an upload beyond it is refused.
+    #[arg(long = "nats-inputs-max-bytes", env = "CUZK_NATS_INPUTS_MAX_BYTES")]
+    pub inputs_max_bytes: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitsProfile {
+    Production,
+    Local,
 }
 
 /// Resolved connection settings. `Debug` and `Serialize` leave the password out: configs are
@@ -141,6 +162,7 @@ pub struct NatsConfig {
     pub replicas: usize,
     pub timeout: Duration,
     pub ack_wait: Duration,
+    pub limits: crate::topology::Limits,
 }
 
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
@@ -161,6 +183,7 @@ impl std::fmt::Debug for NatsConfig {
             .field("replicas", &self.replicas)
             .field("timeout", &self.timeout)
             .field("ack_wait", &self.ack_wait)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -182,7 +205,11 @@ impl NatsArgs {
             inbox_prefix,
             replicas,
             timeout_secs,
-            ack_wait_secs
+            ack_wait_secs,
+            limits,
+            max_queued_jobs,
+            blobs_max_bytes,
+            inputs_max_bytes
         );
         self
     }
@@ -247,6 +274,22 @@ impl NatsArgs {
                 "must be at least 3 (progress acks go every third)",
             ));
         }
+        let defaults = match self.limits.unwrap_or(LimitsProfile::Production) {
+            LimitsProfile::Production => crate::topology::Limits::default(),
+            LimitsProfile::Local => crate::topology::Limits::local(),
+        };
+        let limits = crate::topology::Limits {
+            max_queued_jobs: self.max_queued_jobs.unwrap_or(defaults.max_queued_jobs),
+            blobs_max_bytes: self.blobs_max_bytes.unwrap_or(defaults.blobs_max_bytes),
+            inputs_max_bytes: self.inputs_max_bytes.unwrap_or(defaults.inputs_max_bytes),
+            ..defaults
+        };
+        if limits.max_queued_jobs < 1 || limits.blobs_max_bytes < 1 || limits.inputs_max_bytes < 1 {
+            return Err(invalid(
+                "nats.max_queued_jobs",
+                "stream and bucket limits must be positive",
+            ));
+        }
         Ok(NatsConfig {
             urls,
             name: self.name.unwrap_or_else(|| default_name.to_owned()),
@@ -261,8 +304,21 @@ impl NatsArgs {
             replicas,
             timeout: Duration::from_secs(timeout_secs),
             ack_wait,
+            limits,
         })
     }
+}
+
+/// Physical memory from /proc/meminfo (8 GiB where it cannot be read).
+fn physical_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        })
+        .unwrap_or(8 << 30)
 }
 
 /// `--param-cache`'s environment twin (the name `cuzk_circuits::ShapeCache::default_dir`
@@ -284,21 +340,39 @@ pub struct SynthArgs {
     /// Threads for circuit synthesis (default: all cores).
     #[arg(long = "synth-threads", env = "CUZK_SYNTH_THREADS")]
     pub threads: Option<usize>,
-    /// Partitions synthesized at once; each holds its whole assignment in memory.
+    /// Partitions synthesized and encoded at once (uploads hold memory, not a slot).
     #[arg(
         long = "synth-partitions-in-flight",
         env = "CUZK_SYNTH_PARTITIONS_IN_FLIGHT"
     )]
     pub partitions_in_flight: Option<usize>,
-    /// Jobs taken from the job queue at once.
+    /// Most jobs held at once (each holds its message and input). A new job is taken only while
+    /// fewer partitions wait than there are threads, so this rarely binds.
     #[arg(long = "synth-jobs-in-flight", env = "CUZK_SYNTH_JOBS_IN_FLIGHT")]
     pub jobs_in_flight: Option<usize>,
-    /// Stop synthesizing while the work queue holds this many partitions (backpressure).
+    /// Bytes of memory the node may use (its resident set): partitions being synthesized,
+    /// encoded and uploaded reserve their size, counted across jobs from each circuit's shape,
+    /// from all but 128 MiB of it (default: three quarters of physical memory).
+    #[arg(long = "synth-memory-budget", env = "CUZK_SYNTH_MEMORY_BUDGET")]
+    pub memory_budget: Option<u64>,
+    /// Stop synthesizing while the blobs bucket holds this many bytes of queued partitions
+    /// (backpressure from the GPUs).
+    #[arg(long = "synth-max-queued-bytes", env = "CUZK_SYNTH_MAX_QUEUED_BYTES")]
+    pub max_queued_bytes: Option<u64>,
+    /// Largest job accepted, in constraints (per-partition constraints × partitions); larger
+    /// ones are refused at intake with the numbers.
     #[arg(
-        long = "synth-max-queued-partitions",
-        env = "CUZK_SYNTH_MAX_QUEUED_PARTITIONS"
+        long = "synth-max-job-constraints",
+        env = "CUZK_SYNTH_MAX_JOB_CONSTRAINTS"
     )]
-    pub max_queued_partitions: Option<u64>,
+    pub max_job_constraints: Option<u64>,
+    /// Fail a job whose record has not changed for this many seconds (the sweeper's backstop
+    /// for jobs whose messages were lost). Make it longer than the longest queue wait.
+    #[arg(
+        long = "synth-no-progress-timeout-secs",
+        env = "CUZK_SYNTH_NO_PROGRESS_TIMEOUT_SECS"
+    )]
+    pub no_progress_timeout_secs: Option<u64>,
     /// Largest inline job input accepted, bytes.
     #[arg(long = "synth-max-inline-input", env = "CUZK_SYNTH_MAX_INLINE_INPUT")]
     pub max_inline_input: Option<usize>,
@@ -314,12 +388,19 @@ pub struct SynthArgs {
     pub drain_timeout_secs: Option<u64>,
 }
 
+/// The part of a synth node's memory budget its process needs besides partitions (runtime,
+/// connections, job messages and inputs); partitions reserve from the rest.
+pub const SYNTH_PROCESS_ALLOWANCE: u64 = 128 << 20;
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SynthConfig {
     pub threads: usize,
     pub partitions_in_flight: usize,
     pub jobs_in_flight: usize,
-    pub max_queued_partitions: u64,
+    pub memory_budget: u64,
+    pub max_queued_bytes: u64,
+    pub max_job_constraints: u64,
+    pub no_progress_timeout: Duration,
     pub max_inline_input: usize,
     pub zstd_level: i32,
     pub drain_timeout: Duration,
@@ -333,7 +414,10 @@ impl SynthArgs {
             threads,
             partitions_in_flight,
             jobs_in_flight,
-            max_queued_partitions,
+            memory_budget,
+            max_queued_bytes,
+            max_job_constraints,
+            no_progress_timeout_secs,
             max_inline_input,
             zstd_level,
             drain_timeout_secs
@@ -346,8 +430,13 @@ impl SynthArgs {
         let config = SynthConfig {
             threads,
             partitions_in_flight: self.partitions_in_flight.unwrap_or(threads.max(2)),
-            jobs_in_flight: self.jobs_in_flight.unwrap_or(2),
-            max_queued_partitions: self.max_queued_partitions.unwrap_or(32),
+            jobs_in_flight: self.jobs_in_flight.unwrap_or(64),
+            memory_budget: self
+                .memory_budget
+                .unwrap_or_else(|| physical_memory() / 4 * 3),
+            max_queued_bytes: self.max_queued_bytes.unwrap_or(8 << 30),
+            max_job_constraints: self.max_job_constraints.unwrap_or(1 << 32),
+            no_progress_timeout: Duration::from_secs(self.no_progress_timeout_secs.unwrap_or(3600)),
             max_inline_input: self
                 .max_inline_input
                 .unwrap_or(cuzk_wire::job::DEFAULT_MAX_INLINE_INPUT),
@@ -363,8 +452,20 @@ impl SynthArgs {
                 "in-flight limits must be at least 1",
             ));
         }
-        if config.max_queued_partitions == 0 {
-            return Err(invalid("synth.max_queued_partitions", "must be at least 1"));
+        if config.memory_budget < 2 * SYNTH_PROCESS_ALLOWANCE {
+            return Err(invalid(
+                "synth.memory_budget",
+                format!("must be at least {} bytes", 2 * SYNTH_PROCESS_ALLOWANCE),
+            ));
+        }
+        if config.max_queued_bytes == 0 {
+            return Err(invalid("synth.max_queued_bytes", "must be positive"));
+        }
+        if config.no_progress_timeout < Duration::from_secs(1) {
+            return Err(invalid(
+                "synth.no_progress_timeout_secs",
+                "must be at least 1",
+            ));
         }
         if !(-7..=22).contains(&config.zstd_level) {
             return Err(invalid("synth.zstd_level", "must be in -7..=22"));
@@ -597,7 +698,7 @@ mod tests {
         let synth = cli.merge(file.synth).resolve().unwrap();
         assert_eq!(
             (synth.threads, synth.zstd_level, synth.jobs_in_flight),
-            (7, 5, 2)
+            (7, 5, 64)
         );
         let nats = NatsArgs::default().merge(file.nats).resolve("x").unwrap();
         assert_eq!(nats.urls, vec!["nats://a:1".to_owned()]);

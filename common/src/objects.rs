@@ -1,13 +1,17 @@
 //! Object-store access with the cluster's size bounds and retry policy: witness blobs and large
-//! job inputs.
+//! job inputs. Objects are read chunk by chunk from the bucket's stream leader
+//! (`$JS.API.STREAM.MSG.GET`) rather than through the ephemeral consumer the object store would
+//! create, so that no role needs the right to create consumers; the SHA-256 digest the writer
+//! stored is checked.
 
 use async_nats::jetstream::object_store::{
-    DeleteErrorKind, GetErrorKind, InfoErrorKind, ObjectInfo, ObjectMetadata, ObjectStore,
+    DeleteErrorKind, InfoErrorKind, ObjectInfo, ObjectMetadata, ObjectStore,
 };
+use async_nats::jetstream::stream::Stream;
+use base64::Engine;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::time::Duration;
-
-use tokio::io::AsyncReadExt;
 
 use crate::nats::{retry_retryable as retry, RetryPolicy};
 use crate::topology::BLOB_CHUNK_SIZE;
@@ -138,6 +142,8 @@ fn stripe_name(name: &str, stripe: usize) -> String {
 async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError> {
     retry("object info", RetryPolicy::NETWORK, || async {
         match store.info(name).await {
+            // A deleted object's info is its tombstone.
+            Ok(info) if info.deleted => Err(ObjectError::NotFound(name.into())),
             Ok(info) => Ok(info),
             Err(e) if e.kind() == InfoErrorKind::NotFound => {
                 Err(ObjectError::NotFound(name.into()))
@@ -148,11 +154,13 @@ async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError
     .await
 }
 
-/// Reads a whole (possibly striped) object after checking its declared size against `limit`;
+/// Reads a whole (possibly striped) object of `store` (whose stream is `stream`) after checking
+/// its declared size against `limit`;
 /// every stripe's read is capped at its declared length, so a lying header cannot make us
 /// allocate more.
 pub async fn read_bounded(
     store: &ObjectStore,
+    stream: &Stream<()>,
     name: &str,
     limit: u64,
 ) -> Result<Vec<u8>, ObjectError> {
@@ -166,7 +174,7 @@ pub async fn read_bounded(
     }
     let stripes = futures::future::try_join_all(
         (0..layout.stripes())
-            .map(|i| read_stripe(store, stripe_name(name, i), layout.range(i).len())),
+            .map(|i| read_stripe(store, stream, stripe_name(name, i), layout.range(i).len())),
     )
     .await?;
     if stripes.len() == 1 {
@@ -177,32 +185,63 @@ pub async fn read_bounded(
 
 async fn read_stripe(
     store: &ObjectStore,
+    stream: &Stream<()>,
     name: String,
     size: usize,
 ) -> Result<Vec<u8>, ObjectError> {
     let name = name.as_str();
     retry("read object", RetryPolicy::NETWORK, || {
         bounded(name, size as u64, async {
-            let object = store.get(name).await.map_err(|e| match e.kind() {
-                GetErrorKind::NotFound => ObjectError::NotFound(name.into()),
-                _ => unavailable(name, e),
-            })?;
-            let mut bytes = Vec::with_capacity(size);
-            object
-                .take(size as u64 + 1)
-                .read_to_end(&mut bytes)
-                .await
-                .map_err(|e| unavailable(name, e))?;
-            if bytes.len() != size {
+            let info = info(store, name).await?;
+            if info.size != size {
                 return Err(unavailable(
                     name,
-                    format!("read {} bytes, expected {size}", bytes.len()),
+                    format!("stripe holds {} bytes, expected {size}", info.size),
                 ));
             }
-            Ok(bytes)
+            read_chunks(stream, &info).await
         })
     })
     .await
+}
+
+async fn read_chunks(stream: &Stream<()>, info: &ObjectInfo) -> Result<Vec<u8>, ObjectError> {
+    let name = info.name.as_str();
+    let size = info.size;
+    let subject = format!("$O.{}.C.{}", info.bucket, info.nuid);
+    let mut bytes = Vec::with_capacity(size);
+    let mut next = 1;
+    for _ in 0..info.chunks {
+        let chunk = stream
+            .raw_message_builder()
+            .sequence(next)
+            .next_by_subject(subject.clone())
+            .send()
+            .await
+            .map_err(|e| unavailable(name, e))?;
+        next = chunk.sequence + 1;
+        if bytes.len() + chunk.payload.len() > size {
+            return Err(unavailable(
+                name,
+                format!("chunks exceed the declared {size} bytes"),
+            ));
+        }
+        bytes.extend_from_slice(&chunk.payload);
+    }
+    if bytes.len() != size {
+        return Err(unavailable(
+            name,
+            format!("read {} bytes, expected {size}", bytes.len()),
+        ));
+    }
+    let digest = format!(
+        "SHA-256={}",
+        base64::engine::general_purpose::URL_SAFE.encode(Sha256::digest(&bytes))
+    );
+    if info.digest.as_deref().is_some_and(|d| d != digest) {
+        return Err(unavailable(name, "digest mismatch"));
+    }
+    Ok(bytes)
 }
 
 /// Writes `bytes` as one object, striped when large; all stripes go up at once.

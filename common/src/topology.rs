@@ -15,6 +15,9 @@ use async_nats::jetstream::{
 
 /// Where clients publish jobs (`nats pub cuzk.jobs.submit '{...}'`).
 pub const SUBJECT_SUBMIT: &str = "cuzk.jobs.submit";
+/// Where jobs with `"priority": "high"` must be published: only roles allowed to use high
+/// priority may publish here (deploy/nats/auth.conf); intake refuses high priority elsewhere.
+pub const SUBJECT_SUBMIT_HIGH: &str = "cuzk.jobs.submit.high";
 pub const SUBJECT_WORK_HIGH: &str = "cuzk.work.high";
 pub const SUBJECT_WORK_NORMAL: &str = "cuzk.work.normal";
 /// The server announces here (suffixed `.<stream>.<consumer>`) a message that reached
@@ -58,6 +61,61 @@ pub const MAX_DELIVER: i64 = 5;
 /// Object-store chunk size: under the default 1 MiB `max_payload`, large to cut per-chunk acks.
 pub const BLOB_CHUNK_SIZE: usize = 1024 * 1024 - 4096;
 
+/// Upper bounds of the streams and buckets. Everything a client or node adds is refused once
+/// its store is full (discard new) — a refused submission is reported to a publisher that asks
+/// (`nats req`, `cuzk submit`), a refused upload is retried later — except results, which must
+/// always be publishable and drop their oldest instead. A server reserves every byte limit from
+/// its `max_file_store` when the stream is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Limits {
+    pub max_queued_jobs: i64,
+    pub blobs_max_bytes: i64,
+    pub inputs_max_bytes: i64,
+    /// Job messages are at most `MAX_JOB_MESSAGE`; most are small.
+    pub jobs_max_bytes: i64,
+    /// Work items are a few hundred bytes each, one per queued partition.
+    pub work_max_bytes: i64,
+    /// About 5 KB per job for its result, and again for its record.
+    pub results_max_bytes: i64,
+    pub records_max_bytes: i64,
+}
+
+/// 23.3 GiB reserved per server (docs/deploy.md).
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_queued_jobs: 100_000,
+            blobs_max_bytes: 16 << 30,
+            inputs_max_bytes: 4 << 30,
+            jobs_max_bytes: 1 << 30,
+            work_max_bytes: 256 << 20,
+            results_max_bytes: 1 << 30,
+            records_max_bytes: 1 << 30,
+        }
+    }
+}
+
+impl Limits {
+    /// For private servers on a developer's machine or in tests (`cuzk local`, `cuzk launch`,
+    /// the test clusters): 2.1 GiB reserved per server.
+    pub fn local() -> Limits {
+        Limits {
+            blobs_max_bytes: 1 << 30,
+            inputs_max_bytes: 256 << 20,
+            jobs_max_bytes: 256 << 20,
+            work_max_bytes: 64 << 20,
+            results_max_bytes: 256 << 20,
+            records_max_bytes: 256 << 20,
+            ..Limits::default()
+        }
+    }
+}
+
+/// Heartbeats: one small entry per node.
+const NODES_KV_MAX_BYTES: i64 = 16 << 20;
+/// More work items than this cannot wait (a byte limit binds first at a few hundred bytes each).
+const WORK_MAX_MESSAGES: i64 = 1_000_000;
+
 #[derive(Debug, thiserror::Error)]
 #[error("provisioning {what} failed: {message}")]
 pub struct TopologyError {
@@ -80,6 +138,9 @@ pub struct Topology {
     pub nodes_kv: kv::Store,
     pub blobs: ObjectStore,
     pub inputs: ObjectStore,
+    /// The buckets' streams, for reading objects without a consumer (`objects.rs`).
+    pub blobs_stream: Stream<()>,
+    pub inputs_stream: Stream<()>,
 }
 
 async fn ensure_stream(js: &Context, config: stream::Config) -> Result<Stream, TopologyError> {
@@ -93,6 +154,7 @@ async fn ensure_object_store(
     js: &Context,
     bucket: &str,
     max_age: Duration,
+    max_bytes: i64,
     replicas: usize,
 ) -> Result<ObjectStore, TopologyError> {
     if let Ok(store) = js.get_object_store(bucket).await {
@@ -101,6 +163,7 @@ async fn ensure_object_store(
     let config = object_store::Config {
         bucket: bucket.to_owned(),
         max_age,
+        max_bytes,
         num_replicas: replicas,
         storage: StorageType::File,
         ..Default::default()
@@ -120,6 +183,7 @@ pub async fn provision(
     js: &Context,
     replicas: usize,
     ack_wait: Duration,
+    limits: Limits,
 ) -> Result<Topology, TopologyError> {
     ensure_stream(
         js,
@@ -130,6 +194,9 @@ pub async fn provision(
             storage: StorageType::File,
             num_replicas: replicas,
             max_message_size: MAX_JOB_MESSAGE,
+            max_messages: limits.max_queued_jobs,
+            max_bytes: limits.jobs_max_bytes,
+            discard: DiscardPolicy::New,
             max_age: RETENTION,
             ..Default::default()
         },
@@ -143,6 +210,9 @@ pub async fn provision(
             retention: RetentionPolicy::WorkQueue,
             storage: StorageType::File,
             num_replicas: replicas,
+            max_messages: WORK_MAX_MESSAGES,
+            max_bytes: limits.work_max_bytes,
+            discard: DiscardPolicy::New,
             max_age: BLOB_MAX_AGE,
             ..Default::default()
         },
@@ -157,23 +227,56 @@ pub async fn provision(
             storage: StorageType::File,
             num_replicas: replicas,
             max_age: RETENTION,
+            max_bytes: limits.results_max_bytes,
+            discard: DiscardPolicy::Old,
             duplicate_window: RESULTS_DEDUP_WINDOW,
             ..Default::default()
         },
     )
     .await?;
-    let jobs_kv = ensure_kv(js, JOBS_BUCKET, RETENTION, StorageType::File, replicas).await?;
+    let jobs_kv = ensure_kv(
+        js,
+        JOBS_BUCKET,
+        RETENTION,
+        limits.records_max_bytes,
+        StorageType::File,
+        replicas,
+    )
+    .await?;
     // Heartbeats: only the latest per node, in memory, gone after NODES_MAX_AGE.
     let nodes_kv = ensure_kv(
         js,
         NODES_BUCKET,
         NODES_MAX_AGE,
+        NODES_KV_MAX_BYTES,
         StorageType::Memory,
         replicas,
     )
     .await?;
-    let blobs = ensure_object_store(js, BLOBS_BUCKET, BLOB_MAX_AGE, replicas).await?;
-    let inputs = ensure_object_store(js, INPUTS_BUCKET, RETENTION, replicas).await?;
+    let blobs = ensure_object_store(
+        js,
+        BLOBS_BUCKET,
+        BLOB_MAX_AGE,
+        limits.blobs_max_bytes,
+        replicas,
+    )
+    .await?;
+    let inputs = ensure_object_store(
+        js,
+        INPUTS_BUCKET,
+        RETENTION,
+        limits.inputs_max_bytes,
+        replicas,
+    )
+    .await?;
+    let bucket_stream = |bucket: &str| {
+        let name = format!("OBJ_{bucket}");
+        async move {
+            js.get_stream_no_info(&name)
+                .await
+                .map_err(|e| failed(format!("stream {name}"))(e.to_string()))
+        }
+    };
     Ok(Topology {
         js: js.clone(),
         ack_wait,
@@ -181,6 +284,8 @@ pub async fn provision(
         nodes_kv,
         blobs,
         inputs,
+        blobs_stream: bucket_stream(BLOBS_BUCKET).await?,
+        inputs_stream: bucket_stream(INPUTS_BUCKET).await?,
     })
 }
 
@@ -190,6 +295,7 @@ async fn ensure_kv(
     js: &Context,
     bucket: &str,
     max_age: Duration,
+    max_bytes: i64,
     storage: StorageType,
     replicas: usize,
 ) -> Result<kv::Store, TopologyError> {
@@ -200,6 +306,7 @@ async fn ensure_kv(
             subjects: vec![format!("$KV.{bucket}.>")],
             max_messages_per_subject: 1,
             max_age,
+            max_bytes,
             storage,
             num_replicas: replicas,
             allow_rollup: true,
@@ -300,18 +407,21 @@ impl Topology {
         Ok(info.state.messages)
     }
 
-    /// Partitions waiting in the work queue (published, not yet acknowledged).
-    pub async fn queued_partitions(&self) -> Result<u64, TopologyError> {
+    /// Bytes of witness blobs waiting to be proved (blobs are deleted once proved), and the
+    /// most the blobs bucket holds.
+    pub async fn queued_blob_bytes(&self) -> Result<(u64, u64), TopologyError> {
+        let name = format!("OBJ_{BLOBS_BUCKET}");
         let mut stream = self
             .js
-            .get_stream(WORK_STREAM)
+            .get_stream(&name)
             .await
-            .map_err(|e| failed("work stream")(e.to_string()))?;
+            .map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
         let info = stream
             .info()
             .await
-            .map_err(|e| failed("work stream info")(e.to_string()))?;
-        Ok(info.state.messages)
+            .map_err(|e| failed(format!("stream {name} info"))(e.to_string()))?;
+        let limit = u64::try_from(info.config.max_bytes).unwrap_or(u64::MAX);
+        Ok((info.state.bytes, limit))
     }
 }
 

@@ -5,20 +5,24 @@
 use std::time::Duration;
 
 use async_nats::jetstream::object_store::{Config, ObjectStore};
+use async_nats::jetstream::stream::Stream;
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::objects::{self, ObjectError, STRIPE_BYTES};
 use futures::StreamExt;
 use rand::RngCore;
 
-async fn store(server: &NatsServer) -> ObjectStore {
+/// The bucket and its stream (objects are read chunk by chunk from the stream).
+async fn store(server: &NatsServer) -> (ObjectStore, Stream<()>) {
     let client = async_nats::connect(server.url()).await.unwrap();
     let js = async_nats::jetstream::new(client);
-    js.create_object_store(Config {
-        bucket: "t".into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap()
+    let store = js
+        .create_object_store(Config {
+            bucket: "t".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    (store, js.get_stream_no_info("OBJ_t").await.unwrap())
 }
 
 async fn names(store: &ObjectStore) -> Vec<String> {
@@ -40,20 +44,20 @@ fn random(len: usize) -> Vec<u8> {
 #[tokio::test]
 async fn a_large_object_is_striped_and_read_back_whole() {
     let server = NatsServer::start().unwrap();
-    let store = store(&server).await;
+    let (store, stream) = store(&server).await;
     let bytes = random(3 * STRIPE_BYTES + 12345);
     objects::put(&store, "blob", &bytes).await.unwrap();
     assert_eq!(
         names(&store).await,
         ["blob", "blob.stripe1", "blob.stripe2", "blob.stripe3"]
     );
-    let back = objects::read_bounded(&store, "blob", bytes.len() as u64)
+    let back = objects::read_bounded(&store, &stream, "blob", bytes.len() as u64)
         .await
         .unwrap();
     assert!(back == bytes, "striped read differs");
 
     // The limit applies to the whole, not to a stripe.
-    let err = objects::read_bounded(&store, "blob", bytes.len() as u64 - 1)
+    let err = objects::read_bounded(&store, &stream, "blob", bytes.len() as u64 - 1)
         .await
         .map(|b| b.len())
         .unwrap_err();
@@ -68,7 +72,7 @@ async fn a_large_object_is_striped_and_read_back_whole() {
 #[tokio::test]
 async fn plain_and_small_objects_are_one_object() {
     let server = NatsServer::start().unwrap();
-    let store = store(&server).await;
+    let (store, stream) = store(&server).await;
     let small = random(1000);
     objects::put(&store, "small", &small).await.unwrap();
     // Written by the object store itself, as `nats object put` would.
@@ -76,7 +80,9 @@ async fn plain_and_small_objects_are_one_object() {
     store.put("plain", &mut plain.as_slice()).await.unwrap();
     assert_eq!(names(&store).await, ["plain", "small"]);
     for (name, bytes) in [("small", &small), ("plain", &plain)] {
-        let back = objects::read_bounded(&store, name, 1 << 30).await.unwrap();
+        let back = objects::read_bounded(&store, &stream, name, 1 << 30)
+            .await
+            .unwrap();
         assert!(&back == bytes, "{name} differs");
     }
 }
@@ -84,13 +90,13 @@ async fn plain_and_small_objects_are_one_object() {
 #[tokio::test]
 async fn a_missing_or_short_stripe_fails_the_read() {
     let server = NatsServer::start().unwrap();
-    let store = store(&server).await;
+    let (store, stream) = store(&server).await;
     let bytes = random(2 * STRIPE_BYTES + 1);
     objects::put(&store, "gone", &bytes).await.unwrap();
     store.delete("gone.stripe2").await.unwrap();
     let err = tokio::time::timeout(
         Duration::from_secs(60),
-        objects::read_bounded(&store, "gone", 1 << 30),
+        objects::read_bounded(&store, &stream, "gone", 1 << 30),
     )
     .await
     .expect("a missing stripe must not hang the read")
@@ -103,7 +109,7 @@ async fn a_missing_or_short_stripe_fails_the_read() {
         .put("short.stripe1", &mut &bytes[..100])
         .await
         .unwrap();
-    let err = objects::read_bounded(&store, "short", 1 << 30)
+    let err = objects::read_bounded(&store, &stream, "short", 1 << 30)
         .await
         .map(|b| b.len())
         .unwrap_err();

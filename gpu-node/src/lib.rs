@@ -1,63 +1,46 @@
-//! The GPU node: pulls partition work items one at a time per worker, prefetches and decodes the
-//! next witness blob while the current partition is proved, proves through a [`Backend`] with the
-//! shape's proving key (resident per device, shared by its workers), records the partition
-//! proof, and — on the node that completes a job's set — assembles and reports the job's proof
-//! exactly once.
+//! The GPU node: per worker, a fetcher pulls partition work items one at a time and prefetches
+//! and decodes the next witness blob while the current partition is proved (the picker); the
+//! executor proves through a [`Backend`] with the shape's proving key, resident per device and
+//! shared by its workers (`executor`); the saver records the proof through the ledger, which
+//! assembles and reports the job on the node that completes its set (`saver`). A work item whose
+//! partition is already proved, or whose job has ended, is acknowledged and skipped.
 
+mod buffers;
+mod executor;
 mod keys;
+mod saver;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
+use async_nats::jetstream::{self, consumer::PullConsumer};
 use bellperson::groth16::prepare_verifying_key;
 use blstrs::Scalar;
 use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
 use cuzk_common::config::{BackendKind, GpuConfig, ParamConfig};
+use cuzk_common::lifecycle::{machine, Ledger, Proved, ProvedPartition};
 use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::nats::{ms, progress_ticker, pull_one};
 use cuzk_common::nodes::{self, Held, NodeInfo, NodeLoad};
 use cuzk_common::objects;
-use cuzk_common::records;
+use cuzk_common::policy::{Settle, StepError as PartitionError};
 use cuzk_common::telemetry;
-use cuzk_common::topology::{Topology, MAX_DELIVER};
+use cuzk_common::topology::Topology;
 use cuzk_prover::{Backend, CpuBackend};
 use cuzk_wire::blob::{self, DecodeLimits};
-use cuzk_wire::job::{
-    unix_ms, JobRecord, JobResult, JobStatus, JobTimings, PartitionStatus, PartitionTimings,
-    WorkItem, RESULT_VERSION,
-};
+use cuzk_wire::job::{unix_ms, PartitionTimings, WorkItem};
 use cuzk_wire::witness::Witness;
-use cuzk_wire::Retryable;
 use ff::Field;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
 
-/// How handling one work item ended, when it did not succeed.
-#[derive(Debug, thiserror::Error)]
-enum PartitionError {
-    /// This partition can never be proved: the job fails with this reason.
-    #[error("{0}")]
-    Fatal(String),
-    /// Transient: hand the item back for a later attempt.
-    #[error("{0}")]
-    Retry(String),
-}
-
-impl<E: Retryable> From<E> for PartitionError {
-    fn from(e: E) -> Self {
-        if e.retryable() {
-            PartitionError::Retry(e.to_string())
-        } else {
-            PartitionError::Fatal(e.to_string())
-        }
-    }
-}
+use crate::buffers::WitnessBuffers;
+use crate::saver::Outcome;
 
 /// The `circuit`/`shape` labels of a work item's measurements.
-fn labels(item: &WorkItem) -> JobLabels {
+pub(crate) fn labels(item: &WorkItem) -> JobLabels {
     JobLabels::new(&item.circuit, &item.shape_key)
 }
 
@@ -82,6 +65,7 @@ use keys::{Keys, Loaded};
 
 pub struct GpuNode {
     topology: Topology,
+    ledger: Ledger,
     config: GpuConfig,
     name: String,
     /// Decoded-witness buffers, reused so each partition's decode writes into memory that is
@@ -112,6 +96,7 @@ impl GpuNode {
         let devices = cuzk_kernels::device_count().max(1);
         let buffers = WitnessBuffers::new(devices * config.workers * (1 + config.prefetch));
         Ok(GpuNode {
+            ledger: Ledger::new(&topology),
             topology,
             config,
             name,
@@ -272,7 +257,7 @@ impl GpuNode {
         while let Some(prepared) = rx.recv().await {
             let prepared: Prepared = prepared;
             if shutdown.is_cancelled() {
-                self.settle(&prepared, AckKind::Nak(None)).await;
+                self.settle(&prepared, Settle::Nak(None)).await;
                 continue;
             }
             let span = prepared.span.clone();
@@ -331,7 +316,7 @@ impl GpuNode {
             Ok(item) => item,
             Err(e) => {
                 warn!(err = %e, "dropping an unreadable work item");
-                let _ = message.ack_with(AckKind::Term).await;
+                let _ = message.ack_with(jetstream::AckKind::Term).await;
                 return None;
             }
         };
@@ -381,14 +366,11 @@ impl GpuNode {
                     Some(prepared)
                 }
                 Ok(None) => {
-                    self.settle(&prepared, AckKind::Ack).await;
-                    objects::delete(&self.topology.blobs, &prepared.item.blob_object)
-                        .await
-                        .ok();
+                    self.save(&prepared, Outcome::Skipped).await;
                     None
                 }
                 Err(e) => {
-                    self.handle_failure(&prepared, e).await;
+                    self.save(&prepared, Outcome::Failed(e)).await;
                     None
                 }
             }
@@ -397,20 +379,31 @@ impl GpuNode {
         .await
     }
 
-    /// The item's witness and the matrices hash it was synthesized against; `None` when its
-    /// job already ended.
+    /// The item's witness and the matrices hash it was synthesized against; `None` when there
+    /// is nothing to prove (its partition is proved or its job ended).
     async fn fetch_witness(
         &self,
         item: &WorkItem,
         timings: &mut PartitionTimings,
     ) -> Result<Option<(Witness, [u8; 32])>, PartitionError> {
-        match records::load(&self.topology.jobs_kv, &item.job_id).await? {
-            Some((record, _)) if !record.status.is_final() => {}
-            _ => return Ok(None),
+        // A redelivered item of a proved partition (lost ack, server restart, leader change)
+        // finds its blob deleted: skip it, and finish what a crash may have left of its job.
+        let Some(record) = self.ledger.get(&item.job_id).await? else {
+            warn!(job_id = %item.job_id, "work item of a job without a record; skipping");
+            return Ok(None);
+        };
+        match machine::partition_state(&record, item.partition as usize) {
+            Proved::Recorded => {}
+            state => {
+                info!(job_id = %item.job_id, partition = item.partition, ?state, "nothing to prove; skipping");
+                self.ledger.catch_up(&record).await?;
+                return Ok(None);
+            }
         }
         let started = Instant::now();
         let bytes = objects::read_bounded(
             &self.topology.blobs,
+            &self.topology.blobs_stream,
             &item.blob_object,
             self.limits.max_blob_bytes,
         )
@@ -460,20 +453,29 @@ impl GpuNode {
         mut prepared: Prepared,
     ) {
         let witness = std::mem::take(&mut prepared.witness);
-        match self
+        let outcome = match self
             .prove(backend, pool, keys, label, &prepared, witness)
             .await
         {
-            Ok(()) => {
-                self.settle(&prepared, AckKind::Ack).await;
-                if let Err(e) =
-                    objects::delete(&self.topology.blobs, &prepared.item.blob_object).await
-                {
-                    warn!(err = %e, "deleting a proved blob failed; the bucket's max age reclaims it");
-                }
-            }
-            Err(e) => self.handle_failure(&prepared, e).await,
-        }
+            Ok(proof) => Outcome::Proved(proof),
+            Err(e) => Outcome::Failed(e),
+        };
+        self.save(&prepared, outcome).await;
+    }
+
+    async fn save(&self, prepared: &Prepared, outcome: Outcome) {
+        prepared.ticker.abort();
+        let held = saver::Item {
+            message: &prepared.message,
+            item: &prepared.item,
+            delivered: prepared.delivered,
+        };
+        saver::save(&self.topology, &self.ledger, held, outcome).await;
+    }
+
+    async fn settle(&self, prepared: &Prepared, settle: Settle) {
+        prepared.ticker.abort();
+        saver::settle_message(&prepared.message, &prepared.item, settle).await;
     }
 
     async fn prove<B: Backend>(
@@ -484,7 +486,7 @@ impl GpuNode {
         label: &str,
         prepared: &Prepared,
         witness: Witness,
-    ) -> Result<(), PartitionError> {
+    ) -> Result<ProvedPartition, PartitionError> {
         let item = &prepared.item;
         let family = family_of(item)?;
         let synthetic = family.synthetic();
@@ -507,18 +509,22 @@ impl GpuNode {
                 hex::encode(&info.matrices_hash[..8])
             )));
         }
-        let public_inputs = witness.public_inputs().to_vec();
         let mut rng = rand::rngs::OsRng;
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let started = Instant::now();
         let (backend_ref, shape_ref, pool) = (backend.clone(), shape.clone(), pool.clone());
+        // A synthetic witness satisfies no constraint: its proof cannot verify.
+        let verified = self.config.verify && !synthetic;
+        let (partition, job) = (item.partition, labels(item));
         // Spans do not follow work onto other threads: enter `prove` on the pool thread so the
         // prover's stage spans are its children.
         let span = info_span!("prove");
         let (proved, witness) = tokio::task::spawn_blocking(move || {
             let proved = pool.install(|| {
                 span.in_scope(|| {
-                    cuzk_prover::prove_timed(&*backend_ref, &shape_ref.key, &witness, r, s)
+                    let pvk = verified.then_some(&shape_ref.pvk);
+                    let key = &shape_ref.key;
+                    executor::prove(&*backend_ref, key, pvk, &witness, (r, s), partition, &job)
                 })
             });
             (proved, witness)
@@ -541,19 +547,6 @@ impl GpuNode {
         timings.spmv_ms = ms(prove_timings.evaluate);
         timings.h_ms = ms(prove_timings.h);
         timings.msm_ms = ms(prove_timings.msm);
-        // A synthetic witness satisfies no constraint: its proof cannot verify.
-        let verified = self.config.verify && !synthetic;
-        if verified
-            && !matches!(
-                cuzk_prover::verify(&shape.pvk, &proof, &public_inputs),
-                Ok(true)
-            )
-        {
-            return Err(PartitionError::Fatal(format!(
-                "partition {} proof does not verify: the parameters do not match the circuit",
-                item.partition
-            )));
-        }
         let proof_hex = hex::encode(cuzk_prover::proof_bytes(&proof));
         info!(
             h2d_ms = timings.h2d_ms,
@@ -567,29 +560,13 @@ impl GpuNode {
             "partition proved"
         );
 
-        let index = item.partition as usize;
-        let record = records::update(&self.topology.jobs_kv, &item.job_id, |record| {
-            let Some(partition) = record.partitions.get_mut(index) else {
-                return false;
-            };
-            if record.status.is_final() || partition.status == PartitionStatus::Proved {
-                return false;
-            }
-            partition.status = PartitionStatus::Proved;
-            partition.proof = Some(proof_hex.clone());
-            partition.timings = timings;
-            partition.attempts = prepared.delivered as u32;
-            partition.prover = Some(format!("{}/{label}", self.name));
-            partition.verified = verified;
-            true
+        Ok(ProvedPartition {
+            proof: proof_hex,
+            timings,
+            attempts: prepared.delivered as u32,
+            prover: format!("{}/{label}", self.name),
+            verified,
         })
-        .await?;
-        if let Some(record) = record.filter(|r| r.all_proved() && !r.status.is_final()) {
-            self.assemble(&record, &job)
-                .instrument(info_span!("assemble"))
-                .await?;
-        }
-        Ok(())
     }
 
     /// The proving key of a circuit shape, loaded into the backend once per device.
@@ -620,145 +597,6 @@ impl GpuNode {
             Ok(Loaded { key, pvk, bytes })
         };
         keys.get_or_load(&shape_key, prepare, load).await
-    }
-
-    /// Builds the job's result from its complete record and reports it (idempotent).
-    async fn assemble(&self, record: &JobRecord, job: &JobLabels) -> Result<(), PartitionError> {
-        let started = Instant::now();
-        let mut proof = Vec::with_capacity(record.partitions.len() * 192);
-        for partition in &record.partitions {
-            let bytes = partition
-                .proof
-                .as_deref()
-                .and_then(|h| hex::decode(h).ok())
-                .filter(|b| b.len() == 192);
-            let bytes = bytes.ok_or_else(|| {
-                PartitionError::Fatal("a stored partition proof is malformed".into())
-            })?;
-            proof.extend_from_slice(&bytes);
-        }
-        let partition_timings: Vec<PartitionTimings> =
-            record.partitions.iter().map(|p| p.timings).collect();
-        let now = unix_ms();
-        let result = JobResult {
-            version: RESULT_VERSION,
-            job_id: record.job_id.clone(),
-            status: JobStatus::Done,
-            circuit: Some(record.circuit.clone()),
-            proof: Some(hex::encode(&proof)),
-            partitions: record.partitions.len() as u32,
-            verified: record.partitions.iter().all(|p| p.verified),
-            synthetic: cuzk_circuits::resolve(&CircuitSpec {
-                name: record.circuit.clone(),
-                params: record.params.clone(),
-            })
-            .is_ok_and(|f| f.synthetic()),
-            error: None,
-            timings: JobTimings {
-                total_ms: now.saturating_sub(record.submitted_at_ms) as f64,
-                job_queue_ms: record
-                    .synth_started_at_ms
-                    .saturating_sub(record.submitted_at_ms) as f64,
-                stages: partition_timings.iter().copied().sum(),
-                assemble_ms: ms(started.elapsed()),
-            },
-            partition_timings,
-        };
-        records::report_result(&self.topology, &result).await?;
-        metrics().stage("assemble", job, started.elapsed());
-        metrics().stage_ms("job_total", job, result.timings.total_ms);
-        metrics().job("done", job);
-        info!(job_id = %record.job_id, partitions = result.partitions, total_ms = result.timings.total_ms, "job done");
-        Ok(())
-    }
-
-    async fn handle_failure(&self, prepared: &Prepared, error: PartitionError) {
-        let item = &prepared.item;
-        let ack = match error {
-            PartitionError::Retry(reason) if prepared.delivered < MAX_DELIVER => {
-                metrics().error("gpu", "retry", &labels(item));
-                warn!(job_id = %item.job_id, partition = item.partition, %reason, "partition attempt failed; will retry");
-                AckKind::Nak(Some(
-                    cuzk_common::nats::RetryPolicy::NETWORK.delay(prepared.delivered as u32 + 2),
-                ))
-            }
-            PartitionError::Retry(reason) => {
-                self.fail_job(
-                    item,
-                    format!(
-                        "partition {} gave up after {} attempts: {reason}",
-                        item.partition, prepared.delivered
-                    ),
-                )
-                .await
-            }
-            PartitionError::Fatal(reason) => self.fail_job(item, reason).await,
-        };
-        self.settle(prepared, ack).await;
-    }
-
-    async fn fail_job(&self, item: &WorkItem, reason: String) -> AckKind {
-        warn!(job_id = %item.job_id, partition = item.partition, %reason, "job failed");
-        metrics().error("gpu", "fatal", &labels(item));
-        metrics().job("failed", &labels(item));
-        match records::report_result(&self.topology, &JobResult::failed(&item.job_id, reason)).await
-        {
-            Ok(()) => {
-                objects::delete(&self.topology.blobs, &item.blob_object)
-                    .await
-                    .ok();
-                AckKind::Term
-            }
-            Err(e) => {
-                warn!(err = %e, "could not report the failure; the item will be retried");
-                AckKind::Nak(Some(Duration::from_secs(5)))
-            }
-        }
-    }
-
-    async fn settle(&self, prepared: &Prepared, ack: AckKind) {
-        prepared.ticker.abort();
-        let settled = if matches!(ack, AckKind::Ack) {
-            prepared.message.double_ack().await
-        } else {
-            prepared.message.ack_with(ack).await
-        };
-        if let Err(e) = settled {
-            warn!(err = %e, job_id = %prepared.item.job_id, partition = prepared.item.partition,
-                "settling a work item failed; it will be redelivered");
-        }
-    }
-}
-
-/// Witness buffers kept for reuse: at most `max` (what the workers can hold at once), so the
-/// pool never holds more than the pipeline itself does.
-struct WitnessBuffers {
-    max: usize,
-    free: std::sync::Mutex<Vec<Witness>>,
-}
-
-impl WitnessBuffers {
-    fn new(max: usize) -> Self {
-        WitnessBuffers {
-            max,
-            free: std::sync::Mutex::default(),
-        }
-    }
-
-    fn take(&self) -> Witness {
-        self.lock().pop().unwrap_or_default()
-    }
-
-    fn put(&self, w: Witness) {
-        let mut free = self.lock();
-        if free.len() < self.max {
-            free.push(w);
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Witness>> {
-        // Buffers hold no invariant a panic could break.
-        self.free.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

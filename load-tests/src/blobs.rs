@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use async_nats::jetstream::object_store::{ObjectMetadata, ObjectStore};
+use async_nats::jetstream::stream::Stream;
 use clap::Args;
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::objects;
-use cuzk_common::topology::{jetstream_context, provision, BLOB_CHUNK_SIZE};
+use cuzk_common::topology::{jetstream_context, provision, Limits, BLOB_CHUNK_SIZE};
 use futures::{StreamExt, TryStreamExt};
 use rand::RngCore;
 use tokio::io::AsyncReadExt;
@@ -59,14 +60,21 @@ impl Layout {
         Ok(())
     }
 
-    async fn get(self, store: &ObjectStore, name: &str, len: usize) -> anyhow::Result<()> {
+    async fn get(
+        self,
+        (store, stream): (&ObjectStore, &Stream<()>),
+        name: &str,
+        len: usize,
+    ) -> anyhow::Result<()> {
         let read = match self {
             Layout::OneObject => {
                 let mut bytes = Vec::with_capacity(len);
                 store.get(name).await?.read_to_end(&mut bytes).await?;
                 bytes.len()
             }
-            Layout::Striped => objects::read_bounded(store, name, len as u64).await?.len(),
+            Layout::Striped => objects::read_bounded(store, stream, name, len as u64)
+                .await?
+                .len(),
         };
         anyhow::ensure!(read == len, "{name}: read {read} of {len} bytes");
         Ok(())
@@ -101,9 +109,10 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         &jetstream_context(client, Duration::from_secs(30)),
         1,
         Duration::from_secs(60),
+        Limits::default(),
     )
     .await?;
-    let store = &topology.blobs;
+    let (store, stream) = (&topology.blobs, &topology.blobs_stream);
     let len = args.mb * 1_000_000;
     let blobs: Vec<Vec<u8>> = (0..args.count)
         .map(|_| {
@@ -129,7 +138,7 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         .await?;
         let down = timed(args.count, args.in_flight, |i| {
             let name = name(i);
-            async move { layout.get(store, &name, len).await }
+            async move { layout.get((store, stream), &name, len).await }
         })
         .await?;
         for i in 0..args.count {

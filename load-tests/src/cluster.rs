@@ -133,6 +133,7 @@ impl Target {
         }
         let nats = NatsArgs {
             urls: Some(cluster.servers.iter().map(|s| s.url()).collect()),
+            limits: Some(cuzk_common::config::LimitsProfile::Local),
             replicas: Some(cluster.replicas()),
             ..Default::default()
         };

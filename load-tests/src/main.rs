@@ -52,6 +52,10 @@ enum Command {
     Herd(HerdArgs),
     /// The same job stream against clusters with different numbers of GPU nodes.
     Scale(ScaleArgs),
+    /// A burst of small jobs within one second, then a flood of maximum-size mimc jobs (at the
+    /// synth nodes' size cap) and a few over it: every job answered exactly once, over-cap jobs
+    /// refused, every synth node under its memory budget, no node exited.
+    Flood(FloodArgs),
     /// Witness-blob upload and fetch MB/s through the blobs bucket: one object per blob beside
     /// striped objects.
     Blobs(blobs::BlobArgs),
@@ -269,6 +273,36 @@ struct ScaleArgs {
     gpu_counts: Vec<usize>,
 }
 
+#[derive(Args)]
+struct FloodArgs {
+    #[command(flatten)]
+    launch: LaunchArgs,
+    /// Small jobs submitted in the burst.
+    #[arg(long, default_value_t = 1000)]
+    small_jobs: usize,
+    /// Seconds the burst is spread over.
+    #[arg(long, default_value_t = 1.0)]
+    burst_secs: f64,
+    /// MiMC rounds of each small job (one partition).
+    #[arg(long, default_value_t = 16)]
+    small_rounds: u32,
+    /// Maximum-size jobs: MiMC rounds per partition, partitions; the size cap is set to them.
+    #[arg(long, default_value_t = 1 << 18)]
+    big_rounds: u32,
+    #[arg(long, default_value_t = 4)]
+    big_partitions: u32,
+    #[arg(long, default_value_t = 8)]
+    big_jobs: usize,
+    /// Jobs one round over the cap, each to be refused.
+    #[arg(long, default_value_t = 2)]
+    over_cap_jobs: usize,
+    /// Each synth node's memory budget, bytes.
+    #[arg(long, default_value_t = 1 << 30)]
+    synth_memory_budget: u64,
+    #[arg(long = "timeout-secs", default_value_t = 1800)]
+    timeout_secs: u64,
+}
+
 fn cores() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
@@ -285,6 +319,7 @@ fn main() -> anyhow::Result<()> {
             Command::Run(args) => run(args).await,
             Command::Herd(args) => herd(args).await,
             Command::Scale(args) => scale(args).await,
+            Command::Flood(args) => flood(args).await,
             Command::Blobs(args) => blobs::run(args).await,
         }
     })
@@ -369,6 +404,88 @@ async fn scale(args: ScaleArgs) -> anyhow::Result<()> {
     let refs: Vec<_> = runs.iter().map(|(d, s)| (d, s)).collect();
     println!("\n{}", report::comparison(&refs));
     report::write_summary_csv(&w.out.join("scale.csv"), &refs)?;
+    Ok(())
+}
+
+async fn flood(args: FloodArgs) -> anyhow::Result<()> {
+    let mimc = |rounds: u32, partitions: u32| JobSpec {
+        version: JOB_SPEC_VERSION,
+        job_id: String::new(),
+        circuit: "mimc".into(),
+        params: serde_json::json!({"rounds": rounds, "partitions": partitions}),
+        input: JobInput::Utf8("flood".into()),
+        priority: Priority::Normal,
+    };
+    let spec = cuzk_cli::flood::FloodSpec {
+        small: mimc(args.small_rounds, 1),
+        small_jobs: args.small_jobs,
+        burst: Duration::from_secs_f64(args.burst_secs),
+        big: mimc(args.big_rounds, args.big_partitions),
+        big_jobs: args.big_jobs,
+        over_cap: mimc(args.big_rounds + 1, args.big_partitions),
+        over_cap_jobs: args.over_cap_jobs,
+        timeout: Duration::from_secs(args.timeout_secs),
+    };
+    let cache = ShapeCache::open_default(true)?;
+    let mut cap = 0;
+    for job in [&spec.small, &spec.big] {
+        let family = cuzk_circuits::resolve(&CircuitSpec {
+            name: job.circuit.clone(),
+            params: job.params.clone(),
+        })?;
+        eprintln!(
+            "parameters for {} (generated once, before the clock)",
+            family.shape_key()
+        );
+        cache.proving_key(&*family)?;
+        cap = family.partition_shape().constraints * family.partitions() as u64;
+    }
+    let shape = args.launch.shape(args.launch.gpu)?;
+    let launch = cuzk_cli::launcher::LaunchSpec {
+        servers: shape.servers,
+        synth_nodes: shape.synth,
+        gpu_nodes: shape.gpu,
+        threads: shape.threads,
+        synth_args: [
+            shape.synth_args.clone(),
+            vec![
+                "--synth-memory-budget".into(),
+                args.synth_memory_budget.to_string(),
+                "--synth-max-job-constraints".into(),
+                cap.to_string(),
+            ],
+        ]
+        .concat(),
+        gpu_args: [
+            shape.gpu_args.clone(),
+            vec!["--gpu-backend".into(), shape.gpu_backend.clone()],
+        ]
+        .concat(),
+        ..Default::default()
+    };
+    eprintln!(
+        "flood: {} small jobs in {} s, {} jobs at the cap of {cap} constraints, {} over it; {}",
+        spec.small_jobs,
+        args.burst_secs,
+        spec.big_jobs,
+        spec.over_cap_jobs,
+        shape.describe()
+    );
+    let mut cluster = cuzk_cli::launcher::ProcessCluster::start(launch, &shape.cuzk)?;
+    let nats = NatsArgs {
+        urls: Some(cluster.servers.iter().map(|s| s.url()).collect()),
+        limits: Some(cuzk_common::config::LimitsProfile::Local),
+        replicas: Some(cluster.replicas()),
+        ..Default::default()
+    };
+    let (client, _topology) = cuzk_cli::connect(&nats.resolve("cuzk-load")?).await?;
+    let report = cuzk_cli::flood::run(&mut cluster, &client, &spec).await?;
+    print!("{}", report.table(args.synth_memory_budget));
+    anyhow::ensure!(
+        report.passed(args.synth_memory_budget),
+        "the flood lost, duplicated or misanswered jobs, a node exited or went over its budget\n{}",
+        cluster.log_tails(3000)
+    );
     Ok(())
 }
 

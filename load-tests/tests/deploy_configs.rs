@@ -136,6 +136,7 @@ async fn auth_config_starts_and_admits_only_known_users() {
     let envs = [
         ("CUZK_ADMIN_PASSWORD", admin_hash),
         ("CUZK_SUBMITTER_PASSWORD", "submitter-pw"),
+        ("CUZK_PRIORITY_PASSWORD", "priority-pw"),
         ("CUZK_SYNTH_PASSWORD", "synth-pw"),
         ("CUZK_GPU_PASSWORD", "gpu-pw"),
     ];

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use cuzk_circuits::porep::SealedSector;
 use cuzk_cli::launcher::{LaunchSpec, ProcessCluster, Role};
+use cuzk_common::lifecycle::Ledger;
+use cuzk_common::objects;
 use cuzk_common::topology::{results_subject, SUBJECT_SUBMIT};
-use cuzk_common::{objects, records};
 use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionStatus, PartitionTimings};
 use futures::StreamExt;
 use serde_json::json;
@@ -139,8 +140,9 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
             "--allow-synthetic".into(),
             "--synth-partitions-in-flight".into(),
             opts.synth_in_flight.to_string(),
-            "--synth-max-queued-partitions".into(),
-            "64".into(),
+            // The whole sector queues: no backpressure short of the blobs bucket's own limit.
+            "--synth-max-queued-bytes".into(),
+            (1u64 << 40).to_string(),
         ],
         gpu_args: [
             "--allow-synthetic",
@@ -179,8 +181,8 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     })?;
     let partitions = sector.size.partitions();
     loop {
-        let record = runtime.block_on(records::load(&topology.jobs_kv, &job_id))?;
-        if let Some((r, _)) = &record {
+        let record = runtime.block_on(Ledger::new(&topology).get(&job_id))?;
+        if let Some(r) = &record {
             ensure!(r.status != JobStatus::Failed, "job failed: {:?}", r.error);
             if r.partitions
                 .iter()
@@ -277,9 +279,8 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
     // drain's wall time per partition per GPU.
     let node_ms = med(|t| t.fetch_ms + t.decode_ms + t.prove_ms);
     let gpu_ms_per_partition = r.sector_s * 1e3 * r.gpus.max(1) as f64 / parts.len().max(1) as f64;
-    let in_flight = parts.iter().map(|t| t.prove_ms).sum::<f64>()
-        / 1e3
-        / (r.sector_s * r.gpus.max(1) as f64);
+    let in_flight =
+        parts.iter().map(|t| t.prove_ms).sum::<f64>() / 1e3 / (r.sector_s * r.gpus.max(1) as f64);
     let core_s: f64 = parts.iter().map(|t| t.synth_ms).sum::<f64>() / 1e3;
     println!("| stage (median of {} partitions) | value |", parts.len());
     println!("|---|---|");

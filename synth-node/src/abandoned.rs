@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
+use cuzk_common::lifecycle::Ledger;
 use cuzk_common::objects;
-use cuzk_common::records;
 use cuzk_common::topology::{Topology, ADVISORY_MAX_DELIVERIES, JOBS_STREAM, WORK_STREAM};
-use cuzk_wire::job::{JobResult, JobSpec, WorkItem};
+use cuzk_wire::job::{unix_ms, JobResult, JobSpec, WorkItem};
 use futures::StreamExt;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +22,7 @@ struct MaxDeliveries {
     deliveries: u64,
 }
 
-pub async fn watch(topology: Topology, shutdown: CancellationToken) {
+pub async fn watch(topology: Topology, ledger: Ledger, shutdown: CancellationToken) {
     let client = topology.js.client();
     let subject = format!("{ADVISORY_MAX_DELIVERIES}.>");
     let mut advisories = match client.queue_subscribe(subject, "cuzk-synth".into()).await {
@@ -45,13 +45,17 @@ pub async fn watch(topology: Topology, shutdown: CancellationToken) {
             warn!("unreadable max-deliveries advisory");
             continue;
         };
-        if let Err(e) = settle(&topology, &advisory).await {
+        if let Err(e) = settle(&topology, &ledger, &advisory).await {
             warn!(err = %e, ?advisory, "could not fail an abandoned job");
         }
     }
 }
 
-async fn settle(topology: &Topology, advisory: &MaxDeliveries) -> Result<(), async_nats::Error> {
+async fn settle(
+    topology: &Topology,
+    ledger: &Ledger,
+    advisory: &MaxDeliveries,
+) -> Result<(), async_nats::Error> {
     let stream = topology.js.get_stream(&advisory.stream).await?;
     let Some(payload) = message_payload(&stream, advisory.stream_seq).await? else {
         // Acknowledged after all (a slow worker finished): nothing was lost.
@@ -81,7 +85,15 @@ async fn settle(topology: &Topology, advisory: &MaxDeliveries) -> Result<(), asy
     };
     if !job_id.is_empty() {
         warn!(%job_id, %reason, "failing abandoned job");
-        records::report_result(topology, &JobResult::failed(&job_id, reason)).await?;
+        let failed = JobResult::failed(&job_id, reason);
+        if advisory.stream == JOBS_STREAM {
+            // The submission itself: another submission holding the id is left alone.
+            ledger
+                .refuse(&failed, advisory.stream_seq, unix_ms())
+                .await?;
+        } else {
+            ledger.finish(&failed).await?;
+        }
     }
     if let Some(blob) = blob {
         objects::delete(&topology.blobs, &blob).await?;

@@ -1,86 +1,57 @@
-//! The synth node: takes submitted jobs from the jobs stream, synthesizes each partition on a
-//! bounded rayon pool, and publishes every partition's witness blob and work item as soon as
-//! that partition is done.
+//! The synth node: a picker takes jobs from the jobs stream while there is room to keep every
+//! core busy (`intake`), the executor synthesizes and encodes each partition on a bounded
+//! rayon pool (`executor`), and the saver uploads its blob and queues its work item
+//! (`saver`). Every partition reserves its bytes from the node's memory budget first
+//! (`budget`). How each message ends is the shared failure policy's call
+//! (`cuzk_common::policy`); job records change only through the ledger
+//! (`cuzk_common::lifecycle`).
 
 mod abandoned;
+pub mod budget;
+pub mod executor;
+pub mod intake;
+pub mod saver;
+mod sweeper;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::PullConsumer, message::PublishMessage, AckKind};
-use base64::Engine;
-use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
+use async_nats::jetstream;
+use cuzk_circuits::ShapeCache;
 use cuzk_common::config::{ParamConfig, SynthConfig};
-use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
-use cuzk_common::nats::{ms, progress_ticker, pull_one, retry, RetryPolicy};
+use cuzk_common::lifecycle::Ledger;
+use cuzk_common::metrics::{metrics, JobLabels};
+use cuzk_common::nats::{progress_ticker, pull_one};
 use cuzk_common::nodes::{self, NodeInfo, NodeLoad};
-use cuzk_common::objects;
-use cuzk_common::records;
+use cuzk_common::policy::{self, Decision, Settle, StepError};
 use cuzk_common::telemetry;
-use cuzk_common::topology::{
-    self, Topology, MAX_DELIVER, SUBJECT_RESULTS_MALFORMED, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL,
-};
-use cuzk_wire::blob::{self, BlobHeaderInfo, EncodeOptions};
-use cuzk_wire::job::{
-    unix_ms, JobInput, JobRecord, JobResult, JobSpec, JobStatus, PartitionRecord, PartitionStatus,
-    PartitionTimings, Priority, WorkItem, JOB_ID_HEADER, WORK_ITEM_VERSION,
-};
-use cuzk_wire::Retryable;
+use cuzk_common::topology::{Topology, MAX_DELIVER};
+use cuzk_wire::blob::EncodeOptions;
+use cuzk_wire::job::{JobResult, JobStatus, JOB_ID_HEADER};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
 
-/// Largest job input accepted through the inputs object store.
-pub const MAX_OBJECT_INPUT: u64 = 4 << 30;
+use crate::budget::{Backlog, MemoryBudget, Waiting};
+use crate::intake::{Admitted, Intake, Limits, Submission};
 
-/// How one job attempt ended, when it did not simply succeed.
-#[derive(Debug, thiserror::Error)]
-enum JobError {
-    /// The job can never succeed: it is reported failed.
-    #[error("{0}")]
-    Fatal(String),
-    /// A transient condition: the job message is handed back and retried.
-    #[error("{0}")]
-    Retry(String),
-    /// Another submission with this job id exists; the original stands.
-    #[error("duplicate submission")]
-    Duplicate,
-    /// The node is stopping; the job is handed back for another node to resume.
-    #[error("shutting down")]
-    Shutdown,
-}
-
-impl<E: Retryable> From<E> for JobError {
-    fn from(e: E) -> Self {
-        if e.retryable() {
-            JobError::Retry(e.to_string())
-        } else {
-            JobError::Fatal(e.to_string())
-        }
-    }
-}
+pub use saver::blob_object_name;
 
 pub struct SynthNode {
     topology: Topology,
+    ledger: Ledger,
     config: SynthConfig,
     allow_synthetic: bool,
     /// Shape identities (the matrices' hash, stamped on every blob) and variable counts.
     shapes: Arc<ShapeCache>,
     pool: Arc<rayon::ThreadPool>,
-    partitions: Arc<Semaphore>,
+    /// CPU slots: partitions synthesized or encoded at once.
+    slots: Arc<Semaphore>,
+    memory: MemoryBudget,
+    backlog: Backlog,
     name: String,
     load: Arc<NodeLoad>,
-}
-
-/// What every partition task of one job shares.
-struct JobContext {
-    spec: JobSpec,
-    circuit: Arc<dyn CircuitFamily>,
-    labels: JobLabels,
-    input: Arc<Vec<u8>>,
-    submission_seq: u64,
-    cancel: CancellationToken,
 }
 
 impl SynthNode {
@@ -99,11 +70,21 @@ impl SynthNode {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(config.threads)
             .thread_name(|i| format!("synth-{i}"))
+            // The executor catches its own panics; this keeps any other one from aborting the
+            // process (rayon's default for a panic in a spawned task).
+            .panic_handler(|panic| {
+                tracing::error!(panic = %policy::panic_message(&*panic), "a synthesis task panicked");
+            })
             .build()?;
         Ok(SynthNode {
-            partitions: Arc::new(Semaphore::new(config.partitions_in_flight)),
-            shapes,
+            ledger: Ledger::new(&topology),
             allow_synthetic: params.allow_synthetic,
+            shapes,
+            slots: Arc::new(Semaphore::new(config.partitions_in_flight)),
+            memory: MemoryBudget::new(
+                config.memory_budget - cuzk_common::config::SYNTH_PROCESS_ALLOWANCE,
+            ),
+            backlog: Backlog::new(),
             topology,
             config,
             pool: Arc::new(pool),
@@ -119,30 +100,50 @@ impl SynthNode {
         let mut tasks = JoinSet::new();
         let heartbeat =
             NodeInfo::starting(&self.name, "synth", "cpu", 0, self.config.threads as u32);
-        let heartbeat = tokio::spawn(nodes::heartbeat(
-            self.topology.clone(),
-            heartbeat,
-            self.load.clone(),
-            shutdown.clone(),
-        ));
-        let abandoned = tokio::spawn(abandoned::watch(self.topology.clone(), shutdown.clone()));
+        let background = [
+            tokio::spawn(nodes::heartbeat(
+                self.topology.clone(),
+                heartbeat,
+                self.load.clone(),
+                shutdown.clone(),
+            )),
+            tokio::spawn(abandoned::watch(
+                self.topology.clone(),
+                self.ledger.clone(),
+                shutdown.clone(),
+            )),
+            tokio::spawn(sweeper::run(
+                self.topology.clone(),
+                self.ledger.clone(),
+                self.config.no_progress_timeout,
+                shutdown.clone(),
+            )),
+        ];
         cuzk_common::metrics::set_ready(true);
         info!(node = %self.name, config = ?self.config, "synth node started");
         loop {
+            // Take another job only while fewer partitions wait than there are threads to run
+            // them: many small jobs keep every core busy, one large job is not joined by more.
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = self.backlog.wait_below(self.config.threads) => {}
+            }
             let permit = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 permit = jobs.clone().acquire_owned() => permit?,
             };
             let message = tokio::select! {
                 _ = shutdown.cancelled() => break,
-                message = next_message(&consumer) => message,
+                message = pull_one(&consumer, Duration::from_secs(5)) => message,
             };
             match message {
                 Ok(Some(message)) => {
                     let node = self.clone();
                     let cancel = shutdown.child_token();
+                    // Counts as one waiting partition until intake knows the job's.
+                    let waiting = self.backlog.add(1);
                     tasks.spawn(async move {
-                        node.handle(message, cancel).await;
+                        node.handle(message, waiting, cancel).await;
                         drop(permit);
                     });
                 }
@@ -160,18 +161,25 @@ impl SynthNode {
             "synth node stopping; handing back in-flight jobs"
         );
         while tasks.join_next().await.is_some() {}
-        let _ = heartbeat.await;
-        let _ = abandoned.await;
+        for task in background {
+            let _ = task.await;
+        }
         Ok(())
     }
 
-    async fn handle(self: Arc<Self>, message: jetstream::Message, cancel: CancellationToken) {
-        let (seq, delivered, published_ms) = match message.info() {
-            Ok(info) => (
-                info.stream_sequence,
-                info.delivered,
-                (info.published.unix_timestamp_nanos() / 1_000_000) as u64,
-            ),
+    async fn handle(
+        self: Arc<Self>,
+        message: jetstream::Message,
+        waiting: Waiting,
+        cancel: CancellationToken,
+    ) {
+        let submission = match message.info() {
+            Ok(info) => Submission {
+                seq: info.stream_sequence,
+                delivered: info.delivered,
+                published_ms: (info.published.unix_timestamp_nanos() / 1_000_000) as u64,
+                subject: message.subject.to_string(),
+            },
             Err(e) => {
                 warn!(err = %e, "job message without JetStream metadata; dropping");
                 return;
@@ -182,13 +190,12 @@ impl SynthNode {
             message.clone(),
             self.topology.progress_interval(),
         ));
-        let header_id = message
+        let mut job_id = message
             .headers
             .as_ref()
             .and_then(|h| h.get(JOB_ID_HEADER))
             .map(|v| v.as_str().to_owned())
             .filter(|id| cuzk_wire::job::valid_job_id(id));
-        let mut job_id = header_id.clone();
         // The job's span on this node (OpenTelemetry's messaging `process` span); a
         // submitter's `traceparent` header makes it part of the caller's trace, otherwise it
         // is the root of the job's trace.
@@ -207,154 +214,121 @@ impl SynthNode {
         let outcome = self
             .process(
                 &message.payload,
-                seq,
-                published_ms,
-                &mut job_id,
-                &mut labels,
+                &submission,
+                (&mut job_id, &mut labels),
+                waiting,
                 cancel,
             )
             .instrument(span.clone())
             .await;
         ticker.abort();
         let labels = labels.unwrap_or_else(JobLabels::unknown);
-        if let Some(wait) = queue_wait.filter(|_| delivered == 1) {
+        if let Some(wait) = queue_wait.filter(|_| submission.delivered == 1) {
             metrics().stage("job_queue", &labels, wait);
         }
 
-        // Failure reports belong to the job's trace too.
-        let ack = async { match outcome {
-            Ok(()) => AckKind::Ack,
-            Err(JobError::Duplicate) => {
-                info!(job_id = job_id.as_deref().unwrap_or("?"), seq, "duplicate submission ignored; the original stands");
-                AckKind::Ack
+        let settle = async {
+            match policy::decide(outcome, submission.delivered, MAX_DELIVER) {
+                Decision::Settle(settle) => {
+                    if let Settle::Nak(Some(_)) = settle {
+                        metrics().error("synth", "retry", &labels);
+                        warn!(
+                            job_id = job_id.as_deref().unwrap_or("?"),
+                            "job attempt failed; will retry"
+                        );
+                    }
+                    settle
+                }
+                Decision::FailJob(reason) => {
+                    self.fail(job_id.as_deref(), &submission, &labels, reason)
+                        .await
+                }
             }
-            Err(JobError::Shutdown) => AckKind::Nak(None),
-            Err(JobError::Retry(reason)) if delivered < MAX_DELIVER => {
-                metrics().error("synth", "retry", &labels);
-                warn!(job_id = job_id.as_deref().unwrap_or("?"), %reason, delivered, "job attempt failed; will retry");
-                AckKind::Nak(Some(RetryPolicy::NETWORK.delay(delivered as u32 + 2)))
-            }
-            Err(JobError::Retry(reason)) => {
-                self.fail(job_id.as_deref(), seq, &labels, format!("gave up after {delivered} attempts: {reason}")).await
-            }
-            Err(JobError::Fatal(reason)) => self.fail(job_id.as_deref(), seq, &labels, reason).await,
-        } }
+        }
         .instrument(span)
         .await;
-        if let Err(e) = message.ack_with(ack).await {
-            warn!(err = %e, seq, "acknowledging job message failed; it will be redelivered");
+        if let Err(e) = message.ack_with(settle.ack_kind()).await {
+            warn!(err = %e, seq = submission.seq, "acknowledging job message failed; it will be redelivered");
         }
     }
 
-    /// Reports a job as failed. Returns how to settle its message: consumed once the failure is
-    /// published, retried later if even that was impossible.
+    /// Ends a submission as failed (the job's record first, then its result).
     async fn fail(
         &self,
         job_id: Option<&str>,
-        seq: u64,
+        submission: &Submission,
         labels: &JobLabels,
         reason: String,
-    ) -> AckKind {
-        warn!(job_id = job_id.unwrap_or("?"), seq, %reason, "job failed");
+    ) -> Settle {
+        warn!(job_id = job_id.unwrap_or("?"), seq = submission.seq, %reason, "job failed");
         metrics().error("synth", "fatal", labels);
-        metrics().job("failed", labels);
         let reported = match job_id {
-            Some(id) => {
-                records::report_result(&self.topology, &JobResult::failed(id, reason)).await
-            }
-            None => {
-                let result = JobResult::failed("", format!("job message {seq} rejected: {reason}"));
-                records::publish_result(
-                    &self.topology,
-                    SUBJECT_RESULTS_MALFORMED,
-                    &format!("malformed-{seq}"),
-                    &result,
+            Some(id) => self
+                .ledger
+                .refuse(
+                    &JobResult::failed(id, reason),
+                    submission.seq,
+                    submission.published_ms,
                 )
                 .await
-            }
+                .map(|_| ()),
+            None => self.ledger.report_malformed(submission.seq, &reason).await,
         };
-        match reported {
-            Ok(()) => AckKind::Ack,
-            Err(e) => {
-                warn!(err = %e, "could not report the failure; the job will be retried");
-                AckKind::Nak(Some(Duration::from_secs(5)))
-            }
+        if let Err(e) = &reported {
+            warn!(err = %e, "could not report the failure; the job will be retried");
         }
+        policy::after_failing(reported.is_ok())
     }
 
     async fn process(
         self: &Arc<Self>,
         body: &[u8],
-        seq: u64,
-        published_ms: u64,
-        job_id: &mut Option<String>,
-        labels: &mut Option<JobLabels>,
+        submission: &Submission,
+        (job_id, labels): (&mut Option<String>, &mut Option<JobLabels>),
+        mut waiting: Waiting,
         cancel: CancellationToken,
-    ) -> Result<(), JobError> {
-        let spec = match JobSpec::parse(body) {
-            Ok(spec) => spec,
-            Err((recovered, e)) => {
-                if recovered.is_some() {
-                    *job_id = recovered;
-                }
-                if let Some(id) = job_id.as_deref() {
-                    self.check_duplicate(id, seq).await?;
-                }
-                return Err(JobError::Fatal(e.to_string()));
-            }
+    ) -> Result<(), StepError> {
+        let limits = Limits {
+            max_job_constraints: self.config.max_job_constraints,
+            max_inline_input: self.config.max_inline_input,
+            memory_budget: self.memory.total(),
+            allow_synthetic: self.allow_synthetic,
         };
-        *job_id = Some(spec.job_id.clone());
-        tracing::Span::current().record("cuzk.job_id", spec.job_id.as_str());
-        let existing = self.check_duplicate(&spec.job_id, seq).await?;
-        if existing.as_ref().is_some_and(|r| r.status.is_final()) {
-            return Ok(());
-        }
-        let circuit = cuzk_circuits::resolve(&CircuitSpec {
-            name: spec.circuit.clone(),
-            params: spec.params.clone(),
-        })
-        .map_err(|e| JobError::Fatal(e.to_string()))?;
-        let job_labels = JobLabels::new(&spec.circuit, &circuit.shape_key());
-        *labels = Some(job_labels.clone());
-        if circuit.synthetic() && !self.allow_synthetic {
-            return Err(JobError::Fatal(
-                "synthetic jobs (random data, for timings) are not accepted here: start the nodes with --allow-synthetic".into(),
-            ));
-        }
-        let input = self.load_input(&spec.input).await?;
-        let record = match existing {
-            Some(record) => record,
-            None => {
-                self.create_record(&spec, circuit.partitions(), seq, published_ms)
-                    .await?
-            }
+        let intake = intake::admit(
+            &self.topology,
+            &self.ledger,
+            &limits,
+            body,
+            submission,
+            job_id,
+            labels,
+        );
+        let job = match intake.await? {
+            Intake::Run(job) => Arc::new(job),
+            Intake::Settled => return Ok(()),
         };
-        info!(job_id = %spec.job_id, circuit = %spec.circuit, partitions = circuit.partitions(),
-            resumed = record.partitions.iter().any(|p| p.status != PartitionStatus::Pending),
-            "synthesizing job");
+        // The placeholder share becomes the job's pending partitions.
+        drop(waiting);
+        waiting = self.backlog.add(job.pending.len());
+        info!(job_id = %job.spec.job_id, circuit = %job.spec.circuit, partitions = job.circuit.partitions(),
+            pending = job.pending.len(), partition_bytes = job.partition_bytes, "synthesizing job");
 
-        let job = Arc::new(JobContext {
-            spec,
-            circuit,
-            labels: job_labels,
-            input: Arc::new(input),
-            submission_seq: seq,
-            cancel: cancel.clone(),
-        });
         let mut tasks = JoinSet::new();
-        for (index, partition) in record.partitions.iter().enumerate() {
-            if partition.status == PartitionStatus::Pending {
-                let node = self.clone();
-                let job = job.clone();
-                let span =
-                    info_span!("partition", cuzk.job_id = %job.spec.job_id, cuzk.partition = index);
-                tasks.spawn(async move { node.partition(&job, index).await }.instrument(span));
-            }
+        for &index in &job.pending {
+            let node = self.clone();
+            let job = job.clone();
+            let share = waiting.take_one();
+            let cancel = cancel.clone();
+            let span =
+                info_span!("partition", cuzk.job_id = %job.spec.job_id, cuzk.partition = index);
+            tasks.spawn(
+                async move { node.partition(&job, index, share, &cancel).await }.instrument(span),
+            );
         }
         let mut first_error = None;
         while let Some(joined) = tasks.join_next().await {
             let outcome = joined
-                .unwrap_or_else(|e| Err(JobError::Fatal(format!("partition task died: {e}"))));
+                .unwrap_or_else(|e| Err(StepError::Fatal(format!("partition task died: {e}"))));
             if let Err(e) = outcome {
                 // One fatal partition dooms the job: stop its siblings.
                 cancel.cancel();
@@ -364,267 +338,111 @@ impl SynthNode {
         if let Some(e) = first_error {
             return Err(e);
         }
-        records::update(&self.topology.jobs_kv, &job.spec.job_id, |record| {
-            let advance = record.status == JobStatus::Synthesizing;
-            if advance {
-                record.status = JobStatus::Proving;
-            }
-            advance
-        })
-        .await?;
+        self.ledger.synthesized(&job.spec.job_id).await?;
         Ok(())
     }
 
-    /// Returns the job's record if this message created it (a redelivery to resume), fails with
-    /// `Duplicate` if another submission did.
-    async fn check_duplicate(&self, job_id: &str, seq: u64) -> Result<Option<JobRecord>, JobError> {
-        match records::load(&self.topology.jobs_kv, job_id).await? {
-            Some((record, _)) if record.submission_seq != seq => Err(JobError::Duplicate),
-            Some((record, _)) => Ok(Some(record)),
-            None => Ok(None),
+    /// One partition: memory, then a CPU slot, then room in the queue; synthesize and encode
+    /// on the pool; upload and queue it with the CPU slot given back.
+    async fn partition(
+        self: &Arc<Self>,
+        job: &Admitted,
+        index: usize,
+        waiting: Option<Waiting>,
+        cancel: &CancellationToken,
+    ) -> Result<(), StepError> {
+        let _memory = tokio::select! {
+            _ = cancel.cancelled() => return Err(StepError::Shutdown),
+            reserved = self.memory.reserve(job.partition_bytes) => reserved,
+        };
+        let slot = tokio::select! {
+            _ = cancel.cancelled() => return Err(StepError::Shutdown),
+            slot = self.slots.clone().acquire_owned() => slot.expect("semaphore open"),
+        };
+        drop(waiting);
+        let _held = self.load.hold("synth");
+        self.wait_for_queue_room(job.partition_bytes, cancel)
+            .instrument(info_span!("queue_room_wait"))
+            .await?;
+        let job_id = job.spec.job_id.clone();
+        if let Some(record) = self.ledger.get(&job_id).await? {
+            if record.status == JobStatus::Failed {
+                return Err(StepError::Fatal(
+                    record.error.unwrap_or_else(|| "job failed".into()),
+                ));
+            }
         }
+        let (circuit, input, shapes, labels) = (
+            job.circuit.clone(),
+            job.input.clone(),
+            self.shapes.clone(),
+            job.labels.clone(),
+        );
+        let options = EncodeOptions {
+            level: self.config.zstd_level,
+            ..Default::default()
+        };
+        // Spans do not follow work onto the pool's threads: the executor's stages are children
+        // of this partition's span.
+        let span = tracing::Span::current();
+        let done = self
+            .on_pool(move || {
+                let cx = executor::Context {
+                    shapes: &shapes,
+                    options: &options,
+                    labels: &labels,
+                };
+                span.in_scope(|| executor::run(&*circuit, &input, &job_id, index, &cx))
+            })
+            .await??;
+        drop(slot);
+        saver::save(
+            &self.topology,
+            &self.ledger,
+            job,
+            index,
+            done.blob,
+            done.timings,
+        )
+        .await
     }
 
-    async fn create_record(
+    /// Waits while the blobs bucket holds `max_queued_bytes` or more — or has no room left for
+    /// a blob of `bytes` — so synthesis never runs far ahead of the GPUs and uploads are not
+    /// refused by a full bucket.
+    async fn wait_for_queue_room(
         &self,
-        spec: &JobSpec,
-        partitions: usize,
-        seq: u64,
-        published_ms: u64,
-    ) -> Result<JobRecord, JobError> {
-        let now = unix_ms();
-        let record = JobRecord {
-            job_id: spec.job_id.clone(),
-            circuit: spec.circuit.clone(),
-            params: spec.params.clone(),
-            status: JobStatus::Synthesizing,
-            submission_seq: seq,
-            submitted_at_ms: published_ms,
-            synth_started_at_ms: now,
-            updated_at_ms: now,
-            partitions: vec![PartitionRecord::default(); partitions],
-            error: None,
-            result: None,
-        };
-        if records::create(&self.topology.jobs_kv, &record).await? {
-            Ok(record)
-        } else {
-            // A racing submission with the same id got there first.
-            self.check_duplicate(&spec.job_id, seq)
-                .await?
-                .ok_or(JobError::Duplicate)
-        }
-    }
-
-    async fn load_input(&self, input: &JobInput) -> Result<Vec<u8>, JobError> {
-        let limit = self.config.max_inline_input;
-        let too_large = |len: usize| {
-            JobError::Fatal(format!(
-                "inline input of {len} bytes exceeds the limit of {limit}; upload it to the {} object store bucket and pass {{\"object\": NAME}}",
-                topology::INPUTS_BUCKET
-            ))
-        };
-        match input {
-            JobInput::None => Ok(Vec::new()),
-            JobInput::Utf8(text) if text.len() > limit => Err(too_large(text.len())),
-            JobInput::Utf8(text) => Ok(text.as_bytes().to_vec()),
-            JobInput::Base64(text) if text.len() / 4 * 3 > limit => {
-                Err(too_large(text.len() / 4 * 3))
-            }
-            JobInput::Base64(text) => base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .map_err(|e| JobError::Fatal(format!("input is not valid base64: {e}"))),
-            JobInput::Object(name) => {
-                Ok(objects::read_bounded(&self.topology.inputs, name, MAX_OBJECT_INPUT).await?)
-            }
-        }
-    }
-
-    /// Waits while the work queue is full, so synthesis never runs far ahead of the GPUs.
-    async fn wait_for_queue_room(&self, cancel: &CancellationToken) -> Result<(), JobError> {
+        bytes: u64,
+        cancel: &CancellationToken,
+    ) -> Result<(), StepError> {
         let mut waited = false;
         loop {
-            let queued = self
+            let (queued, bucket) = self
                 .topology
-                .queued_partitions()
+                .queued_blob_bytes()
                 .await
-                .map_err(|e| JobError::Retry(e.to_string()))?;
-            if queued < self.config.max_queued_partitions {
+                .map_err(|e| StepError::Retry(e.to_string()))?;
+            // A lone blob larger than what is left goes anyway once the bucket is empty.
+            let limit = self
+                .config
+                .max_queued_bytes
+                .min(bucket.saturating_sub(bytes));
+            if queued < limit || queued == 0 {
                 return Ok(());
             }
             if !waited {
-                info!(
-                    queued,
-                    limit = self.config.max_queued_partitions,
-                    "work queue full; waiting"
-                );
+                info!(queued, limit, "work queue full; waiting");
                 waited = true;
             }
             tokio::select! {
-                _ = cancel.cancelled() => return Err(JobError::Shutdown),
+                _ = cancel.cancelled() => return Err(StepError::Shutdown),
                 _ = tokio::time::sleep(Duration::from_millis(250)) => {}
             }
         }
     }
 
-    async fn partition(self: &Arc<Self>, job: &JobContext, index: usize) -> Result<(), JobError> {
-        let _permit = tokio::select! {
-            _ = job.cancel.cancelled() => return Err(JobError::Shutdown),
-            permit = self.partitions.clone().acquire_owned() => permit.expect("semaphore open"),
-        };
-        let _held = self.load.hold("synth");
-        self.wait_for_queue_room(&job.cancel)
-            .instrument(info_span!("queue_room_wait"))
-            .await?;
-        let job_id = job.spec.job_id.clone();
-        if let Some((record, _)) = records::load(&self.topology.jobs_kv, &job_id).await? {
-            if record.status == JobStatus::Failed {
-                return Err(JobError::Fatal(
-                    record.error.unwrap_or_else(|| "job failed".into()),
-                ));
-            }
-        }
-
-        let mut timings = PartitionTimings::default();
-        // The shape's matrices are captured once per shape and machine (cached on disk).
-        let (circuit, shapes) = (job.circuit.clone(), self.shapes.clone());
-        let shape = self
-            .on_pool(move || shapes.shape_id(&*circuit))
-            .instrument(info_span!("shape"))
-            .await?
-            .map_err(|e| JobError::Fatal(format!("partition {index}: {e}")))?;
-        let started = Instant::now();
-        let (circuit, input) = (job.circuit.clone(), job.input.clone());
-        let capacity = Some((shape.inputs, shape.aux));
-        let witness = self
-            .on_pool(move || circuit.witness(&input, index, capacity))
-            .instrument(info_span!("synthesize"))
-            .await?
-            .map_err(|e| JobError::Fatal(format!("partition {index}: {e}")))?;
-        metrics().stage("synth", &job.labels, started.elapsed());
-        timings.synth_ms = ms(started.elapsed());
-
-        let started = Instant::now();
-        let header = BlobHeaderInfo::new(
-            job_id.as_str(),
-            index as u32,
-            job.circuit.shape_key(),
-            shape.hash,
-        )
-        .map_err(|e| JobError::Fatal(e.to_string()))?;
-        let options = EncodeOptions {
-            level: self.config.zstd_level,
-            ..Default::default()
-        };
-        let (bytes, stats) = self
-            .on_pool(move || {
-                blob::encode_blob_with_stats(&header, &witness.input, &witness.aux, &options)
-            })
-            .instrument(info_span!("encode"))
-            .await?;
-        metrics().stage("encode", &job.labels, started.elapsed());
-        timings.encode_ms = ms(started.elapsed());
-        timings.blob_bytes = bytes.len() as u64;
-        timings.raw_bytes = stats.raw_bytes;
-        let m = metrics();
-        let up = |form| {
-            [
-                KeyValue::new("direction", "up"),
-                KeyValue::new("form", form),
-            ]
-        };
-        m.blob_bytes
-            .add(timings.blob_bytes, &job.labels.with(&up("wire")));
-        m.blob_bytes
-            .add(timings.raw_bytes, &job.labels.with(&up("raw")));
-        m.codec_ratio.record(
-            timings.raw_bytes as f64 / timings.blob_bytes.max(1) as f64,
-            &job.labels.with(&[]),
-        );
-
-        let started = Instant::now();
-        let object = blob_object_name(&job_id, index, job.submission_seq);
-        objects::put(&self.topology.blobs, &object, &bytes)
-            .instrument(info_span!("upload", cuzk.blob_bytes = bytes.len()))
-            .await?;
-        drop(bytes);
-        metrics().stage("upload", &job.labels, started.elapsed());
-        timings.upload_ms = ms(started.elapsed());
-
-        let item = WorkItem {
-            version: WORK_ITEM_VERSION,
-            job_id: job_id.clone(),
-            partition: index as u32,
-            partitions: job.circuit.partitions() as u32,
-            circuit: job.spec.circuit.clone(),
-            params_json: job.spec.params.to_string(),
-            shape_key: job.circuit.shape_key(),
-            blob_object: object,
-            published_at_ms: unix_ms(),
-            timings,
-        };
-        self.publish_work(&item, job.spec.priority, job.submission_seq)
-            .await?;
-        records::update(&self.topology.jobs_kv, &job_id, |record| {
-            let Some(partition) = record.partitions.get_mut(index) else {
-                return false;
-            };
-            let first = partition.status == PartitionStatus::Pending;
-            if first {
-                partition.status = PartitionStatus::Queued;
-                partition.timings = timings;
-            }
-            first
-        })
-        .await?;
-        info!(
-            synth_ms = timings.synth_ms,
-            encode_ms = timings.encode_ms,
-            upload_ms = timings.upload_ms,
-            blob_bytes = timings.blob_bytes,
-            raw_bytes = timings.raw_bytes,
-            "partition queued"
-        );
-        Ok(())
-    }
-
-    async fn publish_work(
-        &self,
-        item: &WorkItem,
-        priority: Priority,
-        seq: u64,
-    ) -> Result<(), JobError> {
-        let subject = match priority {
-            Priority::High => SUBJECT_WORK_HIGH,
-            Priority::Normal => SUBJECT_WORK_NORMAL,
-        };
-        let payload = bytes::Bytes::from(item.encode());
-        // The message id makes a republish after a timeout or a resumed job a no-op.
-        let msg_id = format!("{}.{}.{seq}", item.job_id, item.partition);
-        // The GPU node's spans for this partition become children of this one.
-        let span = telemetry::send_span(subject, &msg_id, payload.len());
-        let mut headers = async_nats::HeaderMap::new();
-        telemetry::inject(&span, &mut headers);
-        retry("publish work item", RetryPolicy::NETWORK, || async {
-            let publish = PublishMessage::build()
-                .headers(headers.clone())
-                .payload(payload.clone())
-                .message_id(msg_id.as_str());
-            self.topology
-                .js
-                .send_publish(subject, publish)
-                .await?
-                .await
-                .map(|_| ())
-                .map_err(async_nats::Error::from)
-        })
-        .instrument(span)
-        .await
-        .map_err(|e| JobError::Retry(format!("publishing work item: {e}")))
-    }
-
     /// Runs CPU-heavy work on the synthesis pool without blocking the async runtime.
-    async fn on_pool<T, F>(&self, work: F) -> Result<T, JobError>
+    async fn on_pool<T, F>(&self, work: F) -> Result<T, StepError>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
@@ -634,18 +452,6 @@ impl SynthNode {
             let _ = tx.send(work());
         });
         rx.await
-            .map_err(|_| JobError::Fatal("synthesis panicked".into()))
+            .map_err(|_| StepError::Fatal("synthesis task died".into()))
     }
-}
-
-/// Blob names carry the submission sequence so a resubmitted job id never meets stale blobs.
-pub fn blob_object_name(job_id: &str, partition: usize, seq: u64) -> String {
-    format!("{job_id}/{seq}/{partition}")
-}
-
-/// Pulls one job, waiting a few seconds at most so shutdown is noticed.
-async fn next_message(
-    consumer: &PullConsumer,
-) -> Result<Option<jetstream::Message>, async_nats::Error> {
-    pull_one(consumer, Duration::from_secs(5)).await
 }

@@ -293,7 +293,7 @@ impl JobStatus {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum PartitionStatus {
     #[default]
@@ -339,6 +339,27 @@ pub struct JobRecord {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<JobResult>,
+    /// Whether the final result went out on `cuzk.results.<job_id>`. The record is made final
+    /// first and the result published after, so a crash in between leaves `false` here and
+    /// whoever meets the record next publishes it (`common/src/lifecycle`). Records written
+    /// before this field existed were published.
+    #[serde(default = "published_by_default")]
+    pub result_published: bool,
+    /// Deliveries of the job message when the record was created or last resumed (a synth node
+    /// that died mid-job shows here as 2 or more).
+    #[serde(default)]
+    pub intake_attempts: u32,
+    /// The job proves synthetic input (see [`JobResult::synthetic`]).
+    #[serde(default)]
+    pub synthetic: bool,
+    /// The circuit's shape key (`mimc-r100`), the `shape` label of the job's measurements;
+    /// empty for a job refused before its circuit was known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shape: String,
+}
+
+fn published_by_default() -> bool {
+    true
 }
 
 impl JobRecord {

@@ -107,3 +107,32 @@ async fn count_blobs(
     }
     Ok(count)
 }
+
+/// Publishes a partition's work item as a synth node does, its blob at `blob_object`.
+pub async fn queue_work(
+    cluster: &cuzk_cli::LocalCluster,
+    (job_id, partition, partitions): (&str, u32, u32),
+    family: &dyn cuzk_circuits::CircuitFamily,
+    params: &serde_json::Value,
+    blob_object: &str,
+) {
+    let item = cuzk_wire::job::WorkItem {
+        version: cuzk_wire::job::WORK_ITEM_VERSION,
+        job_id: job_id.into(),
+        partition,
+        partitions,
+        circuit: family.name().into(),
+        params_json: params.to_string(),
+        shape_key: family.shape_key(),
+        blob_object: blob_object.into(),
+        published_at_ms: cuzk_wire::job::unix_ms(),
+        timings: Default::default(),
+    };
+    let subject = cuzk_common::topology::SUBJECT_WORK_NORMAL;
+    let js = &cluster.topology.js;
+    js.publish(subject, item.encode().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}

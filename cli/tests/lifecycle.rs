@@ -1,0 +1,255 @@
+//! Every job id gets exactly one answer, seen where clients listen: a plain core subscription to
+//! `cuzk.results.<id>`, as well as the durable results stream. Each test sets up a situation
+//! that once gave two answers or none, through the cluster's external interfaces only (job
+//! JSON, work items, records as stored JSON).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use async_nats::Client;
+use cuzk_circuits::{CircuitSpec, ShapeCache};
+use cuzk_cli::LocalCluster;
+use cuzk_common::config::{GpuArgs, ParamArgs, SynthArgs};
+use cuzk_common::topology::{results_subject, RESULTS_STREAM, SUBJECT_SUBMIT};
+use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
+use cuzk_wire::job::{unix_ms, JobInput, JobResult, JobStatus};
+use futures::StreamExt;
+use serde_json::json;
+use support::{job, TIMEOUT};
+
+/// Every message on `cuzk.results.<job_id>` from now on, as a client sees them.
+struct Listener(async_nats::Subscriber);
+
+impl Listener {
+    async fn new(client: &Client, job_id: &str) -> Listener {
+        let sub = client.subscribe(results_subject(job_id)).await.unwrap();
+        client.flush().await.unwrap();
+        Listener(sub)
+    }
+
+    async fn next(&mut self, within: Duration) -> Option<JobResult> {
+        let message = tokio::time::timeout(within, self.0.next()).await.ok()??;
+        Some(serde_json::from_slice(&message.payload).unwrap())
+    }
+
+    /// The one answer: the first result, and no second within `quiet`.
+    async fn only(&mut self, quiet: Duration) -> JobResult {
+        let first = self.next(TIMEOUT).await.expect("a result");
+        if let Some(second) = self.next(quiet).await {
+            panic!("a second answer: first {first:?}, then {second:?}");
+        }
+        first
+    }
+}
+
+async fn publish(client: &Client, body: Vec<u8>) {
+    client.publish(SUBJECT_SUBMIT, body.into()).await.unwrap();
+    client.flush().await.unwrap();
+}
+
+/// Results the durable stream holds for `job_id`.
+async fn stored(cluster: &LocalCluster, job_id: &str) -> u64 {
+    let stream = cluster
+        .topology
+        .js
+        .get_stream(RESULTS_STREAM)
+        .await
+        .unwrap();
+    let mut info = stream
+        .info_with_subjects(results_subject(job_id))
+        .await
+        .unwrap();
+    let mut count = 0;
+    while let Some(entry) = info.next().await {
+        count += entry.unwrap().1 as u64;
+    }
+    count
+}
+
+/// A job record as nodes store it (its JSON form), written directly.
+async fn store_record(cluster: &LocalCluster, job_id: &str, record: &serde_json::Value) {
+    let value = serde_json::to_vec(record).unwrap();
+    cluster
+        .topology
+        .jobs_kv
+        .create(job_id, value.into())
+        .await
+        .unwrap();
+}
+
+fn synth_args(args: &[&str]) -> SynthArgs {
+    #[derive(clap::Parser)]
+    struct Args {
+        #[command(flatten)]
+        synth: SynthArgs,
+    }
+    let argv = ["synth", "--synth-threads", "2"].iter().chain(args);
+    <Args as clap::Parser>::parse_from(argv).synth
+}
+
+async fn cluster_with_synth(args: &[&str]) -> LocalCluster {
+    cuzk_common::telemetry::init_logging();
+    let gpu = GpuArgs {
+        cpu_threads: Some(2),
+        backend: Some(cuzk_common::config::BackendKind::Cpu),
+        ..Default::default()
+    };
+    let params = ParamArgs::default().resolve(true);
+    LocalCluster::start(
+        synth_args(args).resolve().unwrap(),
+        gpu.resolve().unwrap(),
+        params,
+    )
+    .await
+    .unwrap()
+}
+
+/// A submission that fails at intake uses its id up: resubmitting the id — even fixed — gets
+/// the stored failure at once and nothing new on the subject (docs/reliability.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_that_failed_at_intake_keeps_its_one_answer() {
+    let cluster = support::cluster().await;
+    let client = &cluster.client;
+    for (job_id, bad) in [
+        (
+            "intake-circuit",
+            job("intake-circuit", "groth-bogus", json!({}), ""),
+        ),
+        ("intake-object", {
+            let mut spec = job(
+                "intake-object",
+                "mimc",
+                json!({"rounds": 64, "partitions": 1}),
+                "",
+            );
+            spec.input = JobInput::Object("not-yet-uploaded".into());
+            spec
+        }),
+    ] {
+        let mut listener = Listener::new(client, job_id).await;
+        publish(client, serde_json::to_vec(&bad).unwrap()).await;
+        let failed = listener.next(TIMEOUT).await.expect("the failure");
+        assert_eq!(failed.status, JobStatus::Failed, "{failed:?}");
+
+        // Fixed and submitted again with the same id, waiting as `cuzk submit --wait` does.
+        let fixed = job(
+            job_id,
+            "mimc",
+            json!({"rounds": 64, "partitions": 1}),
+            "fixed",
+        );
+        let started = Instant::now();
+        let again = cuzk_cli::submit_and_wait(client, &fixed, Duration::from_secs(20))
+            .await
+            .expect("the stored answer, not a wait");
+        assert_eq!(again, failed, "the resubmission gets the original answer");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        if let Some(second) = listener.next(Duration::from_secs(6)).await {
+            panic!("{job_id}: a second answer on the subject: {second:?}");
+        }
+        assert_eq!(stored(&cluster, job_id).await, 1);
+    }
+    cluster.stop().await.unwrap();
+}
+
+/// `submit --wait` on an id whose job has finished returns its stored result at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_on_a_finished_job_returns_its_result() {
+    let cluster = support::cluster().await;
+    let spec = job(
+        "finished",
+        "mimc",
+        json!({"rounds": 64, "partitions": 2}),
+        "x",
+    );
+    let mut listener = Listener::new(&cluster.client, "finished").await;
+    let first = cuzk_cli::submit_and_wait(&cluster.client, &spec, TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(first.status, JobStatus::Done, "{:?}", first.error);
+    // A client that reconnects and submits again.
+    let again = cuzk_cli::submit_and_wait(&cluster.client, &spec, Duration::from_secs(15))
+        .await
+        .expect("the finished job's result, not a timeout");
+    assert_eq!(again, first);
+    assert_eq!(listener.only(Duration::from_secs(5)).await, first);
+    cluster.stop().await.unwrap();
+}
+
+/// A redelivered work item of a partition already proved (its blob deleted) is acknowledged and
+/// skipped; the job completes with its other partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_proved_partition_is_skipped() {
+    let cluster = support::cluster().await;
+    let params = json!({"rounds": 100, "partitions": 2});
+    let family = cuzk_circuits::resolve(&CircuitSpec {
+        name: "mimc".into(),
+        params: params.clone(),
+    })
+    .unwrap();
+    let job_id = "reproved";
+    let now = unix_ms();
+    // The record as a GPU node leaves it after proving partition 0 (the stored JSON form).
+    let record = json!({
+        "job_id": job_id, "circuit": "mimc", "params": params, "status": "proving",
+        "submission_seq": 0, "submitted_at_ms": now, "synth_started_at_ms": now,
+        "updated_at_ms": now,
+        "partitions": [
+            {"status": "proved", "proof": "ab".repeat(192), "attempts": 1, "prover": "gpu/0", "verified": true},
+            {"status": "queued"},
+        ],
+    });
+    store_record(&cluster, job_id, &record).await;
+    let hash = ShapeCache::open_default(true)
+        .unwrap()
+        .shape_id(&*family)
+        .unwrap()
+        .hash;
+    let info = BlobHeaderInfo::new(job_id, 1, family.shape_key(), hash).unwrap();
+    let witness = family.witness(b"in", 1, None).unwrap();
+    let blob = encode_blob(
+        &info,
+        &witness.input,
+        &witness.aux,
+        &EncodeOptions::default(),
+    );
+    cuzk_common::objects::put(&cluster.topology.blobs, "reproved/0/1", &blob)
+        .await
+        .unwrap();
+    let mut listener = Listener::new(&cluster.client, job_id).await;
+    // Partition 0 again (its blob is gone), then partition 1.
+    for partition in [0u32, 1] {
+        let blob_object = format!("reproved/0/{partition}");
+        let item = (job_id, partition, 2);
+        support::queue_work(&cluster, item, &*family, &params, &blob_object).await;
+    }
+    let result = listener.only(Duration::from_secs(5)).await;
+    assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
+    assert_eq!(result.partitions, 2);
+    assert_eq!(stored(&cluster, job_id).await, 1);
+    cluster.stop().await.unwrap();
+}
+
+/// A job whose messages are gone (a max-deliveries advisory nobody saw) does not stay open: the
+/// sweeper fails it after the configured time without progress, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_without_progress_is_ended_by_the_sweeper() {
+    let cluster = cluster_with_synth(&["--synth-no-progress-timeout-secs", "2"]).await;
+    let job_id = "stuck";
+    let then = unix_ms() - 600_000;
+    let record = json!({
+        "job_id": job_id, "circuit": "mimc", "params": {"rounds": 100, "partitions": 1},
+        "status": "proving", "submission_seq": 0, "submitted_at_ms": then,
+        "synth_started_at_ms": then, "updated_at_ms": then,
+        "partitions": [{"status": "queued"}],
+    });
+    let mut listener = Listener::new(&cluster.client, job_id).await;
+    store_record(&cluster, job_id, &record).await;
+    let result = listener.only(Duration::from_secs(5)).await;
+    assert_eq!(result.status, JobStatus::Failed);
+    let error = result.error.unwrap_or_default();
+    assert!(error.contains("no progress for 2 s"), "{error}");
+    assert_eq!(stored(&cluster, job_id).await, 1);
+    cluster.stop().await.unwrap();
+}

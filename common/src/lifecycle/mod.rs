@@ -1,0 +1,339 @@
+//! The job lifecycle: the [`Ledger`] is the only writer of job records (the `cuzk-jobs` KV
+//! bucket) and the only publisher of results. It applies the transitions of [`machine`] by
+//! compare-and-set and reports every job once: the record is made final first, then the result
+//! is published on `cuzk.results.<job_id>`, then the record notes the publication. Whoever
+//! meets a final record whose result is unpublished (a redelivered message, the sweeper)
+//! publishes it after a grace period, so a crash between the two steps loses nothing.
+
+pub mod machine;
+mod publish;
+mod store;
+pub mod sweep;
+
+use std::time::Duration;
+
+use async_nats::jetstream::{kv, Context};
+
+pub use machine::{JobShape, Proved, ProvedPartition};
+
+use crate::metrics::{metrics, JobLabels};
+use crate::topology::Topology;
+use cuzk_wire::job::{unix_ms, JobRecord, JobResult, JobSpec, PartitionTimings};
+
+/// How long a final record may wait for its finisher to publish the result before someone else
+/// does: longer than a publish's whole retry policy, so the finisher is gone, not slow.
+pub const PUBLISH_GRACE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// NATS did not answer in time or refused the operation; the step can be retried.
+    #[error("jobs bucket unavailable: {0}")]
+    Unavailable(String),
+    /// The stored record is not ours to read; nothing will fix it but a person.
+    #[error("job record {job_id} is unreadable: {message}")]
+    Corrupt { job_id: String, message: String },
+    /// Publishing the result failed; the step can be retried.
+    #[error("publishing the result of {job_id} failed: {message}")]
+    Publish { job_id: String, message: String },
+}
+
+impl cuzk_wire::Retryable for RecordError {
+    fn retryable(&self) -> bool {
+        !matches!(self, RecordError::Corrupt { .. })
+    }
+}
+
+/// What intake learned from the record of a submitted job.
+#[derive(Debug)]
+pub enum Admission {
+    /// The first delivery of this submission: the record was created.
+    New(JobRecord),
+    /// A redelivery of the submission that created the record: resume its pending partitions.
+    Resume(JobRecord),
+    /// This submission created the record and the job has ended (its result is published, or
+    /// will be by whoever finds it unpublished).
+    Ended(JobRecord),
+    /// Another submission holds this job id; its outcome stands.
+    Duplicate(JobRecord),
+}
+
+/// How [`Ledger::finish`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// This call ended the job and published its result.
+    Published,
+    /// The job had already ended; nothing was published.
+    AlreadyEnded,
+}
+
+#[derive(Clone)]
+pub struct Ledger {
+    kv: kv::Store,
+    js: Context,
+}
+
+impl Ledger {
+    pub fn new(topology: &Topology) -> Ledger {
+        Ledger::open(topology.js.clone(), topology.jobs_kv.clone())
+    }
+
+    /// A ledger on a bucket opened by hand: clients that may only read records use it so.
+    pub fn open(js: Context, jobs_kv: kv::Store) -> Ledger {
+        Ledger { kv: jobs_kv, js }
+    }
+
+    /// The job's record, if it has one.
+    pub async fn get(&self, job_id: &str) -> Result<Option<JobRecord>, RecordError> {
+        Ok(store::load(&self.kv, job_id).await?.map(|(r, _)| r))
+    }
+
+    /// Records a submission that passed intake, or says who else holds its id.
+    pub async fn admit(
+        &self,
+        spec: &JobSpec,
+        shape: JobShape<'_>,
+        seq: u64,
+        submitted_at_ms: u64,
+        delivered: u32,
+    ) -> Result<Admission, RecordError> {
+        let record = machine::admitted(spec, shape, seq, submitted_at_ms, delivered, unix_ms());
+        loop {
+            if store::create(&self.kv, &record).await? {
+                return Ok(Admission::New(record));
+            }
+            let Some((existing, _)) = store::load(&self.kv, &spec.job_id).await? else {
+                continue; // expired between the two calls: create again
+            };
+            if existing.submission_seq != seq {
+                return Ok(Admission::Duplicate(existing));
+            }
+            if existing.status.is_final() {
+                return Ok(Admission::Ended(existing));
+            }
+            let updated =
+                store::update(&self.kv, &spec.job_id, |r| machine::resumed(r, delivered)).await?;
+            return Ok(match updated {
+                Some((r, _)) if r.status.is_final() => Admission::Ended(r),
+                Some((r, _)) => Admission::Resume(r),
+                None => continue,
+            });
+        }
+    }
+
+    /// Ends a submission that failed at intake with `result` (a failure), unless another
+    /// submission holds the id. The failed record uses the id up: a later submission with it is
+    /// a duplicate and gets this result (`docs/reliability.md`).
+    pub async fn refuse(
+        &self,
+        result: &JobResult,
+        seq: u64,
+        submitted_at_ms: u64,
+    ) -> Result<Admission, RecordError> {
+        let record = machine::ended(result, seq, submitted_at_ms, unix_ms());
+        if store::create(&self.kv, &record).await? {
+            self.report(result, &labels(&record)).await?;
+            return Ok(Admission::Ended(record));
+        }
+        match self.get(&result.job_id).await? {
+            Some(existing) if existing.submission_seq != seq => Ok(Admission::Duplicate(existing)),
+            // Our own earlier attempt (resumed, or refused before a crash): end it if it runs.
+            Some(_) | None => {
+                self.finish(result).await?;
+                let record = self.get(&result.job_id).await?.unwrap_or(record);
+                Ok(Admission::Ended(record))
+            }
+        }
+    }
+
+    /// Partition `index` is synthesized and its work item published. Returns the record (`None`
+    /// if the job has none).
+    pub async fn queued(
+        &self,
+        job_id: &str,
+        index: usize,
+        timings: PartitionTimings,
+    ) -> Result<Option<JobRecord>, RecordError> {
+        let updated = store::update(&self.kv, job_id, |r| machine::queued(r, index, timings));
+        Ok(updated.await?.map(|(r, _)| r))
+    }
+
+    /// Every partition is queued.
+    pub async fn synthesized(&self, job_id: &str) -> Result<(), RecordError> {
+        store::update(&self.kv, job_id, machine::synthesized).await?;
+        Ok(())
+    }
+
+    /// Stores a partition proof; the call that stores the last one assembles the job and
+    /// reports it. Returns how the proof met the record (`NoSuchPartition` also when the job
+    /// has no record).
+    pub async fn proved(
+        &self,
+        job_id: &str,
+        index: usize,
+        partition: &ProvedPartition,
+    ) -> Result<Proved, RecordError> {
+        let mut outcome = Proved::NoSuchPartition;
+        let updated = store::update(&self.kv, job_id, |r| {
+            outcome = machine::proved(r, index, partition);
+            outcome == Proved::Recorded
+        })
+        .await?;
+        let Some((record, _)) = updated else {
+            return Ok(Proved::NoSuchPartition);
+        };
+        // Already proved and complete: whoever stored the last proof died before finishing.
+        let stored = matches!(outcome, Proved::Recorded | Proved::AlreadyProved);
+        if stored && machine::complete(&record) {
+            use tracing::Instrument;
+            self.assemble(&record)
+                .instrument(tracing::info_span!("assemble"))
+                .await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Finishes what a crash left of a job: a complete record not yet ended is assembled, an
+    /// ended one whose result is overdue is published.
+    pub async fn catch_up(&self, record: &JobRecord) -> Result<(), RecordError> {
+        if machine::complete(record) {
+            self.assemble(record).await
+        } else {
+            self.publish_pending(record).await.map(|_| ())
+        }
+    }
+
+    async fn assemble(&self, record: &JobRecord) -> Result<(), RecordError> {
+        let started = std::time::Instant::now();
+        let result = match machine::assemble(record, unix_ms()) {
+            Ok(mut result) => {
+                result.timings.assemble_ms = crate::nats::ms(started.elapsed());
+                result
+            }
+            Err(e) => JobResult::failed(&record.job_id, e.to_string()),
+        };
+        if self.finish(&result).await? == Finish::Published {
+            let labels = labels(record);
+            metrics().stage("assemble", &labels, started.elapsed());
+            metrics().stage_ms("job_total", &labels, result.timings.total_ms);
+            tracing::info!(job_id = %result.job_id, status = ?result.status,
+                partitions = result.partitions, total_ms = result.timings.total_ms, "job ended");
+        }
+        Ok(())
+    }
+
+    /// Ends the job with `result` — the record first, then the result — unless it has already
+    /// ended. A job without a record gets a final one.
+    pub async fn finish(&self, result: &JobResult) -> Result<Finish, RecordError> {
+        let job_id = result.job_id.as_str();
+        let (record, ended) =
+            match store::update(&self.kv, job_id, |r| machine::finish(r, result)).await? {
+                Some(updated) => updated,
+                None => {
+                    let record = machine::ended(result, 0, unix_ms(), unix_ms());
+                    let created = store::create(&self.kv, &record).await?;
+                    (record, created)
+                }
+            };
+        if !ended {
+            return Ok(Finish::AlreadyEnded);
+        }
+        self.report(result, &labels(&record)).await?;
+        Ok(Finish::Published)
+    }
+
+    /// Fails the job if it is still open and has made no progress for `no_progress` (checked
+    /// again inside the compare-and-set). Returns the record as ended.
+    pub async fn end_stale(
+        &self,
+        job_id: &str,
+        no_progress: Duration,
+    ) -> Result<Option<JobRecord>, RecordError> {
+        let mut failure = None;
+        let updated = store::update(&self.kv, job_id, |r| {
+            if !machine::stale(r, unix_ms(), no_progress) {
+                return false;
+            }
+            let result = JobResult::failed(job_id, machine::stale_reason(r, no_progress));
+            let ended = machine::finish(r, &result);
+            failure = Some(result);
+            ended
+        })
+        .await?;
+        match (updated, failure) {
+            (Some((record, true)), Some(result)) => {
+                tracing::warn!(
+                    job_id,
+                    error = result.error.as_deref().unwrap_or_default(),
+                    "ending a stuck job"
+                );
+                self.report(&result, &labels(&record)).await?;
+                Ok(Some(record))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Counts and publishes a result whose record this process just made final.
+    async fn report(&self, result: &JobResult, labels: &JobLabels) -> Result<(), RecordError> {
+        let status = match result.status {
+            cuzk_wire::job::JobStatus::Done => "done",
+            _ => "failed",
+        };
+        metrics().job(status, labels);
+        self.publish(&result.job_id, result).await
+    }
+
+    /// Fails the job with `reason` unless it has already ended.
+    pub async fn fail(
+        &self,
+        job_id: &str,
+        reason: impl Into<String>,
+    ) -> Result<Finish, RecordError> {
+        self.finish(&JobResult::failed(job_id, reason)).await
+    }
+
+    /// Publishes the result of an ended job whose finisher did not get to it within
+    /// [`PUBLISH_GRACE`] (it crashed between the two steps). Returns whether it published.
+    pub async fn publish_pending(&self, record: &JobRecord) -> Result<bool, RecordError> {
+        let overdue =
+            unix_ms().saturating_sub(record.updated_at_ms) >= PUBLISH_GRACE.as_millis() as u64;
+        let Some(result) = record.result.as_ref() else {
+            return Ok(false);
+        };
+        if !record.status.is_final() || record.result_published || !overdue {
+            return Ok(false);
+        }
+        tracing::warn!(job_id = %record.job_id, "publishing a result its finisher did not");
+        self.publish(&record.job_id, result).await?;
+        Ok(true)
+    }
+
+    /// Publishes, then notes the publication in the record.
+    async fn publish(&self, job_id: &str, result: &JobResult) -> Result<(), RecordError> {
+        publish::result(&self.js, result).await?;
+        store::update(&self.kv, job_id, machine::published).await?;
+        Ok(())
+    }
+
+    /// Reports a submission that carried no usable job id on `cuzk.results._malformed`.
+    pub async fn report_malformed(&self, seq: u64, reason: &str) -> Result<(), RecordError> {
+        publish::malformed(&self.js, seq, reason).await
+    }
+
+    /// The most recently updated job records, newest first: what `cuzk status` lists.
+    pub async fn recent(&self, scan: u64) -> Result<Vec<JobRecord>, RecordError> {
+        sweep::recent(&self.js, scan).await
+    }
+}
+
+/// The `circuit` and `shape` labels of a job's measurements, from its record.
+fn labels(record: &JobRecord) -> JobLabels {
+    let known = |label: &str| {
+        if label.is_empty() {
+            "unknown".to_owned()
+        } else {
+            label.to_owned()
+        }
+    };
+    JobLabels::new(&known(&record.circuit), &known(&record.shape))
+}

@@ -1,0 +1,237 @@
+//! The synth node's picker side: a job message becomes an admitted job (its record created or
+//! resumed, its input loaded) or is refused with the reason. Everything a submission can get
+//! wrong is found here, before any synthesis: malformed JSON, an unknown circuit or bad
+//! parameters, `high` priority on the ordinary subject, a job over the size cap or a partition
+//! over the node's memory budget, a missing input.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use cuzk_circuits::{CircuitFamily, CircuitSpec};
+use cuzk_common::lifecycle::{Admission, JobShape, Ledger};
+use cuzk_common::metrics::JobLabels;
+use cuzk_common::objects;
+use cuzk_common::policy::StepError;
+use cuzk_common::topology::{self, Topology, SUBJECT_SUBMIT_HIGH};
+use cuzk_wire::job::{JobInput, JobSpec, Priority};
+use tracing::info;
+
+use crate::budget::partition_bytes;
+
+/// Largest job input accepted through the inputs object store.
+pub const MAX_OBJECT_INPUT: u64 = 4 << 30;
+
+/// One delivery of a job message.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub seq: u64,
+    pub delivered: i64,
+    pub published_ms: u64,
+    pub subject: String,
+}
+
+/// What intake checks a job against.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_job_constraints: u64,
+    pub max_inline_input: usize,
+    /// The node's memory budget: one partition must fit in it.
+    pub memory_budget: u64,
+    /// Whether synthetic jobs (random data, for timings) are accepted.
+    pub allow_synthetic: bool,
+}
+
+/// A job admitted for synthesis.
+pub struct Admitted {
+    pub spec: JobSpec,
+    pub circuit: Arc<dyn CircuitFamily>,
+    /// The `circuit` and `shape` labels of its measurements.
+    pub labels: JobLabels,
+    pub input: Arc<Vec<u8>>,
+    pub seq: u64,
+    /// Partitions still to synthesize (all of them, unless the job is resumed).
+    pub pending: Vec<usize>,
+    /// Bytes each partition holds at its peak.
+    pub partition_bytes: u64,
+}
+
+pub enum Intake {
+    Run(Admitted),
+    /// Nothing to do: a duplicate submission, or a job that has already ended.
+    Settled,
+}
+
+/// Admits the job in `body`, or says why not. `job_id` and `labels` are filled in as soon as
+/// they are known, so that a failure is reported on the job's own subject and counted under its
+/// circuit.
+pub async fn admit(
+    topology: &Topology,
+    ledger: &Ledger,
+    limits: &Limits,
+    body: &[u8],
+    submission: &Submission,
+    job_id: &mut Option<String>,
+    labels: &mut Option<JobLabels>,
+) -> Result<Intake, StepError> {
+    let spec = match JobSpec::parse(body) {
+        Ok(spec) => spec,
+        Err((recovered, e)) => {
+            if recovered.is_some() {
+                *job_id = recovered;
+            }
+            return Err(StepError::Fatal(e.to_string()));
+        }
+    };
+    *job_id = Some(spec.job_id.clone());
+    tracing::Span::current().record("cuzk.job_id", spec.job_id.as_str());
+    // A duplicate is recognised before anything about it is judged: the original stands.
+    if let Some(existing) = ledger.get(&spec.job_id).await? {
+        if existing.submission_seq != submission.seq {
+            info!(job_id = %spec.job_id, seq = submission.seq, "duplicate submission ignored; the original stands");
+            return Ok(Intake::Settled);
+        }
+        if existing.status.is_final() {
+            ledger.publish_pending(&existing).await?;
+            return Ok(Intake::Settled);
+        }
+    }
+    if spec.priority == Priority::High && submission.subject != SUBJECT_SUBMIT_HIGH {
+        return Err(StepError::Fatal(format!(
+            "priority high must be submitted on {SUBJECT_SUBMIT_HIGH}, which only roles allowed to use it may publish; \
+             this job came on {}",
+            submission.subject
+        )));
+    }
+    let circuit = cuzk_circuits::resolve(&CircuitSpec {
+        name: spec.circuit.clone(),
+        params: spec.params.clone(),
+    })
+    .map_err(|e| StepError::Fatal(e.to_string()))?;
+    let job_labels = JobLabels::new(&spec.circuit, &circuit.shape_key());
+    *labels = Some(job_labels.clone());
+    if circuit.synthetic() && !limits.allow_synthetic {
+        return Err(StepError::Fatal(
+            "synthetic jobs (random data, for timings) are not accepted here: start the nodes with --allow-synthetic".into(),
+        ));
+    }
+    let bytes = check_size(&*circuit, limits)?;
+    let input = load_input(topology, limits, &spec.input).await?;
+    let admission = ledger
+        .admit(
+            &spec,
+            JobShape {
+                partitions: circuit.partitions(),
+                synthetic: circuit.synthetic(),
+                shape_key: &circuit.shape_key(),
+            },
+            submission.seq,
+            submission.published_ms,
+            submission.delivered as u32,
+        )
+        .await?;
+    let record = match admission {
+        Admission::New(record) | Admission::Resume(record) => record,
+        Admission::Duplicate(_) => return Ok(Intake::Settled),
+        Admission::Ended(record) => {
+            ledger.publish_pending(&record).await?;
+            return Ok(Intake::Settled);
+        }
+    };
+    let pending = record
+        .partitions
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.status == cuzk_wire::job::PartitionStatus::Pending)
+        .map(|(i, _)| i)
+        .collect();
+    Ok(Intake::Run(Admitted {
+        spec,
+        circuit,
+        labels: job_labels,
+        input: Arc::new(input),
+        seq: submission.seq,
+        pending,
+        partition_bytes: bytes,
+    }))
+}
+
+/// Refuses a job over the cluster's size cap, or whose partitions cannot fit this node's
+/// memory budget; returns the bytes one partition holds.
+fn check_size(circuit: &dyn CircuitFamily, limits: &Limits) -> Result<u64, StepError> {
+    let shape = circuit.partition_shape();
+    let partitions = circuit.partitions() as u64;
+    let total = shape.constraints.saturating_mul(partitions);
+    if total > limits.max_job_constraints {
+        return Err(StepError::Fatal(format!(
+            "job too large: {partitions} partitions × {} constraints = {total} constraints, over this cluster's cap of {} (--synth-max-job-constraints)",
+            shape.constraints, limits.max_job_constraints
+        )));
+    }
+    let bytes = partition_bytes(shape);
+    if bytes > limits.memory_budget {
+        return Err(StepError::Fatal(format!(
+            "partition too large for the synth nodes: one partition of {} constraints needs {bytes} bytes, over the memory budget of {} (--synth-memory-budget)",
+            shape.constraints, limits.memory_budget
+        )));
+    }
+    Ok(bytes)
+}
+
+async fn load_input(
+    topology: &Topology,
+    limits: &Limits,
+    input: &JobInput,
+) -> Result<Vec<u8>, StepError> {
+    let limit = limits.max_inline_input;
+    let too_large = |len: usize| {
+        StepError::Fatal(format!(
+            "inline input of {len} bytes exceeds the limit of {limit}; upload it to the {} object store bucket and pass {{\"object\": NAME}}",
+            topology::INPUTS_BUCKET
+        ))
+    };
+    match input {
+        JobInput::None => Ok(Vec::new()),
+        JobInput::Utf8(text) if text.len() > limit => Err(too_large(text.len())),
+        JobInput::Utf8(text) => Ok(text.as_bytes().to_vec()),
+        JobInput::Base64(text) if text.len() / 4 * 3 > limit => Err(too_large(text.len() / 4 * 3)),
+        JobInput::Base64(text) => base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| StepError::Fatal(format!("input is not valid base64: {e}"))),
+        JobInput::Object(name) => {
+            let (store, stream) = (&topology.inputs, &topology.inputs_stream);
+            Ok(objects::read_bounded(store, stream, name, MAX_OBJECT_INPUT).await?)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            max_job_constraints: 1_000_000,
+            max_inline_input: 1024,
+            memory_budget: 1 << 30,
+            allow_synthetic: false,
+        }
+    }
+
+    #[test]
+    fn the_size_cap_names_the_numbers() {
+        let big = cuzk_circuits::MimcFamily::new(100_000, 8).unwrap();
+        let e = check_size(&big, &limits()).unwrap_err().to_string();
+        assert!(
+            e.contains("8 partitions × 200002 constraints = 1600016 constraints, over this cluster's cap of 1000000"),
+            "{e}"
+        );
+        let ok = cuzk_circuits::MimcFamily::new(100_000, 4).unwrap();
+        assert_eq!(check_size(&ok, &limits()).unwrap(), 2 * 32 * 200_003);
+        let small_budget = Limits {
+            memory_budget: 1 << 20,
+            ..limits()
+        };
+        let e = check_size(&ok, &small_budget).unwrap_err().to_string();
+        assert!(e.contains("over the memory budget of 1048576"), "{e}");
+    }
+}

@@ -1,0 +1,101 @@
+//! The synth node's saver: a synthesized partition's blob goes to the blobs bucket, its work
+//! item to the work queue, and the ledger notes it queued — in that order, each step
+//! idempotent, so a redelivered job resumes where it stopped.
+
+use std::time::Instant;
+
+use async_nats::jetstream::message::PublishMessage;
+use cuzk_common::lifecycle::Ledger;
+use cuzk_common::metrics::metrics;
+use cuzk_common::nats::{ms, retry, RetryPolicy};
+use cuzk_common::objects;
+use cuzk_common::policy::StepError;
+use cuzk_common::telemetry;
+use cuzk_common::topology::{Topology, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL};
+use cuzk_wire::job::{unix_ms, PartitionTimings, Priority, WorkItem, WORK_ITEM_VERSION};
+use tracing::{info, info_span, Instrument};
+
+use crate::intake::Admitted;
+
+/// Blob names carry the submission sequence so a resubmitted job id never meets stale blobs.
+pub fn blob_object_name(job_id: &str, partition: usize, seq: u64) -> String {
+    format!("{job_id}/{seq}/{partition}")
+}
+
+pub async fn save(
+    topology: &Topology,
+    ledger: &Ledger,
+    job: &Admitted,
+    index: usize,
+    blob: Vec<u8>,
+    mut timings: PartitionTimings,
+) -> Result<(), StepError> {
+    let job_id = job.spec.job_id.as_str();
+    let started = Instant::now();
+    let object = blob_object_name(job_id, index, job.seq);
+    objects::put(&topology.blobs, &object, &blob)
+        .instrument(info_span!("upload", cuzk.blob_bytes = blob.len()))
+        .await?;
+    drop(blob);
+    metrics().stage("upload", &job.labels, started.elapsed());
+    timings.upload_ms = ms(started.elapsed());
+
+    let item = WorkItem {
+        version: WORK_ITEM_VERSION,
+        job_id: job_id.to_owned(),
+        partition: index as u32,
+        partitions: job.circuit.partitions() as u32,
+        circuit: job.spec.circuit.clone(),
+        params_json: job.spec.params.to_string(),
+        shape_key: job.circuit.shape_key(),
+        blob_object: object,
+        published_at_ms: unix_ms(),
+        timings,
+    };
+    publish_work(topology, &item, job.spec.priority, job.seq).await?;
+    ledger.queued(job_id, index, timings).await?;
+    info!(
+        synth_ms = timings.synth_ms,
+        encode_ms = timings.encode_ms,
+        upload_ms = timings.upload_ms,
+        blob_bytes = timings.blob_bytes,
+        raw_bytes = timings.raw_bytes,
+        "partition queued"
+    );
+    Ok(())
+}
+
+async fn publish_work(
+    topology: &Topology,
+    item: &WorkItem,
+    priority: Priority,
+    seq: u64,
+) -> Result<(), StepError> {
+    let subject = match priority {
+        Priority::High => SUBJECT_WORK_HIGH,
+        Priority::Normal => SUBJECT_WORK_NORMAL,
+    };
+    let payload = bytes::Bytes::from(item.encode());
+    // The message id makes a republish after a timeout or a resumed job a no-op.
+    let msg_id = format!("{}.{}.{seq}", item.job_id, item.partition);
+    // The GPU node's spans for this partition become children of this one.
+    let span = telemetry::send_span(subject, &msg_id, payload.len());
+    let mut headers = async_nats::HeaderMap::new();
+    telemetry::inject(&span, &mut headers);
+    retry("publish work item", RetryPolicy::NETWORK, || async {
+        let publish = PublishMessage::build()
+            .headers(headers.clone())
+            .payload(payload.clone())
+            .message_id(msg_id.as_str());
+        topology
+            .js
+            .send_publish(subject, publish)
+            .await?
+            .await
+            .map(|_| ())
+            .map_err(async_nats::Error::from)
+    })
+    .instrument(span)
+    .await
+    .map_err(|e| StepError::Retry(format!("publishing work item: {e}")))
+}

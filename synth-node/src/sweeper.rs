@@ -1,0 +1,63 @@
+//! The backstop for jobs nothing else will end: every synth node follows the jobs bucket
+//! (`cuzk_common::lifecycle::sweep`) and fails jobs with no progress for
+//! `--synth-no-progress-timeout-secs`, deleting the blobs they left; it also publishes results
+//! whose finisher died between ending the job and publishing. Concurrent sweepers are harmless:
+//! the ledger ends a job once.
+
+use std::time::Duration;
+
+use cuzk_common::lifecycle::{sweep::Sweeper, Ledger};
+use cuzk_common::objects;
+use cuzk_common::topology::Topology;
+use cuzk_wire::job::PartitionStatus;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::saver::blob_object_name;
+
+/// How often to sweep: a fraction of the timeout, so a stuck job ends soon after it, and never
+/// less often than once a minute.
+pub fn interval(no_progress: Duration) -> Duration {
+    (no_progress / 4).clamp(Duration::from_millis(500), Duration::from_secs(60))
+}
+
+pub async fn run(
+    topology: Topology,
+    ledger: Ledger,
+    no_progress: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut sweeper = Sweeper::new(ledger, no_progress);
+    let mut ticker = tokio::time::interval(interval(no_progress));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let swept = match sweeper.sweep().await {
+            Ok(swept) => swept,
+            Err(e) => {
+                debug!(err = %e, "sweep failed; trying again next time");
+                continue;
+            }
+        };
+        for record in &swept.ended {
+            for (index, partition) in record.partitions.iter().enumerate() {
+                if partition.status == PartitionStatus::Queued {
+                    let blob = blob_object_name(&record.job_id, index, record.submission_seq);
+                    if let Err(e) = objects::delete(&topology.blobs, &blob).await {
+                        warn!(err = %e, %blob, "deleting a stuck job's blob failed; the bucket's max age reclaims it");
+                    }
+                }
+            }
+        }
+        if !swept.ended.is_empty() || swept.published > 0 {
+            warn!(
+                ended = swept.ended.len(),
+                published = swept.published,
+                open = swept.open,
+                "swept stuck jobs"
+            );
+        }
+    }
+}
