@@ -726,12 +726,12 @@ impl PorepC2Family {
         }
     }
 
-    fn synthesize_tree<Tree: 'static + MerkleTreeTrait>(
+    /// Partition `index`'s circuit, built from the C1 as filecoin-proofs builds it.
+    fn circuit<Tree: 'static + MerkleTreeTrait>(
         &self,
         input: &[u8],
         index: usize,
-        mode: Synthesis,
-    ) -> Result<Synthesized, CircuitError> {
+    ) -> Result<StackedCircuit<Tree, DefaultPieceHasher>, CircuitError> {
         let c1 = self.c1::<Tree>(input)?;
         let (cpp, pub_in) = setup::<Tree>(c1.proof, &c1.out)?;
         let proofs = c1.out.vanilla_proofs.get(index).ok_or_else(|| {
@@ -740,24 +740,65 @@ impl PorepC2Family {
                 c1.out.vanilla_proofs.len()
             ))
         })?;
+        <Compound<Tree> as CompoundProof<Drg<'_, Tree>, _>>::circuit(
+            &pub_in,
+            (),
+            proofs,
+            &cpp.vanilla_params,
+            Some(index),
+        )
+        .map_err(|e| input_err(format!("cannot build partition {index}'s circuit: {e:#}")))
+    }
+
+    fn synthesize_tree<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        input: &[u8],
+        index: usize,
+        mode: Synthesis,
+    ) -> Result<Synthesized, CircuitError> {
         // filecoin-proofs asserts rather than returns errors in places; a panic here must fail
         // the job, not the synthesis pool.
         catch_unwind(AssertUnwindSafe(|| {
-            let circuit = <Compound<Tree> as CompoundProof<Drg<'_, Tree>, _>>::circuit(
-                &pub_in,
-                (),
-                proofs,
-                &cpp.vanilla_params,
-                Some(index),
+            crate::run(
+                shape_key(self.size),
+                index,
+                mode,
+                self.circuit::<Tree>(input, index)?,
             )
-            .map_err(|e| input_err(format!("cannot build partition {index}'s circuit: {e:#}")))?;
-            crate::run(shape_key(self.size), index, mode, circuit)
         }))
         .unwrap_or_else(|_| {
             Err(input_err(format!(
                 "partition {index}'s circuit construction panicked"
             )))
         })
+    }
+
+    /// bellperson's own proof of partition `index` (`create_proof_batch` with the given r, s):
+    /// what our prover's proof must equal byte for byte.
+    pub fn bellperson_proof(
+        &self,
+        input: &[u8],
+        index: usize,
+        params: &bellperson::groth16::Parameters<blstrs::Bls12>,
+        r: Scalar,
+        s: Scalar,
+    ) -> Result<bellperson::groth16::Proof<blstrs::Bls12>, CircuitError> {
+        with_tree!(self.size, Tree => self.bellperson_tree::<Tree>(input, index, params, r, s))
+    }
+
+    fn bellperson_tree<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        input: &[u8],
+        index: usize,
+        params: &bellperson::groth16::Parameters<blstrs::Bls12>,
+        r: Scalar,
+        s: Scalar,
+    ) -> Result<bellperson::groth16::Proof<blstrs::Bls12>, CircuitError> {
+        let circuit = self.circuit::<Tree>(input, index)?;
+        bellperson::groth16::create_proof_batch(vec![circuit], params, vec![r], vec![s])
+            .map_err(|e| input_err(format!("bellperson could not prove partition {index}: {e}")))?
+            .pop()
+            .ok_or_else(|| input_err("bellperson returned no proof"))
     }
 
     fn inputs<Tree: 'static + MerkleTreeTrait>(

@@ -253,21 +253,35 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
         assert_failed(&result, needle);
     }
 
-    // A work item whose blob is a valid blob of another job is refused too.
-    let info = BlobHeaderInfo::new("someone-else", 0, family.shape_key(), hash).unwrap();
-    let blob = encode(&info);
-    let mut results = cluster
-        .client
-        .subscribe(results_subject("mixup"))
-        .await
-        .unwrap();
-    inject_partition(&cluster, "mixup", &blob, &*family, params.clone()).await;
-    let message = tokio::time::timeout(TIMEOUT, results.next())
-        .await
-        .unwrap()
-        .unwrap();
-    let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
-    assert_failed(&result, "not this work item");
+    // Valid blobs that do not belong: another job's, and one synthesized against other
+    // constraint matrices (a synth node running other circuit code).
+    let mut other_matrices = hash;
+    other_matrices[0] ^= 1;
+    let misfits = [
+        ("mixup", "someone-else", hash, "not this work item"),
+        (
+            "other-matrices",
+            "other-matrices",
+            other_matrices,
+            "constraint matrices",
+        ),
+    ];
+    for (job_id, blob_job, shape_hash, needle) in misfits {
+        let info = BlobHeaderInfo::new(blob_job, 0, family.shape_key(), shape_hash).unwrap();
+        let blob = encode(&info);
+        let mut results = cluster
+            .client
+            .subscribe(results_subject(job_id))
+            .await
+            .unwrap();
+        inject_partition(&cluster, job_id, &blob, &*family, params.clone()).await;
+        let message = tokio::time::timeout(TIMEOUT, results.next())
+            .await
+            .unwrap()
+            .unwrap();
+        let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
+        assert_failed(&result, needle);
+    }
 
     assert_eq!(
         blobs_left(&cluster.topology).await,

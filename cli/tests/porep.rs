@@ -6,7 +6,9 @@
 //! proofs concatenated, 192 compressed bytes each). The bytes themselves never equal another
 //! prover's: Groth16 proofs are randomized (r, s). `seal_commit_phase2` itself is not run here:
 //! it took 124 s for this C1 on 2 cores (the cluster 52 s), too much for a check of the length.
-//! Bad C1 outputs fail their jobs cleanly, and `cuzk submit` exits non-zero for them.
+//! Bad C1 outputs fail their jobs cleanly, and `cuzk submit` exits non-zero for them. With r
+//! and s fixed, our prover's proof of the partition (witness-only synthesis, the captured
+//! constraint matrices, the CPU backend) equals bellperson's `create_proof_batch` byte for byte.
 //!
 //! Groth16 parameters: the parameter directory (`CUZK_PARAM_CACHE`, else
 //! `FIL_PROOFS_PARAMETER_CACHE`, else `~/.cache/cuzk/params`), which filecoin-proofs is pointed
@@ -20,11 +22,20 @@ mod support;
 use std::path::Path;
 
 use base64::Engine;
-use cuzk_circuits::porep::{generate_test_parameters, SectorSize};
+use std::fs::File;
+use std::io::BufReader;
+use std::sync::Arc;
+
+use bellperson::groth16::Parameters;
+use blstrs::{Bls12, Scalar};
+use cuzk_circuits::porep::{generate_test_parameters, parameter_path, PorepC2Family, SectorSize};
 use cuzk_circuits::porep_c1;
+use cuzk_circuits::CircuitFamily;
 use cuzk_circuits::{ShapeCache, FILECOIN_CACHE_ENV};
 use cuzk_cli::submit_and_wait;
+use cuzk_prover::{proof_bytes, prove, Backend, CpuBackend, ProvingKey};
 use cuzk_wire::job::{JobInput, JobSpec, JobStatus};
+use ff::Field;
 use filecoin_proofs_api::seal::{self, SealCommitPhase1Output};
 use filecoin_proofs_api::{PieceInfo, RegisteredSealProof, UnpaddedBytesAmount};
 use rand::RngCore;
@@ -248,4 +259,28 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
             .unwrap_or(false));
             cluster.stop().await.unwrap();
         });
+
+    // Byte identity with bellperson on the same partition, r and s.
+    let family = PorepC2Family::from_params(
+        &json!({"sector_size": "2KiB", "sector_id": SECTOR, "miner": MINER}),
+    )
+    .unwrap();
+    let file = File::open(parameter_path(SectorSize::S2KiB).unwrap()).unwrap();
+    let params = Arc::new(Parameters::<Bls12>::read(BufReader::new(file), false).unwrap());
+    let mut rng = rand::thread_rng();
+    let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+    let theirs = family
+        .bellperson_proof(&api_json, 0, &params, r, s)
+        .unwrap();
+    let matrices = Arc::new(family.capture_matrices().unwrap());
+    let key = CpuBackend
+        .load_key(Arc::new(ProvingKey::new(params, matrices).unwrap()))
+        .unwrap();
+    let witness = family.witness(&api_json, 0, None).unwrap();
+    let ours = prove(&CpuBackend, &key, &witness, r, s).unwrap();
+    assert_eq!(
+        proof_bytes(&ours),
+        proof_bytes(&theirs),
+        "our proof differs from bellperson's create_proof_batch with the same r, s"
+    );
 }
