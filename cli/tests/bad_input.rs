@@ -236,21 +236,26 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
         ),
         ("garbage", |b| vec![0x5a; b.len()], "bad magic"),
     ];
+    // The result of a job whose one partition is `blob`, queued directly.
+    let result_of = |job_id: &'static str, blob: Vec<u8>| {
+        let (cluster, family, params) = (&cluster, &family, params.clone());
+        async move {
+            let mut results = cluster
+                .client
+                .subscribe(results_subject(job_id))
+                .await
+                .unwrap();
+            inject_partition(cluster, job_id, &blob, &**family, params).await;
+            let message = tokio::time::timeout(TIMEOUT, results.next())
+                .await
+                .unwrap()
+                .unwrap();
+            serde_json::from_slice::<cuzk_wire::job::JobResult>(&message.payload).unwrap()
+        }
+    };
     for (job_id, damage, needle) in cases {
         let info = BlobHeaderInfo::new(job_id, 0, family.shape_key(), hash).unwrap();
-        let blob = damage(encode(&info));
-        let mut results = cluster
-            .client
-            .subscribe(results_subject(job_id))
-            .await
-            .unwrap();
-        inject_partition(&cluster, job_id, &blob, &*family, params.clone()).await;
-        let message = tokio::time::timeout(TIMEOUT, results.next())
-            .await
-            .unwrap()
-            .unwrap();
-        let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
-        assert_failed(&result, needle);
+        assert_failed(&result_of(job_id, damage(encode(&info))).await, needle);
     }
 
     // Valid blobs that do not belong: another job's, and one synthesized against other
@@ -268,19 +273,7 @@ async fn corrupt_and_truncated_blobs_fail_the_job() {
     ];
     for (job_id, blob_job, shape_hash, needle) in misfits {
         let info = BlobHeaderInfo::new(blob_job, 0, family.shape_key(), shape_hash).unwrap();
-        let blob = encode(&info);
-        let mut results = cluster
-            .client
-            .subscribe(results_subject(job_id))
-            .await
-            .unwrap();
-        inject_partition(&cluster, job_id, &blob, &*family, params.clone()).await;
-        let message = tokio::time::timeout(TIMEOUT, results.next())
-            .await
-            .unwrap()
-            .unwrap();
-        let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
-        assert_failed(&result, needle);
+        assert_failed(&result_of(job_id, encode(&info)).await, needle);
     }
 
     assert_eq!(
