@@ -7,7 +7,7 @@
 #
 #   CUZK_CUDA_ARCHS=90 kernels/scripts/pack-device.sh      # H200 SASS only: smaller, faster to build
 #   SSA=path/to/ssa                                        # the anchor (default: its build cache)
-#   ANCHOR=../shared/anchors/supraseal-c2                  # where c1-2k.json lives
+#   ANCHOR=DIR                                             # the SupraSeal anchor harness's directory, which holds c1-2k.json
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 NVCC="${NVCC:-$(scripts/install-nvcc.sh | tail -n 1)}"
@@ -23,8 +23,7 @@ SSA="${SSA:-$HOME/.cache/cuzk/ssa/build/target/release/ssa}"
 SSA32="${SSA32:-$HOME/.cache/cuzk/ssa32/target/release/ssa}"
 [ -x "$SSA32" ] && cp "$SSA32" /tmp/cuzk-pack/ssa32
 for f in /tmp/cuzk-pack/*; do gzip -6 -c "$f" > ".device/$(basename "$f").gz"; done
-ANCHOR="${ANCHOR:-../shared/anchors/supraseal-c2}"
-[ -f "$ANCHOR/c1-2k.json" ] && cp "$ANCHOR/c1-2k.json" .device/
+[ -n "${ANCHOR:-}" ] && [ -f "$ANCHOR/c1-2k.json" ] && cp "$ANCHOR/c1-2k.json" .device/
 rm -f .device/run-*.sh
 for s in kernels/scripts/device-*.sh; do cp "$s" ".device/$(basename "$s" | sed 's/^device-/run-/')"; done
 du -ch .device/* | tail -1
