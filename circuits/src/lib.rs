@@ -11,10 +11,14 @@ use cuzk_wire::witness::Witness;
 use serde::{Deserialize, Serialize};
 
 mod cache;
+#[cfg(feature = "porep")]
+mod fil_params;
 mod mimc;
 pub mod param_files;
 #[cfg(feature = "porep")]
 pub mod porep;
+#[cfg(feature = "porep")]
+pub mod post;
 #[cfg(feature = "porep")]
 pub mod porep_c1;
 mod sha256;
@@ -82,7 +86,7 @@ pub const MAX_PARTITIONS: usize = 64;
 #[cfg(not(feature = "porep"))]
 const KNOWN: &[&str] = &["sha256", "mimc"];
 #[cfg(feature = "porep")]
-const KNOWN: &[&str] = &["sha256", "mimc", "porep-c2"];
+const KNOWN: &[&str] = &["sha256", "mimc", "porep-c2", "window-post", "winning-post"];
 
 /// Which circuit a job proves, as given in the job JSON: `{"name": "sha256", "params": {...}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -202,6 +206,16 @@ pub fn resolve(spec: &CircuitSpec) -> Result<Arc<dyn CircuitFamily>, CircuitErro
         "mimc" => Ok(Arc::new(MimcFamily::from_params(&spec.params)?)),
         #[cfg(feature = "porep")]
         "porep-c2" => Ok(Arc::new(porep::PorepC2Family::from_params(&spec.params)?)),
+        #[cfg(feature = "porep")]
+        "window-post" => Ok(Arc::new(post::PostFamily::from_params(
+            post::PostKind::Window,
+            &spec.params,
+        )?)),
+        #[cfg(feature = "porep")]
+        "winning-post" => Ok(Arc::new(post::PostFamily::from_params(
+            post::PostKind::Winning,
+            &spec.params,
+        )?)),
         other => Err(CircuitError::UnknownCircuit(other.to_string())),
     }
 }

@@ -38,7 +38,7 @@ use rand::RngCore;
 use serde::Deserialize;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::parameter_cache::{
-    parameter_cache_params_path, parameter_id, CacheableParameters, PARAMETERS,
+    parameter_cache_params_path, parameter_id, CacheableParameters,
 };
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{
@@ -181,11 +181,7 @@ pub fn parameter_file_name(size: SectorSize) -> Result<String, CircuitError> {
     })
 }
 
-/// Whether `name` is a parameter file filecoin-proofs publishes (listed in its
-/// `parameters.json` with a digest).
-pub fn is_published(name: &str) -> bool {
-    PARAMETERS.contains_key(name)
-}
+pub use crate::fil_params::is_published;
 
 /// Where filecoin-proofs itself (`seal_commit_phase2`, `verify_seal`) looks for the Groth16
 /// parameters of `size`: its parameter directory (`FIL_PROOFS_PARAMETER_CACHE`, read once per
@@ -223,73 +219,30 @@ pub fn generate_test_parameters(
     force: bool,
 ) -> Result<PathBuf, CircuitError> {
     let path = parameter_path(size)?;
-    let err = |reason: String| params_err(size, reason);
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)
-            .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
-    }
-    let lock_path = path.with_extension("params.cuzk-lock");
-    let lock = File::create(&lock_path)
-        .map_err(|e| err(format!("cannot create {}: {e}", lock_path.display())))?;
-    lock.lock()
-        .map_err(|e| err(format!("cannot lock {}: {e}", lock_path.display())))?;
-    if !path.exists() {
-        crate::param_files::claim_for_insecure(&path, force, is_published)
-            .map_err(|e| err(e.to_string()))?;
-        tracing::warn!(
-            sector_size = size.name(),
-            path = %path.display(),
-            "generating INSECURE TEST-ONLY Groth16 parameters for PoRep; proofs made with them prove nothing"
-        );
-        // Written beside and renamed into place: filecoin-proofs takes an existing `.params`
-        // file as complete.
-        let started = std::time::Instant::now();
-        let matrices = shapes.matrices(&PorepC2Family::new(size, 0, [0; 32]))?;
-        tracing::info!(secs = started.elapsed().as_secs_f64(), "matrices ready");
-        let started = std::time::Instant::now();
-        let tmp = path.with_extension(format!("params.tmp-{}", std::process::id()));
-        let write = || -> Result<(), CircuitError> {
-            let file = File::create(&tmp)
-                .map_err(|e| err(format!("cannot create {}: {e}", tmp.display())))?;
-            let mut out = std::io::BufWriter::with_capacity(1 << 22, file);
-            cuzk_prover::setup::generate(&matrices, &mut rand::rngs::OsRng, engine, &mut out)
-                .map_err(|e| err(format!("generation failed: {e}")))?;
-            let file = out
-                .into_inner()
-                .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))?;
-            file.sync_all()
-                .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))
-        };
-        write().inspect_err(|_| {
-            let _ = fs::remove_file(&tmp);
-        })?;
-        fs::rename(&tmp, &path)
-            .map_err(|e| err(format!("cannot rename {} into place: {e}", tmp.display())))?;
-        tracing::info!(secs = started.elapsed().as_secs_f64(), "parameters written");
-    }
-    // The `.vk` and `.meta` files are derived by filecoin-proofs itself (from the `.params`
-    // and the public parameters), so they are exactly what `verify_seal` expects.
-    with_tree!(size, Tree => {
-        let pp = public_params::<Tree>(&size.config()).map_err(|e| err(e.to_string()))?;
-        <Compound<Tree> as CompoundProof<Drg<'_, Tree>, _>>::verifying_key::<rand::rngs::OsRng>(None, &pp)
-            .map_err(|e| err(format!("cannot write the verifying key: {e:#}")))?;
-        let blank = <Compound<Tree> as CompoundProof<Drg<'_, Tree>, _>>::blank_circuit(&pp);
-        <Compound<Tree> as CacheableParameters<Circuit<Tree>, _>>::get_param_metadata(blank, &pp)
-            .map_err(|e| err(format!("cannot write the metadata: {e:#}")))?;
-    });
-    Ok(path)
+    let family = PorepC2Family::new(size, 0, [0; 32]);
+    crate::fil_params::install_test_parameters(&family, &path, shapes, engine, force, || {
+        with_tree!(size, Tree => {
+            let pp = public_params::<Tree>(&size.config()).map_err(|e| e.to_string())?;
+            <Compound<Tree> as CompoundProof<Drg<'_, Tree>, _>>::verifying_key::<rand::rngs::OsRng>(None, &pp)
+                .map_err(|e| format!("cannot write the verifying key: {e:#}"))?;
+            let blank = <Compound<Tree> as CompoundProof<Drg<'_, Tree>, _>>::blank_circuit(&pp);
+            <Compound<Tree> as CacheableParameters<Circuit<Tree>, _>>::get_param_metadata(blank, &pp)
+                .map_err(|e| format!("cannot write the metadata: {e:#}"))?;
+        });
+        Ok(())
+    })
 }
 
 /// Sealing, C2 or verification through filecoin-proofs' own API (fixtures, tests, benches).
 #[derive(Debug, thiserror::Error)]
 #[error("{step} for a {size} sector failed: {reason}")]
 pub struct FilecoinError {
-    size: &'static str,
-    step: &'static str,
-    reason: String,
+    pub(crate) size: &'static str,
+    pub(crate) step: &'static str,
+    pub(crate) reason: String,
 }
 
-fn fil_err(size: SectorSize, step: &'static str) -> impl Fn(anyhow::Error) -> FilecoinError {
+pub(crate) fn fil_err(size: SectorSize, step: &'static str) -> impl Fn(anyhow::Error) -> FilecoinError {
     move |e| FilecoinError {
         size: size.name(),
         step,
@@ -478,9 +431,28 @@ struct Params {
 /// A miner as JSON: `"f01234"`, `"t01234"`, `"1234"` or `1234`.
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum Miner {
+pub(crate) enum Miner {
     Id(u64),
     Name(String),
+}
+
+/// The prover id a job names, by exactly one of its `prover_id` (hex) and `miner` parameters.
+pub(crate) fn resolve_prover_id(
+    prover_id: Option<String>,
+    miner: Option<Miner>,
+) -> Result<[u8; 32], String> {
+    match (prover_id, miner) {
+        (Some(hex), None) => parse_hex32(&hex)
+            .ok_or_else(|| format!("'prover_id' must be 64 hex digits, got {hex:?}")),
+        (None, Some(miner)) => {
+            let id = match miner {
+                Miner::Id(id) => porep_c1::parse_miner(&id.to_string()),
+                Miner::Name(name) => porep_c1::parse_miner(&name),
+            };
+            Ok(porep_c1::prover_id(id?))
+        }
+        _ => Err("give exactly one of 'miner' and 'prover_id'".into()),
+    }
 }
 
 /// A C1 output in filecoin-proofs' form, with the proof version it was sealed as.
@@ -517,11 +489,11 @@ impl std::fmt::Debug for PorepC2Family {
     }
 }
 
-fn hex_string(bytes: &[u8]) -> String {
+pub(crate) fn hex_string(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn parse_hex32(s: &str) -> Option<[u8; 32]> {
+pub(crate) fn parse_hex32(s: &str) -> Option<[u8; 32]> {
     if s.len() != 64 || !s.is_ascii() {
         return None;
     }
@@ -550,18 +522,7 @@ impl PorepC2Family {
             circuit: NAME,
             reason,
         };
-        let prover_id = match (p.prover_id, p.miner) {
-            (Some(hex), None) => parse_hex32(&hex)
-                .ok_or_else(|| bad(format!("'prover_id' must be 64 hex digits, got {hex:?}")))?,
-            (None, Some(miner)) => {
-                let id = match miner {
-                    Miner::Id(id) => porep_c1::parse_miner(&id.to_string()),
-                    Miner::Name(name) => porep_c1::parse_miner(&name),
-                };
-                porep_c1::prover_id(id.map_err(bad)?)
-            }
-            _ => return Err(bad("give exactly one of 'miner' and 'prover_id'".into())),
-        };
+        let prover_id = resolve_prover_id(p.prover_id, p.miner).map_err(bad)?;
         let mut family = Self::new(p.sector_size, p.sector_id, prover_id);
         if let Some(name) = p.proof {
             let proof = SealProof::from_api_name(&name).map_err(bad)?;
@@ -936,8 +897,7 @@ impl CircuitFamily for PorepC2Family {
     }
 
     fn published_digest(&self) -> Option<&'static str> {
-        let name = parameter_file_name(self.size).ok()?;
-        PARAMETERS.get(&name).map(|data| data.digest.as_str())
+        crate::fil_params::published_digest(&parameter_file_name(self.size).ok()?)
     }
 }
 

@@ -7,8 +7,11 @@
 //! but wrong (it fails in synthesis, before any parameters are needed). The slow one proves a
 //! real 2 KiB sector's C1 output in the lotus/Curio wrapper, larger than a job carries inline
 //! (so it goes through the inputs bucket), and filecoin-proofs' `verify_seal` accepts the proof
-//! bytes the Python client received. Parameters come from the parameter directory, generated
-//! once where missing, as in `porep.rs`.
+//! bytes the Python client received. A third sends a WindowPoSt partition as Curio does (two
+//! 2 KiB sectors' vanilla proofs in `vanilla_proofs`, randomness, miner, partition): the Python
+//! client first sends it with one vanilla proof corrupted (FAILED), then as given, and
+//! filecoin-proofs-api's `verify_window_post` accepts the proof bytes it received. Parameters
+//! come from the parameter directory, generated once where missing, as in `porep.rs`.
 
 #![cfg(feature = "porep")]
 
@@ -19,6 +22,7 @@ use std::process::Stdio;
 
 use base64::Engine;
 use cuzk_circuits::porep::{self, generate_test_parameters, SealedSector, SectorSize};
+use cuzk_circuits::post::{self, PostKind, PostProof, PostSector};
 use cuzk_circuits::porep_c1::{self, SealProof};
 use cuzk_circuits::{ShapeCache, FILECOIN_CACHE_ENV};
 use serde_json::json;
@@ -201,4 +205,63 @@ fn a_curio_porep_request_is_proved_and_verify_seal_accepts_it() {
         ..sector
     };
     assert!(!porep::verify_seal(&other, &proof).unwrap_or(false));
+}
+
+#[test]
+fn a_curio_window_post_request_is_proved_and_verify_window_post_accepts_it() {
+    use filecoin_proofs_api::{PublicReplicaInfo, RegisteredPoStProof, SectorId};
+    // SAFETY: as above.
+    unsafe { std::env::set_var(FILECOIN_CACHE_ENV, ShapeCache::default_dir().unwrap()) };
+    let proof = PostProof::current(PostKind::Window, SectorSize::S2KiB);
+    let engine = cuzk_prover::setup::CpuFixedBase::new();
+    let shapes = ShapeCache::open_default(true).unwrap();
+    post::generate_test_parameters(proof, &shapes, &engine, false).expect("2 KiB WindowPoSt parameters");
+
+    let work = tempfile::tempdir().unwrap();
+    let sectors: Vec<PostSector> = (0..2)
+        .map(|i| {
+            let dir = work.path().join(format!("s{i}"));
+            PostSector::seal(SectorSize::S2KiB, &dir, 30 + i, &mut rand::rngs::OsRng).unwrap()
+        })
+        .collect();
+    let mut randomness = [0x77; 32];
+    randomness[31] &= 0x3f;
+    let prover = porep_c1::prover_id(MINER);
+    let vanilla = post::vanilla_proofs(proof, &sectors, randomness, prover).unwrap();
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    // lotus' number of StackedDrgWindow2KiBV1_1, filecoin-proofs-api's V1_2.
+    let request = json!({
+        "proof_kind": "WINDOW_POST_PARTITION", "registered_proof": 10, "miner_id": MINER,
+        "partition_index": 0, "randomness": hex::encode(randomness),
+        "vanilla_proofs": vanilla.iter().map(|p| b64.encode(p)).collect::<Vec<_>>(),
+    });
+    let request_file = work.path().join("post.json");
+    std::fs::write(&request_file, serde_json::to_vec(&request).unwrap()).unwrap();
+    let out = work.path().join("post.proof");
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let cluster = support::cluster().await;
+            let (mut gateway, address) = start_gateway(&cluster.url(), work.path()).await;
+            let args = ["post", request_file.to_str().unwrap(), out.to_str().unwrap()];
+            python(&address, &args).await;
+            gateway.kill().await.unwrap();
+            cluster.stop().await.unwrap();
+        });
+
+    let bytes = std::fs::read(&out).unwrap();
+    let registered = RegisteredPoStProof::StackedDrgWindow2KiBV1_2;
+    let replicas = sectors
+        .iter()
+        .map(|s| (SectorId::from(s.sector_id), PublicReplicaInfo::new(registered, s.comm_r)))
+        .collect();
+    let verify = |randomness: &[u8; 32]| {
+        filecoin_proofs_api::post::verify_window_post(randomness, &[(registered, &bytes[..])], &replicas, prover)
+            .unwrap_or(false)
+    };
+    assert!(verify(&randomness), "verify_window_post rejected the proof");
+    assert!(!verify(&[0x12; 32]), "verify_window_post accepted other randomness");
 }

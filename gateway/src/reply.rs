@@ -18,6 +18,8 @@ pub const UNASSIGNED_QUEUE: &str = "UNASSIGNED";
 fn proof_kind(circuit: &str) -> String {
     match circuit {
         "porep-c2" => "POREP_SEAL_COMMIT".into(),
+        "window-post" => "WINDOW_POST_PARTITION".into(),
+        "winning-post" => "WINNING_POST".into(),
         other => other.into(),
     }
 }

@@ -1,16 +1,29 @@
 //! A `SubmitProofRequest` checked and turned into a cluster job: a plain function of the
 //! request, so every refusal is decided here before anything reaches NATS.
 //!
-//! Only PoRep C2 exists in the cluster. Its request carries the C1 output exactly as Curio has
-//! it (filecoin-proofs-api JSON, or the lotus wrapper, or filecoin-proofs' own form:
-//! `cuzk_circuits::porep_c1` tells them apart); the job carries those bytes unchanged — the
-//! synth node detects the form again — with the sector, miner and proof from the request, which
-//! must agree with what the C1 output says about itself.
+//! PoRep C2: the request carries the C1 output exactly as Curio has it (filecoin-proofs-api
+//! JSON, or the lotus wrapper, or filecoin-proofs' own form: `cuzk_circuits::porep_c1` tells
+//! them apart); the job carries those bytes unchanged — the synth node detects the form again —
+//! with the sector, miner and proof from the request, which must agree with what the C1 output
+//! says about itself. WindowPoSt / WinningPoSt: the request's `vanilla_proofs` (one bincode
+//! `FallbackPoStSectorProof` per sector) become the job input `{"vanilla_proofs": [base64, …]}`
+//! of a `window-post` / `winning-post` job, with proof, miner, randomness and partition as its
+//! parameters (`cuzk_circuits::post`). SnapDeals is not implemented.
 
 use bytes::Bytes;
 use cuzk_wire::job::{valid_job_id, JobInput, JobSpec, Priority, JOB_SPEC_VERSION, MAX_JOB_ID_LEN};
 
 use crate::proto::{self, ProofKind, SubmitProofRequest};
+
+/// The kinds a cluster built with Filecoin proofs proves.
+const PROVED: &str = "POREP_SEAL_COMMIT, WINDOW_POST_PARTITION, WINNING_POST";
+
+/// WindowPoSt or WinningPoSt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PostKind {
+    Window,
+    Winning,
+}
 
 /// Why a request is refused; each maps onto one gRPC status code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,26 +50,28 @@ impl From<RequestError> for tonic::Status {
 pub fn job_for(request: SubmitProofRequest) -> Result<(JobSpec, Bytes), RequestError> {
     let kind = ProofKind::try_from(request.proof_kind).map_err(|_| {
         RequestError::Unimplemented(format!(
-            "proof kind {} is not one of cuzk.v1.ProofKind; this gateway proves POREP_SEAL_COMMIT",
+            "proof kind {} is not one of cuzk.v1.ProofKind; this gateway proves {PROVED}",
             request.proof_kind
         ))
     })?;
-    let missing = |what: &str| {
-        RequestError::Unimplemented(format!(
-            "{} ({what}) is not implemented by this cluster: it proves POREP_SEAL_COMMIT only",
-            kind.as_str_name()
-        ))
-    };
-    let params = match kind {
+    let (circuit, params, input) = match kind {
         ProofKind::Unspecified => {
-            return Err(RequestError::Invalid(
-                "proof_kind is required (POREP_SEAL_COMMIT)".into(),
-            ))
+            return Err(RequestError::Invalid(format!(
+                "proof_kind is required ({PROVED})"
+            )))
         }
-        ProofKind::PorepSealCommit => porep_params(&request)?,
-        ProofKind::SnapDealsUpdate => return Err(missing("SnapDeals empty-sector update")),
-        ProofKind::WindowPostPartition => return Err(missing("WindowPoSt")),
-        ProofKind::WinningPost => return Err(missing("WinningPoSt")),
+        ProofKind::PorepSealCommit => (
+            "porep-c2",
+            porep_params(&request)?,
+            request.vanilla_proof.clone(),
+        ),
+        ProofKind::SnapDealsUpdate => {
+            return Err(RequestError::Unimplemented(format!(
+                "SNAP_DEALS_UPDATE (SnapDeals empty-sector update) is not implemented by this cluster: it proves {PROVED}"
+            )))
+        }
+        ProofKind::WindowPostPartition => post_job(PostKind::Window, &request)?,
+        ProofKind::WinningPost => post_job(PostKind::Winning, &request)?,
     };
     let priority = match request.priority() {
         proto::Priority::High | proto::Priority::Critical => Priority::High,
@@ -65,12 +80,12 @@ pub fn job_for(request: SubmitProofRequest) -> Result<(JobSpec, Bytes), RequestE
     let spec = JobSpec {
         version: JOB_SPEC_VERSION,
         job_id: job_id(&request.request_id),
-        circuit: "porep-c2".into(),
+        circuit: circuit.into(),
         params,
         input: JobInput::None,
         priority,
     };
-    Ok((spec, request.vanilla_proof))
+    Ok((spec, input))
 }
 
 /// A fresh job id that shows the caller's request id where it can: a retried request is a new
@@ -150,6 +165,98 @@ fn porep_params(request: &SubmitProofRequest) -> Result<serde_json::Value, Reque
         params["proof"] = proof.api_name().into();
     }
     Ok(params)
+}
+
+/// The `window-post` / `winning-post` job for a PoSt request: its parameters and input.
+#[cfg(feature = "porep")]
+fn post_job(
+    kind: PostKind,
+    request: &SubmitProofRequest,
+) -> Result<(&'static str, serde_json::Value, Bytes), RequestError> {
+    use base64::Engine;
+    use cuzk_circuits::post::{self, PostProof, MAX_POST_INPUT_BYTES};
+
+    let invalid = RequestError::Invalid;
+    let kind = match kind {
+        PostKind::Window => post::PostKind::Window,
+        PostKind::Winning => post::PostKind::Winning,
+    };
+    let proof = PostProof::from_id(request.registered_proof).map_err(invalid)?;
+    if proof.kind != kind {
+        return Err(invalid(format!(
+            "registered_proof {} is {}, not a {} proof",
+            request.registered_proof,
+            proof.api_name(),
+            kind.circuit()
+        )));
+    }
+    if request.sector_size != 0 && request.sector_size != proof.size.bytes() {
+        return Err(invalid(format!(
+            "sector_size {} does not match registered_proof {} ({})",
+            request.sector_size,
+            request.registered_proof,
+            proof.api_name()
+        )));
+    }
+    let randomness: [u8; 32] = request.randomness[..].try_into().map_err(|_| {
+        invalid(format!(
+            "randomness has {} bytes; a PoSt challenge seed has 32",
+            request.randomness.len()
+        ))
+    })?;
+    let proofs = &request.vanilla_proofs;
+    if proofs.is_empty() {
+        return Err(invalid(
+            "vanilla_proofs is empty: a PoSt request carries one vanilla proof per sector (field 11)"
+                .into(),
+        ));
+    }
+    if kind == post::PostKind::Winning && request.partition_index != 0 {
+        return Err(invalid(format!(
+            "partition_index {}: WinningPoSt has one partition",
+            request.partition_index
+        )));
+    }
+    let max = proof.max_sectors();
+    if proofs.len() > max {
+        return Err(invalid(format!(
+            "{} vanilla proofs; {} takes at most {max}",
+            proofs.len(),
+            proof.api_name()
+        )));
+    }
+    let raw: usize = proofs.iter().map(|p| p.len()).sum();
+    // base64 grows the proofs by a third; the JSON around them is small.
+    if raw / 3 * 4 + 64 * proofs.len() > MAX_POST_INPUT_BYTES {
+        return Err(invalid(format!(
+            "vanilla_proofs hold {raw} bytes, over what a PoSt job takes ({MAX_POST_INPUT_BYTES} bytes as base64)"
+        )));
+    }
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let input = serde_json::json!({
+        "vanilla_proofs": proofs.iter().map(|p| b64.encode(p)).collect::<Vec<_>>()
+    });
+    let mut params = serde_json::json!({
+        "sector_size": proof.size.name(),
+        "proof": proof.api_name(),
+        "miner": request.miner_id,
+        "randomness": hex::encode(randomness),
+    });
+    if kind == post::PostKind::Window {
+        params["partition_index"] = request.partition_index.into();
+    }
+    let input = serde_json::to_vec(&input).expect("JSON of strings serializes");
+    Ok((kind.circuit(), params, input.into()))
+}
+
+#[cfg(not(feature = "porep"))]
+fn post_job(
+    _: PostKind,
+    _: &SubmitProofRequest,
+) -> Result<(&'static str, serde_json::Value, Bytes), RequestError> {
+    Err(RequestError::Unimplemented(
+        "PoSt: this gateway was built without Filecoin proofs (feature `porep`)".into(),
+    ))
 }
 
 #[cfg(not(feature = "porep"))]
@@ -256,11 +363,6 @@ mod tests {
     fn kinds_the_cluster_lacks_are_unimplemented() {
         for (kind, name) in [
             (ProofKind::SnapDealsUpdate as i32, "SNAP_DEALS_UPDATE"),
-            (
-                ProofKind::WindowPostPartition as i32,
-                "WINDOW_POST_PARTITION",
-            ),
-            (ProofKind::WinningPost as i32, "WINNING_POST"),
             (42, "42"),
         ] {
             match job_for(SubmitProofRequest {
@@ -271,5 +373,94 @@ mod tests {
                 other => panic!("{name}: {other:?}"),
             }
         }
+    }
+
+    fn window(proofs: usize) -> SubmitProofRequest {
+        SubmitProofRequest {
+            request_id: "wdpost-1234-3".into(),
+            proof_kind: ProofKind::WindowPostPartition as i32,
+            registered_proof: 10,
+            vanilla_proofs: vec![vec![1, 2, 3]; proofs],
+            miner_id: 1234,
+            randomness: vec![0x2a; 32],
+            partition_index: 3,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn curio_post_requests_become_post_jobs() {
+        let (spec, input) = job_for(window(2)).unwrap();
+        assert_eq!(spec.circuit, "window-post");
+        assert_eq!(
+            spec.params,
+            serde_json::json!({"sector_size": "2KiB", "proof": "StackedDrgWindow2KiBV1_2",
+                "miner": 1234, "randomness": "2a".repeat(32), "partition_index": 3})
+        );
+        let input: serde_json::Value = serde_json::from_slice(&input).unwrap();
+        assert_eq!(input, serde_json::json!({"vanilla_proofs": ["AQID", "AQID"]}));
+        // The job's parameters are what the family takes.
+        cuzk_circuits::resolve(&cuzk_circuits::CircuitSpec {
+            name: spec.circuit.clone(),
+            params: spec.params.clone(),
+        })
+        .unwrap();
+        let winning = SubmitProofRequest {
+            proof_kind: ProofKind::WinningPost as i32,
+            registered_proof: 3,
+            sector_size: 32 << 30,
+            partition_index: 0,
+            ..window(1)
+        };
+        let (spec, _) = job_for(winning).unwrap();
+        assert_eq!(spec.circuit, "winning-post");
+        assert_eq!(spec.params["proof"], "StackedDrgWinning32GiBV1");
+        assert!(spec.params.get("partition_index").is_none());
+    }
+
+    #[test]
+    fn bad_post_requests_are_refused_with_the_reason() {
+        let invalid = |request: SubmitProofRequest, expected: &str| match job_for(request) {
+            Err(RequestError::Invalid(m)) => assert!(m.contains(expected), "{m}"),
+            other => panic!("expected INVALID_ARGUMENT ({expected}), got {other:?}"),
+        };
+        invalid(window(0), "vanilla_proofs is empty");
+        invalid(window(3), "3 vanilla proofs; StackedDrgWindow2KiBV1_2 takes at most 2");
+        invalid(
+            SubmitProofRequest {
+                randomness: vec![1; 31],
+                ..window(1)
+            },
+            "randomness has 31 bytes",
+        );
+        invalid(
+            SubmitProofRequest {
+                registered_proof: 0,
+                ..window(1)
+            },
+            "StackedDrgWinning2KiBV1, not a window-post proof",
+        );
+        invalid(
+            SubmitProofRequest {
+                registered_proof: 15,
+                ..window(1)
+            },
+            "15",
+        );
+        invalid(
+            SubmitProofRequest {
+                sector_size: 8 << 20,
+                ..window(1)
+            },
+            "sector_size 8388608",
+        );
+        invalid(
+            SubmitProofRequest {
+                proof_kind: ProofKind::WinningPost as i32,
+                registered_proof: 0,
+                ..window(1)
+            },
+            "partition_index 3",
+        );
     }
 }

@@ -13,10 +13,19 @@ Usage:
   gateway_client.py ADDRESS PROTO_DIR prove C1_FILE MINER SECTOR PROOF_OUT
       SubmitProof, AwaitProof with a 1 ms timeout (TIMEOUT), AwaitProof without one
       (COMPLETED); writes the proof bytes to PROOF_OUT for verify_seal.
+  gateway_client.py ADDRESS PROTO_DIR post REQUEST_JSON PROOF_OUT
+      A PoSt request as Curio sends it, its fields from REQUEST_JSON (proof_kind by name,
+      registered_proof, miner_id, partition_index, randomness in hex, vanilla_proofs in
+      base64): first Prove with one vanilla proof corrupted here (a byte of its comm_r flipped),
+      which must say FAILED because the proofs do not verify, then SubmitProof and AwaitProof
+      of the request as given (COMPLETED, one 192-byte proof), written to PROOF_OUT for
+      filecoin-proofs' verify_window_post / verify_winning_post.
 ADDRESS is host:port or unix:PATH. Exits non-zero on the first unexpected answer.
 """
 
+import base64
 import importlib
+import json
 import os
 import sys
 import tempfile
@@ -111,8 +120,9 @@ def checks(pb, stub, channel):
 
     unimplemented, invalid = grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INVALID_ARGUMENT
     expect_code("SubmitProof SNAP_DEALS_UPDATE", submit(proof_kind=pb.SNAP_DEALS_UPDATE), unimplemented, "SnapDeals")
-    expect_code("SubmitProof WINDOW_POST_PARTITION", submit(proof_kind=pb.WINDOW_POST_PARTITION, randomness=b"\x01" * 32), unimplemented, "WindowPoSt")
-    expect_code("SubmitProof WINNING_POST", submit(proof_kind=pb.WINNING_POST, randomness=b"\x01" * 32), unimplemented, "WinningPoSt")
+    expect_code("SubmitProof WINDOW_POST_PARTITION without vanilla_proofs", submit(proof_kind=pb.WINDOW_POST_PARTITION, randomness=b"\x01" * 32), invalid, "vanilla_proofs is empty")
+    expect_code("SubmitProof WINNING_POST with a WindowPoSt proof type", submit(proof_kind=pb.WINNING_POST, randomness=b"\x01" * 32), invalid, "not a winning-post proof")
+    expect_code("SubmitProof WINDOW_POST_PARTITION, 31-byte randomness", submit(proof_kind=pb.WINDOW_POST_PARTITION, randomness=b"\x01" * 31, vanilla_proofs=[b"x"]), invalid, "randomness has 31 bytes")
     expect_code("SubmitProof proof_kind=42", submit(proof_kind=42), unimplemented, "42")
     expect_code("SubmitProof malformed C1", submit(vanilla_proof=b"\x00\xffnot json"), invalid, "not a C1 output")
     expect_code("SubmitProof truncated C1", submit(vanilla_proof=b'{"SectorNum": 7, "Phase1Out": "eyJ'), invalid, "not a C1 output")
@@ -172,6 +182,41 @@ def prove(pb, stub, c1_file, miner, sector, out):
         f.write(reply.proof)
 
 
+def post_request(pb, fields, corrupt=False):
+    proofs = [base64.b64decode(p) for p in fields["vanilla_proofs"]]
+    if corrupt:
+        # bincode FallbackPoStSectorProof: sector id (8 bytes), then comm_r.
+        first = bytearray(proofs[0])
+        first[8] ^= 1
+        proofs[0] = bytes(first)
+    return pb.SubmitProofRequest(
+        request_id=f"post-{fields['miner_id']}-{fields['partition_index']}",
+        proof_kind=pb.ProofKind.Value(fields["proof_kind"]), registered_proof=fields["registered_proof"],
+        priority=pb.NORMAL, vanilla_proofs=proofs, miner_id=fields["miner_id"],
+        randomness=bytes.fromhex(fields["randomness"]), partition_index=fields["partition_index"])
+
+
+def post(pb, stub, request_file, out):
+    with open(request_file) as f:
+        fields = json.load(f)
+    started = time.monotonic()
+    reply = stub.Prove(pb.ProveRequest(submit=post_request(pb, fields, corrupt=True)), timeout=300).result
+    show(f"Prove {fields['proof_kind']} (a corrupted vanilla proof)", reply, started)
+    if reply.status != pb.AwaitProofResponse.FAILED or "not verify" not in reply.error_message:
+        sys.exit("expected FAILED: ... do not verify")
+    started = time.monotonic()
+    request = post_request(pb, fields)
+    job = stub.SubmitProof(request, timeout=60)
+    say(f"SubmitProof {fields['proof_kind']} ({len(request.vanilla_proofs)} vanilla proofs, "
+        f"{sum(len(p) for p in request.vanilla_proofs)} bytes): job_id={job.job_id}")
+    reply = stub.AwaitProof(pb.AwaitProofRequest(job_id=job.job_id, timeout_ms=0), timeout=600)
+    show("AwaitProof (no limit)", reply, started)
+    if reply.status != pb.AwaitProofResponse.COMPLETED or len(reply.proof) != 192:
+        sys.exit("expected COMPLETED with one 192-byte proof")
+    with open(out, "wb") as f:
+        f.write(reply.proof)
+
+
 def main(argv):
     address, proto_dir, command, *args = argv[1:]
     pb, pb_grpc = generate(proto_dir)
@@ -183,7 +228,7 @@ def main(argv):
     with grpc.insecure_channel(address, options=options) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = pb_grpc.ProvingEngineStub(channel)
-        {"checks": checks, "prove-fails": prove_fails, "prove": prove}[command](
+        {"checks": checks, "prove-fails": prove_fails, "prove": prove, "post": post}[command](
             pb, stub, *([channel] if command == "checks" else args))
     say("ok")
     return 0
