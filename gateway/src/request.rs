@@ -380,9 +380,9 @@ mod tests {
             request_id: "wdpost-1234-3".into(),
             proof_kind: ProofKind::WindowPostPartition as i32,
             registered_proof: 10,
-            vanilla_proofs: vec![vec![1, 2, 3]; proofs],
+            vanilla_proofs: vec![Bytes::from_static(&[1, 2, 3]); proofs],
             miner_id: 1234,
-            randomness: vec![0x2a; 32],
+            randomness: vec![0x2a; 32].into(),
             partition_index: 3,
             ..Default::default()
         }
@@ -428,7 +428,7 @@ mod tests {
         invalid(window(3), "3 vanilla proofs; StackedDrgWindow2KiBV1_2 takes at most 2");
         invalid(
             SubmitProofRequest {
-                randomness: vec![1; 31],
+                randomness: vec![1; 31].into(),
                 ..window(1)
             },
             "randomness has 31 bytes",
