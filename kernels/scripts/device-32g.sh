@@ -80,9 +80,13 @@ if step 2k 100; then
   json $R params_gen_2kib_s "$(since $t0 2)"
   timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 10 --json >$L/prove2k.log 2>&1
   tail -1 $L/prove2k.log | grep -q prove_ms && json $R porep_2kib "$(tail -1 $L/prove2k.log)"
-  [ -x $B/ssa ] && (cd .device && timeout 150 bin/ssa prove-ss c1-2k.json 10 10 1 >$L/ss2k.log 2>&1)
+  # The one-box comparison on the issue's box, on any host: 16 cores and one GPU for SupraSeal's
+  # batches and for our synth node + GPU node alike.
+  one=(taskset -c 0-$(( ${ONE_BOX_CPUS:-16} - 1 )) env CUDA_VISIBLE_DEVICES=0)
+  json $R one_box "\"${ONE_BOX_CPUS:-16} cores (taskset), GPU 0\""
+  [ -x $B/ssa ] && (cd .device && timeout 150 "${one[@]}" bin/ssa prove-ss c1-2k.json 10 10 1 >$L/ss2k.log 2>&1)
   grep SUMMARY $L/ss2k.log
-  timeout $(( $(left) - 10 )) $B/cuzk-porep bench --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 3 \
+  timeout $(( $(left) - 10 )) "${one[@]}" $B/cuzk-porep bench --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 3 \
     --no-filecoin --throughput 40 ${SYNTH_JOBS:+--synth-jobs-in-flight $SYNTH_JOBS} >$L/throughput2k.log 2>&1
   grep -E "^throughput" $L/throughput2k.log | tail -1
   grep -q '"jobs_per_s"' $L/throughput2k.log && json $R throughput_2kib "$(grep '"jobs_per_s"' $L/throughput2k.log | tail -1)"

@@ -99,6 +99,8 @@ def main():
     if batch:
         per_batch = [s + p for s, p in zip(floats(batch["synth_s"]), floats(batch["supraseal_s"]))]
         h["supraseal_batch_2kib_per_s"] = round(10 / statistics.median(per_batch), 2)
+    if "one_box" in r:
+        h["one_box"] = r["one_box"]
     if "throughput_2kib" in r:
         h["one_box_2kib_per_s"] = round(r["throughput_2kib"]["jobs_per_s"], 2)
     cpu = host_cpu_2kib(f"{logs}/throughput2k.log")
