@@ -72,8 +72,15 @@ pub(crate) fn install_test_parameters(
             let file = out
                 .into_inner()
                 .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))?;
+            // Timed apart: what the disk still owes once the page cache has taken the file.
+            let syncing = std::time::Instant::now();
             file.sync_all()
-                .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))
+                .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))?;
+            tracing::info!(
+                secs = syncing.elapsed().as_secs_f64(),
+                "parameters synced to disk"
+            );
+            Ok(())
         };
         write().inspect_err(|_| {
             let _ = fs::remove_file(&tmp);
