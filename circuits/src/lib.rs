@@ -18,9 +18,9 @@ pub mod param_files;
 #[cfg(feature = "porep")]
 pub mod porep;
 #[cfg(feature = "porep")]
-pub mod post;
-#[cfg(feature = "porep")]
 pub mod porep_c1;
+#[cfg(feature = "porep")]
+pub mod post;
 mod sha256;
 
 pub use cache::{ShapeCache, ShapeId, CACHE_ENV, FILECOIN_CACHE_ENV};

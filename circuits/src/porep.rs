@@ -28,9 +28,7 @@ use blstrs::Scalar;
 use cuzk_prover::setup::FixedBase;
 use cuzk_prover::ShapeMatrices;
 use filecoin_hashers::{Domain, Hasher};
-use filecoin_proofs::constants::{
-    DefaultPieceDomain, DefaultPieceHasher, SectorShape32GiB, SectorShape64GiB, SectorShapeBase,
-};
+use filecoin_proofs::constants::{DefaultPieceDomain, DefaultPieceHasher};
 use filecoin_proofs::parameters::{public_params, setup_params};
 use filecoin_proofs::SealCommitPhase1Output;
 use filecoin_proofs::{as_safe_commitment, get_seal_inputs, MerkleTreeTrait, PoRepConfig};
@@ -125,25 +123,28 @@ impl FromStr for SectorSize {
 }
 
 /// Runs `$body` with `$tree` bound to the Merkle tree shape of `$size` (filecoin-proofs'
-/// `SectorShape*` types): every filecoin-proofs call is generic over it.
+/// `SectorShape*` types): every filecoin-proofs call is generic over it (PoSt's too).
 macro_rules! with_tree {
     ($size:expr, $tree:ident => $body:expr) => {
         match $size {
-            SectorSize::S2KiB | SectorSize::S8MiB | SectorSize::S512MiB => {
-                type $tree = SectorShapeBase;
+            $crate::porep::SectorSize::S2KiB
+            | $crate::porep::SectorSize::S8MiB
+            | $crate::porep::SectorSize::S512MiB => {
+                type $tree = filecoin_proofs::constants::SectorShapeBase;
                 $body
             }
-            SectorSize::S32GiB => {
-                type $tree = SectorShape32GiB;
+            $crate::porep::SectorSize::S32GiB => {
+                type $tree = filecoin_proofs::constants::SectorShape32GiB;
                 $body
             }
-            SectorSize::S64GiB => {
-                type $tree = SectorShape64GiB;
+            $crate::porep::SectorSize::S64GiB => {
+                type $tree = filecoin_proofs::constants::SectorShape64GiB;
                 $body
             }
         }
     };
 }
+pub(crate) use with_tree;
 
 // After `with_tree!`, which it uses.
 mod capture;
@@ -240,7 +241,10 @@ pub struct FilecoinError {
     pub(crate) reason: String,
 }
 
-pub(crate) fn fil_err(size: SectorSize, step: &'static str) -> impl Fn(anyhow::Error) -> FilecoinError {
+pub(crate) fn fil_err(
+    size: SectorSize,
+    step: &'static str,
+) -> impl Fn(anyhow::Error) -> FilecoinError {
     move |e| FilecoinError {
         size: size.name(),
         step,
@@ -1136,7 +1140,8 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&big).unwrap();
         assert_eq!(v["vanilla_proofs"].as_array().unwrap().len(), 10);
         assert_eq!(v["vanilla_proofs"][0].as_array().unwrap().len(), 18);
-        let parsed: SealCommitPhase1Output<SectorShape32GiB> = serde_json::from_value(v).unwrap();
+        let parsed: SealCommitPhase1Output<filecoin_proofs::constants::SectorShape32GiB> =
+            serde_json::from_value(v).unwrap();
         assert_eq!(parsed.vanilla_proofs[9][17].labeling_proofs.len(), 11);
     }
 }

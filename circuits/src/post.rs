@@ -42,7 +42,7 @@ use storage_proofs_post::fallback::{
     self, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
-use crate::porep::{self, hex_string, parse_hex32, Miner, SectorSize};
+use crate::porep::{self, hex_string, parse_hex32, with_tree, Miner, SectorSize};
 use crate::{CircuitError, CircuitFamily, PartitionShape, Synthesis, Synthesized};
 
 mod fixtures;
@@ -90,31 +90,9 @@ fn public_params<Tree: 'static + MerkleTreeTrait>(
     pp.map_err(|e| params_err(proof, format!("{e:#}")))
 }
 
-/// Runs `$body` with `$tree` bound to the Merkle tree shape of `$size`.
-macro_rules! with_post_tree {
-    ($size:expr, $tree:ident => $body:expr) => {{
-        use filecoin_proofs::constants::{SectorShape32GiB, SectorShape64GiB, SectorShapeBase};
-        match $size {
-            SectorSize::S2KiB | SectorSize::S8MiB | SectorSize::S512MiB => {
-                type $tree = SectorShapeBase;
-                $body
-            }
-            SectorSize::S32GiB => {
-                type $tree = SectorShape32GiB;
-                $body
-            }
-            SectorSize::S64GiB => {
-                type $tree = SectorShape64GiB;
-                $body
-            }
-        }
-    }};
-}
-pub(crate) use with_post_tree;
-
 /// The published name of the proof's Groth16 parameter file (`v28-proof-of-spacetime-…`).
 pub fn parameter_file_name(proof: PostProof) -> Result<String, CircuitError> {
-    with_post_tree!(proof.size, Tree => {
+    with_tree!(proof.size, Tree => {
         let pp = public_params::<Tree>(proof)?;
         Ok(parameter_id(&<Compound<Tree> as CacheableParameters<Circuit<Tree>, _>>::cache_identifier(&pp)))
     })
@@ -122,7 +100,7 @@ pub fn parameter_file_name(proof: PostProof) -> Result<String, CircuitError> {
 
 /// Where filecoin-proofs itself looks for that file (`FIL_PROOFS_PARAMETER_CACHE`).
 pub fn parameter_path(proof: PostProof) -> Result<PathBuf, CircuitError> {
-    with_post_tree!(proof.size, Tree => {
+    with_tree!(proof.size, Tree => {
         let pp = public_params::<Tree>(proof)?;
         Ok(parameter_cache_params_path(&<Compound<Tree> as CacheableParameters<Circuit<Tree>, _>>::cache_identifier(&pp)))
     })
@@ -139,7 +117,7 @@ pub fn generate_test_parameters(
     let path = parameter_path(proof)?;
     let family = PostFamily::new(proof, [0; 32], [0; 32], 0);
     crate::fil_params::install_test_parameters(&family, &path, shapes, engine, force, || {
-        with_post_tree!(proof.size, Tree => {
+        with_tree!(proof.size, Tree => {
             let pp = public_params::<Tree>(proof).map_err(|e| e.to_string())?;
             Compound::<Tree>::verifying_key::<rand::rngs::OsRng>(None, &pp)
                 .map_err(|e| format!("cannot write the verifying key: {e:#}"))?;
@@ -390,7 +368,9 @@ impl PostFamily {
                 "WindowPoSt vanilla proofs do not verify for partition {} with this randomness",
                 self.partition_index
             ),
-            PostKind::Winning => "WinningPoSt vanilla proof does not verify with this randomness".into(),
+            PostKind::Winning => {
+                "WinningPoSt vanilla proof does not verify with this randomness".into()
+            }
         };
         match arranged {
             Ok(Ok(partition)) => Ok(partition),
@@ -443,9 +423,7 @@ impl PostFamily {
         if index == 0 {
             Ok(())
         } else {
-            Err(self.err(format!(
-                "partition {index} requested but the job has 1"
-            )))
+            Err(self.err(format!("partition {index} requested but the job has 1")))
         }
     }
 
@@ -490,7 +468,7 @@ impl PostFamily {
         r: Scalar,
         s: Scalar,
     ) -> Result<bellperson::groth16::Proof<blstrs::Bls12>, CircuitError> {
-        with_post_tree!(self.proof.size, Tree => {
+        with_tree!(self.proof.size, Tree => {
             let circuit = self.circuit::<Tree>(input)?;
             bellperson::groth16::create_proof_batch(vec![circuit], params, vec![r], vec![s])
                 .map_err(|e| self.err(format!("bellperson could not prove: {e}")))?
@@ -514,7 +492,7 @@ fn shape_of(proof: PostProof) -> PartitionShape {
     {
         return *s;
     }
-    let pp = with_post_tree!(proof.size, Tree => public_params::<Tree>(proof))
+    let pp = with_tree!(proof.size, Tree => public_params::<Tree>(proof))
         .expect("every PoSt proof has public parameters");
     let count = |sector_count: usize, challenge_count: usize| -> [u64; 2] {
         let small = fallback::PublicParams {
@@ -522,7 +500,7 @@ fn shape_of(proof: PostProof) -> PartitionShape {
             challenge_count,
             ..pp.clone()
         };
-        let m = with_post_tree!(proof.size, Tree => {
+        let m = with_tree!(proof.size, Tree => {
             cuzk_prover::r1cs::capture(Compound::<Tree>::blank_circuit(&small))
         })
         .expect("a blank PoSt circuit synthesizes");
@@ -567,11 +545,11 @@ impl CircuitFamily for PostFamily {
         index: usize,
         mode: Synthesis,
     ) -> Result<Synthesized, CircuitError> {
-        with_post_tree!(self.proof.size, Tree => self.synthesize_tree::<Tree>(input, index, mode))
+        with_tree!(self.proof.size, Tree => self.synthesize_tree::<Tree>(input, index, mode))
     }
 
     fn capture_matrices(&self) -> Result<ShapeMatrices, CircuitError> {
-        with_post_tree!(self.proof.size, Tree => {
+        with_tree!(self.proof.size, Tree => {
             let pp = public_params::<Tree>(self.proof)?;
             crate::capture(shape_key(self.proof), Compound::<Tree>::blank_circuit(&pp))
         })
@@ -579,7 +557,7 @@ impl CircuitFamily for PostFamily {
 
     fn public_inputs(&self, input: &[u8], index: usize) -> Result<Vec<Scalar>, CircuitError> {
         self.check_index(index)?;
-        with_post_tree!(self.proof.size, Tree => self.inputs::<Tree>(input))
+        with_tree!(self.proof.size, Tree => self.inputs::<Tree>(input))
     }
 
     fn parameter_file(&self) -> Option<PathBuf> {

@@ -22,8 +22,8 @@ use std::process::Stdio;
 
 use base64::Engine;
 use cuzk_circuits::porep::{self, generate_test_parameters, SealedSector, SectorSize};
-use cuzk_circuits::post::{self, PostKind, PostProof, PostSector};
 use cuzk_circuits::porep_c1::{self, SealProof};
+use cuzk_circuits::post::{self, PostKind, PostProof, PostSector};
 use cuzk_circuits::{ShapeCache, FILECOIN_CACHE_ENV};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -215,7 +215,8 @@ fn a_curio_window_post_request_is_proved_and_verify_window_post_accepts_it() {
     let proof = PostProof::current(PostKind::Window, SectorSize::S2KiB);
     let engine = cuzk_prover::setup::CpuFixedBase::new();
     let shapes = ShapeCache::open_default(true).unwrap();
-    post::generate_test_parameters(proof, &shapes, &engine, false).expect("2 KiB WindowPoSt parameters");
+    post::generate_test_parameters(proof, &shapes, &engine, false)
+        .expect("2 KiB WindowPoSt parameters");
 
     let work = tempfile::tempdir().unwrap();
     let sectors: Vec<PostSector> = (0..2)
@@ -246,7 +247,11 @@ fn a_curio_window_post_request_is_proved_and_verify_window_post_accepts_it() {
         .block_on(async {
             let cluster = support::cluster().await;
             let (mut gateway, address) = start_gateway(&cluster.url(), work.path()).await;
-            let args = ["post", request_file.to_str().unwrap(), out.to_str().unwrap()];
+            let args = [
+                "post",
+                request_file.to_str().unwrap(),
+                out.to_str().unwrap(),
+            ];
             python(&address, &args).await;
             gateway.kill().await.unwrap();
             cluster.stop().await.unwrap();
@@ -256,12 +261,25 @@ fn a_curio_window_post_request_is_proved_and_verify_window_post_accepts_it() {
     let registered = RegisteredPoStProof::StackedDrgWindow2KiBV1_2;
     let replicas = sectors
         .iter()
-        .map(|s| (SectorId::from(s.sector_id), PublicReplicaInfo::new(registered, s.comm_r)))
+        .map(|s| {
+            (
+                SectorId::from(s.sector_id),
+                PublicReplicaInfo::new(registered, s.comm_r),
+            )
+        })
         .collect();
     let verify = |randomness: &[u8; 32]| {
-        filecoin_proofs_api::post::verify_window_post(randomness, &[(registered, &bytes[..])], &replicas, prover)
-            .unwrap_or(false)
+        filecoin_proofs_api::post::verify_window_post(
+            randomness,
+            &[(registered, &bytes[..])],
+            &replicas,
+            prover,
+        )
+        .unwrap_or(false)
     };
     assert!(verify(&randomness), "verify_window_post rejected the proof");
-    assert!(!verify(&[0x12; 32]), "verify_window_post accepted other randomness");
+    assert!(
+        !verify(&[0x12; 32]),
+        "verify_window_post accepted other randomness"
+    );
 }

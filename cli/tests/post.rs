@@ -24,9 +24,7 @@ use cuzk_circuits::{ShapeCache, FILECOIN_CACHE_ENV};
 use cuzk_cli::submit_and_wait;
 use cuzk_wire::job::{JobInput, JobSpec, JobStatus};
 use filecoin_proofs_api::post;
-use filecoin_proofs_api::{
-    PrivateReplicaInfo, PublicReplicaInfo, RegisteredPoStProof, SectorId,
-};
+use filecoin_proofs_api::{PrivateReplicaInfo, PublicReplicaInfo, RegisteredPoStProof, SectorId};
 use rand::SeedableRng;
 use serde_json::json;
 use support::{cluster, job, TIMEOUT};
@@ -43,9 +41,16 @@ fn randomness(byte: u8) -> [u8; 32] {
 }
 
 /// filecoin-proofs-api's vanilla proofs of `sectors` for `proof` and `randomness`.
-fn vanilla(proof: RegisteredPoStProof, sectors: &[PostSector], randomness: [u8; 32]) -> Vec<Vec<u8>> {
+fn vanilla(
+    proof: RegisteredPoStProof,
+    sectors: &[PostSector],
+    randomness: [u8; 32],
+) -> Vec<Vec<u8>> {
     let prover = porep_c1::prover_id(MINER);
-    let ids: Vec<SectorId> = sectors.iter().map(|s| SectorId::from(s.sector_id)).collect();
+    let ids: Vec<SectorId> = sectors
+        .iter()
+        .map(|s| SectorId::from(s.sector_id))
+        .collect();
     let challenges =
         post::generate_fallback_sector_challenges(proof, &randomness, &ids, prover).unwrap();
     sectors
@@ -59,7 +64,12 @@ fn vanilla(proof: RegisteredPoStProof, sectors: &[PostSector], randomness: [u8; 
         .collect()
 }
 
-fn post_job(job_id: &str, kind: PostKind, params: serde_json::Value, proofs: &[Vec<u8>]) -> JobSpec {
+fn post_job(
+    job_id: &str,
+    kind: PostKind,
+    params: serde_json::Value,
+    proofs: &[Vec<u8>],
+) -> JobSpec {
     let b64 = &base64::engine::general_purpose::STANDARD;
     let input = json!({"vanilla_proofs": proofs.iter().map(|p| b64.encode(p)).collect::<Vec<_>>()});
     let mut spec = job(job_id, kind.circuit(), params, "");
@@ -71,10 +81,18 @@ fn params(randomness: [u8; 32]) -> serde_json::Value {
     json!({"sector_size": "2KiB", "miner": MINER, "randomness": hex::encode(randomness)})
 }
 
-fn replicas(proof: RegisteredPoStProof, sectors: &[PostSector]) -> BTreeMap<SectorId, PublicReplicaInfo> {
+fn replicas(
+    proof: RegisteredPoStProof,
+    sectors: &[PostSector],
+) -> BTreeMap<SectorId, PublicReplicaInfo> {
     sectors
         .iter()
-        .map(|s| (SectorId::from(s.sector_id), PublicReplicaInfo::new(proof, s.comm_r)))
+        .map(|s| {
+            (
+                SectorId::from(s.sector_id),
+                PublicReplicaInfo::new(proof, s.comm_r),
+            )
+        })
         .collect()
 }
 
@@ -86,16 +104,26 @@ fn window_and_winning_post_jobs_are_proved_and_filecoin_proofs_verifies_them() {
     let engine = cuzk_prover::setup::CpuFixedBase::new();
     let shapes = ShapeCache::open_default(true).unwrap();
     for kind in [PostKind::Window, PostKind::Winning] {
-        generate_test_parameters(PostProof::current(kind, SectorSize::S2KiB), &shapes, &engine, false)
-            .expect("2 KiB PoSt parameters");
+        generate_test_parameters(
+            PostProof::current(kind, SectorSize::S2KiB),
+            &shapes,
+            &engine,
+            false,
+        )
+        .expect("2 KiB PoSt parameters");
     }
 
     let work = tempfile::tempdir().unwrap();
     let mut rng = rand_chacha::ChaCha20Rng::from_entropy();
     let sectors: Vec<PostSector> = (0..2)
         .map(|i| {
-            PostSector::seal(SectorSize::S2KiB, &work.path().join(format!("s{i}")), 20 + i, &mut rng)
-                .unwrap()
+            PostSector::seal(
+                SectorSize::S2KiB,
+                &work.path().join(format!("s{i}")),
+                20 + i,
+                &mut rng,
+            )
+            .unwrap()
         })
         .collect();
     let rand = randomness(0x5c);
@@ -113,7 +141,12 @@ fn window_and_winning_post_jobs_are_proved_and_filecoin_proofs_verifies_them() {
             flipped[1][8] ^= 1;
             let bad = [
                 (
-                    post_job("wpost-undecodable", PostKind::Window, params(rand), &[vec![7; 40]]),
+                    post_job(
+                        "wpost-undecodable",
+                        PostKind::Window,
+                        params(rand),
+                        &[vec![7; 40]],
+                    ),
                     "vanilla proof 0 is not a 2KiB sector proof",
                 ),
                 (
@@ -130,12 +163,19 @@ fn window_and_winning_post_jobs_are_proved_and_filecoin_proofs_verifies_them() {
                     "WindowPoSt vanilla proofs do not verify for partition 0",
                 ),
                 (
-                    post_job("winning-other-rand", PostKind::Winning, params(randomness(1)), &winning),
+                    post_job(
+                        "winning-other-rand",
+                        PostKind::Winning,
+                        params(randomness(1)),
+                        &winning,
+                    ),
                     "WinningPoSt vanilla proof does not verify",
                 ),
             ];
             for (spec, expected) in &bad {
-                let result = submit_and_wait(&cluster.client, spec, TIMEOUT).await.unwrap();
+                let result = submit_and_wait(&cluster.client, spec, TIMEOUT)
+                    .await
+                    .unwrap();
                 assert_eq!(result.status, JobStatus::Failed, "{}", spec.job_id);
                 let error = result.error.unwrap_or_default();
                 assert!(error.contains(expected), "{}: {error}", spec.job_id);
@@ -147,7 +187,9 @@ fn window_and_winning_post_jobs_are_proved_and_filecoin_proofs_verifies_them() {
                 ("winning", PostKind::Winning, &winning),
             ] {
                 let spec = post_job(id, kind, params(rand), vanilla);
-                let result = submit_and_wait(&cluster.client, &spec, TIMEOUT).await.unwrap();
+                let result = submit_and_wait(&cluster.client, &spec, TIMEOUT)
+                    .await
+                    .unwrap();
                 assert_eq!(result.status, JobStatus::Done, "{id}: {:?}", result.error);
                 assert!(result.verified, "{id}");
                 proofs.push(hex::decode(result.proof.unwrap()).unwrap());
@@ -159,15 +201,37 @@ fn window_and_winning_post_jobs_are_proved_and_filecoin_proofs_verifies_them() {
     assert_eq!(window_proof.len(), 192, "one partition proof");
     let prover = porep_c1::prover_id(MINER);
     let window_ok = |rand: [u8; 32]| {
-        post::verify_window_post(&rand, &[(WINDOW, &window_proof[..])], &replicas(WINDOW, &sectors), prover)
-            .unwrap_or(false)
+        post::verify_window_post(
+            &rand,
+            &[(WINDOW, &window_proof[..])],
+            &replicas(WINDOW, &sectors),
+            prover,
+        )
+        .unwrap_or(false)
     };
-    assert!(window_ok(rand), "verify_window_post rejected the cluster's proof");
-    assert!(!window_ok(randomness(0x33)), "verify_window_post accepted other randomness");
+    assert!(
+        window_ok(rand),
+        "verify_window_post rejected the cluster's proof"
+    );
+    assert!(
+        !window_ok(randomness(0x33)),
+        "verify_window_post accepted other randomness"
+    );
     let winning_ok = |rand: [u8; 32]| {
-        post::verify_winning_post(&rand, &winning_proof, &replicas(WINNING, &sectors[..1]), prover)
-            .unwrap_or(false)
+        post::verify_winning_post(
+            &rand,
+            &winning_proof,
+            &replicas(WINNING, &sectors[..1]),
+            prover,
+        )
+        .unwrap_or(false)
     };
-    assert!(winning_ok(rand), "verify_winning_post rejected the cluster's proof");
-    assert!(!winning_ok(randomness(0x33)), "verify_winning_post accepted other randomness");
+    assert!(
+        winning_ok(rand),
+        "verify_winning_post rejected the cluster's proof"
+    );
+    assert!(
+        !winning_ok(randomness(0x33)),
+        "verify_winning_post accepted other randomness"
+    );
 }

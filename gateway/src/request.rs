@@ -128,14 +128,7 @@ fn porep_params(request: &SubmitProofRequest) -> Result<serde_json::Value, Reque
         )));
     }
     let proof = SealProof::from_id(request.registered_proof).map_err(invalid)?;
-    if request.sector_size != 0 && request.sector_size != proof.size.bytes() {
-        return Err(invalid(format!(
-            "sector_size {} does not match registered_proof {} ({})",
-            request.sector_size,
-            request.registered_proof,
-            proof.api_name()
-        )));
-    }
+    check_sector_size(request, proof.size.bytes(), &proof.api_name())?;
     let detected = porep_c1::detect(c1)
         .map_err(|e| invalid(format!("vanilla_proof is not a C1 output: {e}")))?;
     if let Some(named) = detected.proof.filter(|named| *named != proof) {
@@ -167,6 +160,22 @@ fn porep_params(request: &SubmitProofRequest) -> Result<serde_json::Value, Reque
     Ok(params)
 }
 
+/// A request's `sector_size` is optional (0), else that of its `registered_proof`.
+#[cfg(feature = "porep")]
+fn check_sector_size(
+    request: &SubmitProofRequest,
+    bytes: u64,
+    proof: &str,
+) -> Result<(), RequestError> {
+    if request.sector_size == 0 || request.sector_size == bytes {
+        return Ok(());
+    }
+    Err(RequestError::Invalid(format!(
+        "sector_size {} does not match registered_proof {} ({proof})",
+        request.sector_size, request.registered_proof
+    )))
+}
+
 /// The `window-post` / `winning-post` job for a PoSt request: its parameters and input.
 #[cfg(feature = "porep")]
 fn post_job(
@@ -190,14 +199,7 @@ fn post_job(
             kind.circuit()
         )));
     }
-    if request.sector_size != 0 && request.sector_size != proof.size.bytes() {
-        return Err(invalid(format!(
-            "sector_size {} does not match registered_proof {} ({})",
-            request.sector_size,
-            request.registered_proof,
-            proof.api_name()
-        )));
-    }
+    check_sector_size(request, proof.size.bytes(), &proof.api_name())?;
     let randomness: [u8; 32] = request.randomness[..].try_into().map_err(|_| {
         invalid(format!(
             "randomness has {} bytes; a PoSt challenge seed has 32",
@@ -398,7 +400,10 @@ mod tests {
                 "miner": 1234, "randomness": "2a".repeat(32), "partition_index": 3})
         );
         let input: serde_json::Value = serde_json::from_slice(&input).unwrap();
-        assert_eq!(input, serde_json::json!({"vanilla_proofs": ["AQID", "AQID"]}));
+        assert_eq!(
+            input,
+            serde_json::json!({"vanilla_proofs": ["AQID", "AQID"]})
+        );
         // The job's parameters are what the family takes.
         cuzk_circuits::resolve(&cuzk_circuits::CircuitSpec {
             name: spec.circuit.clone(),
@@ -425,7 +430,10 @@ mod tests {
             other => panic!("expected INVALID_ARGUMENT ({expected}), got {other:?}"),
         };
         invalid(window(0), "vanilla_proofs is empty");
-        invalid(window(3), "3 vanilla proofs; StackedDrgWindow2KiBV1_2 takes at most 2");
+        invalid(
+            window(3),
+            "3 vanilla proofs; StackedDrgWindow2KiBV1_2 takes at most 2",
+        );
         invalid(
             SubmitProofRequest {
                 randomness: vec![1; 31].into(),

@@ -7,7 +7,6 @@
 //! nodes take them only when started with `--allow-synthetic`.
 
 use filecoin_hashers::{Domain, Hasher};
-use filecoin_proofs::constants::{SectorShape32GiB, SectorShape64GiB, SectorShapeBase};
 use filecoin_proofs::parameters::setup_params;
 use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait, SealCommitPhase1Output};
 use generic_array::typenum::Unsigned;

@@ -12,8 +12,8 @@ use filecoin_proofs::{
 use rand::RngCore;
 use storage_proofs_core::sector::SectorId;
 
-use super::{with_post_tree, PostProof};
-use crate::porep::{self, fil_err, FilecoinError, SectorSize};
+use super::PostProof;
+use crate::porep::{self, fil_err, with_tree, FilecoinError, SectorSize};
 
 /// A sealed sector, as a PoSt prover has it.
 #[derive(Clone, Debug)]
@@ -63,7 +63,7 @@ pub fn vanilla_proofs(
     randomness: [u8; 32],
     prover_id: [u8; 32],
 ) -> Result<Vec<Vec<u8>>, FilecoinError> {
-    with_post_tree!(proof.size, Tree => vanilla::<Tree>(proof, sectors, randomness, prover_id))
+    with_tree!(proof.size, Tree => vanilla::<Tree>(proof, sectors, randomness, prover_id))
 }
 
 fn vanilla<Tree: 'static + MerkleTreeTrait>(
@@ -74,7 +74,10 @@ fn vanilla<Tree: 'static + MerkleTreeTrait>(
 ) -> Result<Vec<Vec<u8>>, FilecoinError> {
     let size = proof.size;
     let config = proof.config();
-    let ids: Vec<SectorId> = sectors.iter().map(|s| SectorId::from(s.sector_id)).collect();
+    let ids: Vec<SectorId> = sectors
+        .iter()
+        .map(|s| SectorId::from(s.sector_id))
+        .collect();
     let challenges =
         generate_fallback_sector_challenges::<Tree>(&config, &randomness, &ids, prover_id)
             .map_err(fil_err(size, "PoSt challenges"))?;
@@ -88,13 +91,9 @@ fn vanilla<Tree: 'static + MerkleTreeTrait>(
                 sector.cache_dir.clone(),
             )
             .map_err(fil_err(size, "opening the replica"))?;
-            let vanilla = generate_single_vanilla_proof::<Tree>(
-                &config,
-                id,
-                &replica,
-                &challenges[&id],
-            )
-            .map_err(fil_err(size, "vanilla PoSt proof"))?;
+            let vanilla =
+                generate_single_vanilla_proof::<Tree>(&config, id, &replica, &challenges[&id])
+                    .map_err(fil_err(size, "vanilla PoSt proof"))?;
             bincode::serialize(&vanilla).map_err(|e| FilecoinError {
                 size: size.name(),
                 step: "serializing the vanilla proof",

@@ -14,7 +14,10 @@ use super::*;
 const RANDOMNESS: [u8; 32] = [0x2a; 32];
 const MINER: u64 = 1234;
 
-fn family(kind: PostKind, params: serde_json::Value) -> Result<Arc<dyn CircuitFamily>, CircuitError> {
+fn family(
+    kind: PostKind,
+    params: serde_json::Value,
+) -> Result<Arc<dyn CircuitFamily>, CircuitError> {
     crate::resolve(&crate::CircuitSpec {
         name: kind.circuit().into(),
         params,
@@ -22,7 +25,8 @@ fn family(kind: PostKind, params: serde_json::Value) -> Result<Arc<dyn CircuitFa
 }
 
 fn params(extra: serde_json::Value) -> serde_json::Value {
-    let mut p = json!({"sector_size": "2KiB", "miner": MINER, "randomness": hex_string(&RANDOMNESS)});
+    let mut p =
+        json!({"sector_size": "2KiB", "miner": MINER, "randomness": hex_string(&RANDOMNESS)});
     for (k, v) in extra.as_object().unwrap() {
         p[k] = v.clone();
     }
@@ -42,8 +46,13 @@ fn sectors(dir: &std::path::Path) -> Vec<PostSector> {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
     (0..2)
         .map(|i| {
-            PostSector::seal(SectorSize::S2KiB, &dir.join(format!("s{i}")), 10 + i, &mut rng)
-                .unwrap()
+            PostSector::seal(
+                SectorSize::S2KiB,
+                &dir.join(format!("s{i}")),
+                10 + i,
+                &mut rng,
+            )
+            .unwrap()
         })
         .collect()
 }
@@ -69,7 +78,10 @@ fn err(kind: PostKind, params: serde_json::Value, input: &[u8]) -> String {
 #[test]
 fn params_are_validated() {
     let f = family(PostKind::Window, params(json!({}))).unwrap();
-    assert_eq!((f.shape_key().as_str(), f.partitions()), ("window-post-2KiB", 1));
+    assert_eq!(
+        (f.shape_key().as_str(), f.partitions()),
+        ("window-post-2KiB", 1)
+    );
     let f = family(PostKind::Winning, params(json!({"sector_size": "32GiB"}))).unwrap();
     assert_eq!(f.shape_key(), "winning-post-32GiB");
     let bad = |kind, p| family(kind, p).err().unwrap().to_string();
@@ -77,17 +89,29 @@ fn params_are_validated() {
     assert!(e.contains("'randomness' must be 64 hex digits"), "{e}");
     let e = bad(PostKind::Winning, params(json!({"partition_index": 0})));
     assert!(e.contains("no 'partition_index'"), "{e}");
-    let e = bad(PostKind::Window, params(json!({"proof": "StackedDrgWinning2KiBV1"})));
+    let e = bad(
+        PostKind::Window,
+        params(json!({"proof": "StackedDrgWinning2KiBV1"})),
+    );
     assert!(e.contains("not a window-post proof"), "{e}");
-    let e = bad(PostKind::Window, params(json!({"proof": "StackedDrgWindow8MiBV1"})));
+    let e = bad(
+        PostKind::Window,
+        params(json!({"proof": "StackedDrgWindow8MiBV1"})),
+    );
     assert!(e.contains("for a 2KiB sector"), "{e}");
-    let e = bad(PostKind::Window, json!({"sector_size": "2KiB", "randomness": hex_string(&RANDOMNESS)}));
+    let e = bad(
+        PostKind::Window,
+        json!({"sector_size": "2KiB", "randomness": hex_string(&RANDOMNESS)}),
+    );
     assert!(e.contains("exactly one of 'miner'"), "{e}");
     let e = bad(PostKind::Window, params(json!({"extra": 1})));
     assert!(e.contains("unknown field `extra`"), "{e}");
     // The published parameter file, with its digest.
     let name = f.parameter_file().unwrap();
-    assert!(crate::fil_params::is_published(name.to_str().unwrap()), "{name:?}");
+    assert!(
+        crate::fil_params::is_published(name.to_str().unwrap()),
+        "{name:?}"
+    );
     assert!(f.published_digest().is_some());
     let window = family(PostKind::Window, params(json!({}))).unwrap();
     assert!(window
@@ -123,7 +147,11 @@ fn synthesizes_real_vanilla_proofs_and_refuses_bad_ones() {
         let good = input(&proofs_for(kind, &sectors, RANDOMNESS));
         let f = family(kind, params(json!({}))).unwrap();
         let asg = f.recording(&good, 0).unwrap();
-        assert_eq!(asg.input[1..], f.public_inputs(&good, 0).unwrap()[..], "{kind:?}");
+        assert_eq!(
+            asg.input[1..],
+            f.public_inputs(&good, 0).unwrap()[..],
+            "{kind:?}"
+        );
         let m = f.capture_matrices().unwrap();
         let w = f.witness(&good, 0, Some((m.inputs, m.aux))).unwrap();
         let [a, b, c] = m.evaluate(&|j| w.value(j));
@@ -134,26 +162,45 @@ fn synthesizes_real_vanilla_proofs_and_refuses_bad_ones() {
         let e = err(kind, params(json!({})), br#"{"vanilla_proofs": ["***"]}"#);
         assert!(e.contains("vanilla proof 0 is not base64"), "{e}");
         let e = err(kind, params(json!({})), &input(&[vec![7; 40]]));
-        assert!(e.contains("vanilla proof 0 is not a 2KiB sector proof"), "{e}");
+        assert!(
+            e.contains("vanilla proof 0 is not a 2KiB sector proof"),
+            "{e}"
+        );
         let e = err(kind, params(json!({})), &input(&[]));
         assert!(e.contains("0 vanilla proofs"), "{e}");
         let other = [0x11; 32];
-        let e = err(kind, params(json!({"randomness": hex_string(&other)})), &good);
-        assert!(e.contains("do not verify") || e.contains("does not verify"), "{e}");
+        let e = err(
+            kind,
+            params(json!({"randomness": hex_string(&other)})),
+            &good,
+        );
+        assert!(
+            e.contains("do not verify") || e.contains("does not verify"),
+            "{e}"
+        );
         let e = f.witness(&good, 1, None).unwrap_err().to_string();
         assert!(e.contains("partition 1 requested"), "{e}");
     }
     let window = proofs_for(PostKind::Window, &sectors, RANDOMNESS);
     let three = input(&[window[0].clone(), window[1].clone(), window[0].clone()]);
     let e = err(PostKind::Window, params(json!({})), &three);
-    assert!(e.contains("3 vanilla proofs; StackedDrgWindow2KiBV1_2 takes 1 to 2"), "{e}");
+    assert!(
+        e.contains("3 vanilla proofs; StackedDrgWindow2KiBV1_2 takes 1 to 2"),
+        "{e}"
+    );
     let e = err(PostKind::Winning, params(json!({})), &input(&window));
-    assert!(e.contains("2 vanilla proofs; StackedDrgWinning2KiBV1 takes 1"), "{e}");
+    assert!(
+        e.contains("2 vanilla proofs; StackedDrgWinning2KiBV1 takes 1"),
+        "{e}"
+    );
     // A flipped byte of comm_r still decodes, but no longer verifies.
     let mut flipped = window.clone();
     flipped[1][8] ^= 1;
     let e = err(PostKind::Window, params(json!({})), &input(&flipped));
-    assert!(e.contains("WindowPoSt vanilla proofs do not verify for partition 0"), "{e}");
+    assert!(
+        e.contains("WindowPoSt vanilla proofs do not verify for partition 0"),
+        "{e}"
+    );
     // One sector of the partition is a partition too (the circuit repeats the last sector).
     let one = input(&window[..1]);
     let f = family(PostKind::Window, params(json!({}))).unwrap();
@@ -177,7 +224,8 @@ fn proofs_equal_bellpersons_byte_for_byte() {
         // bellperson's; bellperson proves with whatever parameters it is given.
         let matrices = f.capture_matrices().unwrap();
         let mut bytes = Vec::new();
-        cuzk_prover::setup::generate(&matrices, &mut rng, &CpuFixedBase::new(), &mut bytes).unwrap();
+        cuzk_prover::setup::generate(&matrices, &mut rng, &CpuFixedBase::new(), &mut bytes)
+            .unwrap();
         let params = Arc::new(Parameters::<Bls12>::read(&bytes[..], false).unwrap());
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let theirs = f.bellperson_proof(&good, &params, r, s).unwrap();
@@ -190,6 +238,10 @@ fn proofs_equal_bellpersons_byte_for_byte() {
         assert!(verify(&pvk, &ours, &f.public_inputs(&good, 0).unwrap()).unwrap());
         let other_s = prove(&CpuBackend, &key, &w, r, s + Scalar::ONE).unwrap();
         assert_ne!(proof_bytes(&other_s), proof_bytes(&theirs), "{kind:?}");
-        eprintln!("{kind:?}: {} constraints, {:.1} s", f.partition_shape().constraints, started.elapsed().as_secs_f64());
+        eprintln!(
+            "{kind:?}: {} constraints, {:.1} s",
+            f.partition_shape().constraints,
+            started.elapsed().as_secs_f64()
+        );
     }
 }
