@@ -10,6 +10,7 @@ use async_nats::Client;
 use bytes::Bytes;
 use cuzk_common::topology::{results_subject, Topology, JOBS_STREAM, RESULTS_STREAM, WORK_STREAM};
 use cuzk_gateway::{Cluster, ClusterError, ClusterView};
+use cuzk_wire::control::CancelReply;
 use cuzk_wire::job::{JobResult, JobSpec};
 use futures::StreamExt;
 use tracing::Instrument;
@@ -101,6 +102,12 @@ impl Cluster for NatsCluster {
             )),
             Err(_) => Ok(None),
         }
+    }
+
+    async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError> {
+        crate::cancel::cancel(&self.client, job_id, self.timeout)
+            .await
+            .map_err(unavailable)
     }
 
     async fn view(&self) -> Result<ClusterView, ClusterError> {

@@ -3,8 +3,8 @@
 //! binary over a unix socket, in front of a local cluster on a real nats-server.
 //!
 //! The fast test checks the listing, GetStatus, GetMetrics, every refusal (kinds the cluster
-//! lacks, malformed C1 outputs, the calls it cannot back) and a Prove whose C1 is well-formed
-//! but wrong (it fails in synthesis, before any parameters are needed). The slow one proves a
+//! lacks, malformed C1 outputs, the calls it cannot back), a Prove whose C1 is well-formed
+//! but wrong (it fails in synthesis, before any parameters are needed) and CancelProof. The slow one proves a
 //! real 2 KiB sector's C1 output in the lotus/Curio wrapper, larger than a job carries inline
 //! (so it goes through the inputs bucket), and filecoin-proofs' `verify_seal` accepts the proof
 //! bytes the Python client received. Parameters come from the parameter directory, generated
@@ -21,6 +21,7 @@ use base64::Engine;
 use cuzk_circuits::porep::{self, generate_test_parameters, SealedSector, SectorSize};
 use cuzk_circuits::porep_c1::{self, SealProof};
 use cuzk_circuits::{ShapeCache, FILECOIN_CACHE_ENV};
+use cuzk_wire::job::JobStatus;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -136,6 +137,21 @@ async fn curio_client_sees_the_api_its_refusals_and_a_failed_prove() {
     let corrupt_path = corrupt_file.to_str().unwrap();
     let (miner, number) = (MINER.to_string(), SECTOR.to_string());
     python(&address, &["prove-fails", corrupt_path, &miner, &number]).await;
+
+    // CancelProof: a job still running (its record exists) and one that is done.
+    let done = support::job("gw-done", "mimc", json!({"rounds": 64, "partitions": 1}), "");
+    let result = cuzk_cli::submit_and_wait(&cluster.client, &done, support::TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
+    let running = support::job("gw-running", "mimc", json!({"rounds": 20000, "partitions": 8}), "");
+    let js = &cluster.topology.js;
+    cuzk_cli::submit::publish_job(js, &running).await.unwrap();
+    let ledger = cuzk_common::lifecycle::Ledger::new(&cluster.topology);
+    while ledger.get("gw-running").await.unwrap().is_none() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    python(&address, &["cancel", "gw-running", "gw-done"]).await;
     gateway.kill().await.unwrap();
     cluster.stop().await.unwrap();
 }

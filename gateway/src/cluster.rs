@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cuzk_common::nodes::NodeInfo;
+use cuzk_wire::control::CancelReply;
 use cuzk_wire::job::{JobRecord, JobResult, JobSpec};
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +49,9 @@ pub trait Cluster: Send + Sync + 'static {
     /// then (or was never submitted).
     async fn result(&self, job_id: &str, wait: Duration)
         -> Result<Option<JobResult>, ClusterError>;
+
+    /// Cancels the job unless it has ended; the reply says which (or that the id is unknown).
+    async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError>;
 
     async fn view(&self) -> Result<ClusterView, ClusterError>;
 

@@ -138,11 +138,16 @@ impl ProvingEngine for Gateway {
 
     async fn cancel_proof(
         &self,
-        _: Request<CancelProofRequest>,
+        request: Request<CancelProofRequest>,
     ) -> Result<Response<CancelProofResponse>, Status> {
-        Err(Status::unimplemented(
-            "CancelProof: the cluster cannot cancel a job yet; a submitted job runs to its end",
-        ))
+        let job_id = request.into_inner().job_id;
+        if !valid_job_id(&job_id) {
+            return Err(Status::invalid_argument(format!(
+                "{job_id:?} is not a job id"
+            )));
+        }
+        let reply = self.cluster.cancel(&job_id).await.map_err(cluster_status)?;
+        reply::cancel_response(&reply)
     }
 
     async fn get_status(

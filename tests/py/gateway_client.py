@@ -6,8 +6,12 @@ Usage:
   gateway_client.py ADDRESS PROTO_DIR checks
       Lists the served services by reflection (grpcurl-style), reads GetStatus and GetMetrics,
       and checks the refusals: kinds the cluster lacks and unknown kinds are UNIMPLEMENTED, a
-      malformed C1 is INVALID_ARGUMENT, CancelProof/PreloadSRS/EvictSRS are UNIMPLEMENTED, an
-      AwaitProof that ends before the job does says TIMEOUT.
+      malformed C1 is INVALID_ARGUMENT, PreloadSRS/EvictSRS are UNIMPLEMENTED, an AwaitProof
+      that ends before the job does says TIMEOUT.
+  gateway_client.py ADDRESS PROTO_DIR cancel RUNNING_JOB DONE_JOB
+      CancelProof of a running job (was_running, then AwaitProof says CANCELLED), again (no
+      longer running), of a finished job (not running, its status `done` in the reply's
+      cuzk-job-status metadata), of an unknown id (NOT_FOUND) and of a malformed one.
   gateway_client.py ADDRESS PROTO_DIR prove-fails C1_FILE MINER SECTOR
       Prove with a C1 that is well-formed but wrong: the reply must say FAILED with a reason.
   gateway_client.py ADDRESS PROTO_DIR prove C1_FILE MINER SECTOR PROOF_OUT
@@ -118,7 +122,6 @@ def checks(pb, stub, channel):
     expect_code("SubmitProof truncated C1", submit(vanilla_proof=b'{"SectorNum": 7, "Phase1Out": "eyJ'), invalid, "not a C1 output")
     expect_code("SubmitProof 32 GiB proof, 2 KiB size", submit(registered_proof=8), invalid, "sector_size 2048")
     expect_code("Prove without submit", lambda: stub.Prove(pb.ProveRequest(), timeout=10), invalid, "submit")
-    expect_code("CancelProof", lambda: stub.CancelProof(pb.CancelProofRequest(job_id="x"), timeout=10), unimplemented, "cancel")
     expect_code("PreloadSRS", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-32g"), timeout=10), unimplemented, "PreloadSRS")
     expect_code("EvictSRS", lambda: stub.EvictSRS(pb.EvictSrsRequest(circuit_id="porep-32g"), timeout=10), unimplemented, "EvictSRS")
     expect_code("AwaitProof bad id", lambda: stub.AwaitProof(pb.AwaitProofRequest(job_id="a b"), timeout=10), invalid, "job id")
@@ -127,6 +130,32 @@ def checks(pb, stub, channel):
     if reply.status != pb.AwaitProofResponse.TIMEOUT:
         sys.exit("expected TIMEOUT")
     listing(channel)
+    if FAILURES:
+        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
+
+
+def cancel_proof(pb, stub, job_id):
+    reply, call = stub.CancelProof.with_call(pb.CancelProofRequest(job_id=job_id), timeout=30)
+    status = dict(call.initial_metadata()).get("cuzk-job-status")
+    say(f"CancelProof {job_id}: was_running={reply.was_running} cuzk-job-status={status}")
+    return reply.was_running, status
+
+
+def cancel(pb, stub, running, done):
+    if cancel_proof(pb, stub, running) != (True, "cancelled"):
+        sys.exit("expected was_running, cancelled")
+    reply = stub.AwaitProof(pb.AwaitProofRequest(job_id=running, timeout_ms=10000), timeout=30)
+    say(f"AwaitProof {running}: {pb.AwaitProofResponse.Status.Name(reply.status)} error={reply.error_message!r}")
+    if reply.status != pb.AwaitProofResponse.CANCELLED:
+        sys.exit("expected CANCELLED")
+    if cancel_proof(pb, stub, running) != (False, "cancelled"):
+        sys.exit("expected not running, cancelled")
+    if cancel_proof(pb, stub, done) != (False, "done"):
+        sys.exit("expected not running, done")
+    expect_code("CancelProof unknown id", lambda: stub.CancelProof(pb.CancelProofRequest(job_id="never-submitted"), timeout=30),
+                grpc.StatusCode.NOT_FOUND, "no job")
+    expect_code("CancelProof bad id", lambda: stub.CancelProof(pb.CancelProofRequest(job_id="a b"), timeout=10),
+                grpc.StatusCode.INVALID_ARGUMENT, "job id")
     if FAILURES:
         sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
 
@@ -183,7 +212,7 @@ def main(argv):
     with grpc.insecure_channel(address, options=options) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = pb_grpc.ProvingEngineStub(channel)
-        {"checks": checks, "prove-fails": prove_fails, "prove": prove}[command](
+        {"checks": checks, "prove-fails": prove_fails, "prove": prove, "cancel": cancel}[command](
             pb, stub, *([channel] if command == "checks" else args))
     say("ok")
     return 0
