@@ -5,7 +5,7 @@
 #   CUZK_NVCC_PREFIX   install prefix (default: $HOME/.cache/cuzk/nvcc)
 #   PYTHON             python interpreter with pip (default: python3)
 #
-# Pinned to 13.0: a newer NVVM emits PTX that a CUDA 13.0 driver (580) cannot load (design §3.5).
+# Pinned to 13.0: a newer NVVM emits PTX that a CUDA 13.0 driver (580) cannot load.
 # Idempotent: a prefix that already holds the pinned versions is left untouched.
 set -euo pipefail
 

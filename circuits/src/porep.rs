@@ -146,6 +146,7 @@ macro_rules! with_tree {
 }
 
 // After `with_tree!`, which it uses.
+mod capture;
 mod synthetic;
 pub use synthetic::{synthetic_c1, SYNTHETIC_KEY};
 
@@ -198,14 +199,11 @@ pub fn parameter_path(size: SectorSize) -> Result<PathBuf, CircuitError> {
     })
 }
 
-/// The constraint matrices of a partition of `size`, captured from filecoin-proofs' blank
-/// circuit (the one its parameter generator uses; every partition has this shape).
+/// The constraint matrices of a partition of `size`: the shape of filecoin-proofs' blank circuit
+/// (the one its parameter generator uses; every partition has this shape), captured one
+/// challenge per core.
 pub fn blank_matrices(size: SectorSize) -> Result<ShapeMatrices, CircuitError> {
-    with_tree!(size, Tree => {
-        let pp = public_params::<Tree>(&size.config()).map_err(|e| params_err(size, e))?;
-        let blank = <Compound<Tree> as CompoundProof<Drg<'_, Tree>, _>>::blank_circuit(&pp);
-        crate::capture(shape_key(size), blank)
-    })
+    with_tree!(size, Tree => capture::blank_matrices::<Tree>(size))
 }
 
 /// Generates random (INSECURE, TEST-ONLY) Groth16 parameters for `size` from the shape's
@@ -257,8 +255,15 @@ pub fn generate_test_parameters(
             let file = out
                 .into_inner()
                 .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))?;
+            // Timed apart: what the disk still owes once the page cache has taken the file.
+            let syncing = std::time::Instant::now();
             file.sync_all()
-                .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))
+                .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))?;
+            tracing::info!(
+                secs = syncing.elapsed().as_secs_f64(),
+                "parameters synced to disk"
+            );
+            Ok(())
         };
         write().inspect_err(|_| {
             let _ = fs::remove_file(&tmp);

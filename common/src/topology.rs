@@ -295,7 +295,7 @@ pub async fn provision(
 }
 
 /// A KV bucket whose backing stream is made exactly as async-nats would make it; done by hand
-/// because `create_key_value` fails against nats-server 2.9 (design §3.1).
+/// because `create_key_value` fails against nats-server 2.9.
 async fn ensure_kv(
     js: &Context,
     bucket: &str,

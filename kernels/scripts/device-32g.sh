@@ -4,8 +4,10 @@
 # docs/results/h200.json holds) by kernels/scripts/h200-results.py. Steps, in order, each skipped
 # when the call's time (TOTAL seconds, default 585) would run out before it:
 #   params32  32 GiB test parameters on the GPU (constraint matrices captured first)
-#   drain32   a synthetic 32 GiB C1; its 10 partitions synthesized into the queue, then drained
-#             by one GPU node on every visible GPU (`cuzk-porep drain`)
+#   drain32x1 a synthetic 32 GiB C1; its 10 partitions synthesized into the queue, then drained
+#             by one GPU node on one GPU (`cuzk-porep drain`): a partition's GPU-node time and
+#             GPU busy on one H200
+#   drain32   the same on every visible GPU: one sector's wall time on all of them
 #   2k        2 KiB: parameters (GPU), our prove vs SupraSeal on the same file and C1, and the
 #             one-box throughput of 40 real jobs (synth node + GPU node on this host)
 #   blobs     witness-blob MB/s through the blobs bucket, one object vs striped (`cuzk-load blobs`)
@@ -19,7 +21,7 @@ W=/tmp/cuzk-32g; L=$W/logs; mkdir -p $W/params $L
 # One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
 export FIL_PROOFS_PARAMETER_CACHE=$W/params CUZK_PARAM_CACHE=$W/params NATS_SERVER=$B/nats-server TMPDIR=$W
 TOTAL=${TOTAL:-585}
-STEPS=${STEPS:-params32 drain32 2k blobs ss32}
+STEPS=${STEPS:-params32 drain32x1 drain32 2k blobs ss32}
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 echo "cpus $(nproc); $(grep MemTotal /proc/meminfo); disk: $(df -h $W | tail -1)"
 json() { python3 - "$@" <<'PY'
@@ -47,33 +49,44 @@ since() { python3 -c "import sys, time; print(round(time.time() - float(sys.argv
 collect() { cp $L/* $OUT/ 2>/dev/null; python3 kernels/scripts/h200-results.py $R $L $OUT/h200.json >/dev/null; }
 
 if step params32 150; then
+  # What the disk writes once the page cache is full: the floor under writing a 47 GB file.
+  dd if=/dev/zero of=$W/disk-probe bs=1M count=4096 conv=fdatasync 2>&1 | tail -1 | tee $L/disk-probe.log
+  rm -f $W/disk-probe
   t0=$(date +%s.%N)
   # --force-insecure: this scratch directory is ours; the marker files still label them.
   if timeout $(( $(left) - 20 )) /usr/bin/time -v $B/cuzk-porep params --sector-size 32GiB --engine cuda --force-insecure >$L/params32.log 2>&1; then
     json $R params_gen_32gib_s "$(since $t0)"
   else echo "32 GiB parameters failed or ran out of time"; fi
-  grep -E "matrices ready|parameters written|constraint matrices captured|Elapsed|Maximum resident|rror" $L/params32.log | cut -c1-300
+  grep -E "matrices ready|generation phases|parameters written|synced|Elapsed|Maximum resident|rror" $L/params32.log | cut -c1-300
   collect
 fi
 
-if step drain32 150; then
+# drain NAME [ENV...]: one drain of the synthetic sector, results under drain_32gib[_x1].
+drain() {
+  local name=$1; shift
   [ -f $W/syn32.json ] || $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json
-  timeout $(( $(left) - 10 )) $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
-    --synth-partitions-in-flight ${SYNTH_IN_FLIGHT:-8} --gpu-args="--gpu-backend=cuda" --json $L/drain32.json \
-    >$L/drain32.log 2>&1; echo "drain rc=$?"
-  grep -v -E " INFO | WARN |DEBUG" $L/drain32.log | tail -30
-  [ -f $L/drain32.json ] && json $R drain_32gib "$(cat $L/drain32.json)"
+  env "$@" timeout $(( $(left) - 10 )) $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
+    --synth-partitions-in-flight ${SYNTH_IN_FLIGHT:-8} --gpu-args="--gpu-backend=cuda" --json $L/$name.json \
+    >$L/$name.log 2>&1; echo "$name rc=$?"
+  grep -v -E " INFO | WARN |DEBUG" $L/$name.log | tail -30
+  [ -f $L/$name.json ] && json $R "${name/drain32/drain_32gib}" "$(cat $L/$name.json)"
   collect
-fi
+}
+if step drain32x1 150; then drain drain32x1 CUDA_VISIBLE_DEVICES=0; fi
+if step drain32 150; then drain drain32; fi
 
 if step 2k 100; then
   t0=$(date +%s.%N); $B/cuzk-porep params --sector-size 2KiB --engine cuda --force-insecure >$L/params2k.log 2>&1
   json $R params_gen_2kib_s "$(since $t0 2)"
   timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 10 --json >$L/prove2k.log 2>&1
   tail -1 $L/prove2k.log | grep -q prove_ms && json $R porep_2kib "$(tail -1 $L/prove2k.log)"
-  [ -x $B/ssa ] && (cd .device && timeout 150 bin/ssa prove-ss c1-2k.json 10 10 1 >$L/ss2k.log 2>&1)
+  # The one-box comparison on the issue's box, on any host: 16 cores and one GPU for SupraSeal's
+  # batches and for our synth node + GPU node alike.
+  one=(taskset -c 0-$(( ${ONE_BOX_CPUS:-16} - 1 )) env CUDA_VISIBLE_DEVICES=0)
+  json $R one_box "\"${ONE_BOX_CPUS:-16} cores (taskset), GPU 0\""
+  [ -x $B/ssa ] && (cd .device && timeout 150 "${one[@]}" bin/ssa prove-ss c1-2k.json 10 10 1 >$L/ss2k.log 2>&1)
   grep SUMMARY $L/ss2k.log
-  timeout $(( $(left) - 10 )) $B/cuzk-porep bench --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 3 \
+  timeout $(( $(left) - 10 )) "${one[@]}" $B/cuzk-porep bench --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 3 \
     --no-filecoin --throughput 40 ${SYNTH_JOBS:+--synth-jobs-in-flight $SYNTH_JOBS} >$L/throughput2k.log 2>&1
   grep -E "^throughput" $L/throughput2k.log | tail -1
   grep -q '"jobs_per_s"' $L/throughput2k.log && json $R throughput_2kib "$(grep '"jobs_per_s"' $L/throughput2k.log | tail -1)"

@@ -59,6 +59,26 @@ def blob_bench(path):
     return out or None
 
 
+def params_phases(path):
+    """Where the 32 GiB parameter run's time went: capture, generation phases, disk sync."""
+    if not os.path.exists(path):
+        return None
+    out = {}
+    for line in open(path, errors="replace"):
+        fields = dict(re.findall(r"(\w+)=([0-9.]+)", line))
+        if "matrices ready" in line and "secs" in fields:
+            out["matrices"] = float(fields["secs"])
+        elif "generation phases" in line:
+            for k in ("scalars_s", "engine_s", "serialize_s", "write_s"):
+                if k in fields:
+                    out[k[:-2]] = float(fields[k])
+        elif "synced to disk" in line and "secs" in fields:
+            out["sync"] = float(fields["secs"])
+        elif "parameters written" in line and "secs" in fields:
+            out["generate_and_write"] = float(fields["secs"])
+    return out or None
+
+
 def main():
     results_path, logs, out = sys.argv[1:4]
     r = json.load(open(results_path)) if os.path.exists(results_path) else {}
@@ -79,13 +99,19 @@ def main():
     if batch:
         per_batch = [s + p for s, p in zip(floats(batch["synth_s"]), floats(batch["supraseal_s"]))]
         h["supraseal_batch_2kib_per_s"] = round(10 / statistics.median(per_batch), 2)
+    if "one_box" in r:
+        h["one_box"] = r["one_box"]
     if "throughput_2kib" in r:
         h["one_box_2kib_per_s"] = round(r["throughput_2kib"]["jobs_per_s"], 2)
     cpu = host_cpu_2kib(f"{logs}/throughput2k.log")
     if cpu is not None:
         h["gpu_node_host_cpu_2kib_ms"] = round(cpu, 1)
-    d = r.get("drain_32gib")
-    if d:
+    # The per-partition figures are one H200's: from the one-GPU drain where it ran. Each drain
+    # gives its sector time under its GPU count.
+    for name in ("drain_32gib", "drain_32gib_x1"):
+        d = r.get(name)
+        if not d:
+            continue
         for key, src, digits in (
             ("partition_32gib_ms", "partition_ms", 1),
             ("partition_32gib_latency_ms", "partition_latency_ms", 1),
@@ -99,7 +125,13 @@ def main():
             # A sampler that could not run (no nvidia-smi) leaves null: the key stays out.
             if d.get(src) is not None:
                 h[key] = round(d[src], digits) if digits else int(d[src])
-        h["drain_32gib"] = d
+        h[name] = d
+    phases = params_phases(f"{logs}/params32.log")
+    if phases:
+        h["params_gen_32gib_phases_s"] = phases
+    probe = f"{logs}/disk-probe.log"
+    if os.path.exists(probe):
+        h["disk_write_probe"] = open(probe).read().strip()
     bench = blob_bench(f"{logs}/blobs.log")
     if bench:
         h["blob_bench"] = bench

@@ -39,13 +39,20 @@ struct GpuSampler {
 
 impl GpuSampler {
     fn start() -> Option<GpuSampler> {
-        let mut child = Command::new("nvidia-smi")
-            .args([
-                "--query-gpu=index,memory.used,utilization.gpu",
-                "--format=csv,noheader,nounits",
-                "-lms",
-                "200",
-            ])
+        let mut smi = Command::new("nvidia-smi");
+        smi.args([
+            "--query-gpu=index,memory.used,utilization.gpu",
+            "--format=csv,noheader,nounits",
+            "-lms",
+            "200",
+        ]);
+        // Only the GPUs the node may use: an idle one beside them would halve the mean.
+        if let Ok(visible) = std::env::var("CUDA_VISIBLE_DEVICES") {
+            if !visible.is_empty() && visible.split(',').all(|d| d.trim().parse::<u32>().is_ok()) {
+                smi.args(["-i", &visible]);
+            }
+        }
+        let mut child = smi
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

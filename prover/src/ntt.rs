@@ -1,6 +1,6 @@
 //! Radix-2 number-theoretic transforms over the BLS12-381 scalar field and the exact H pipeline
-//! of bellperson's prover (design §3.3, bellperson-split §1.3). These are the CPU backend's
-//! engine and the reference the GPU kernels are tested against.
+//! of bellperson's prover. These are the CPU backend's engine and the reference the GPU kernels
+//! are tested against.
 //!
 //! Internally the forward pass is decimation-in-frequency (natural order in, bit-reversed out)
 //! and the backward pass decimation-in-time (bit-reversed in, natural out), so `compute_h` needs

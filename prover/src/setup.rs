@@ -16,6 +16,7 @@
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use bellperson::groth16::VerifyingKey;
 use blst::{blst_p1, blst_p1_affine, blst_p2, blst_p2_affine};
@@ -86,24 +87,103 @@ pub struct Written {
 }
 
 /// Writes random parameters for `m`'s shape to `out` in bellperson's layout and returns the
-/// verifying key.
+/// verifying key. A writer thread drains the queries to `out` while the next chunk is computed,
+/// so a slow disk and the engine overlap.
 pub fn generate(
     m: &ShapeMatrices,
     rng: &mut dyn RngCore,
     engine: &dyn FixedBase,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
+) -> Result<(VerifyingKey<Bls12>, Written), SetupError> {
+    let t = Toxic::random(rng);
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(WRITE_AHEAD);
+        let writer = scope.spawn(move || -> io::Result<(u64, Duration)> {
+            let (mut bytes, mut busy) = (0, Duration::ZERO);
+            for buf in rx {
+                let started = Instant::now();
+                out.write_all(&buf)?;
+                busy += started.elapsed();
+                bytes += buf.len() as u64;
+            }
+            let started = Instant::now();
+            out.flush()?;
+            Ok((bytes, busy + started.elapsed()))
+        });
+        let mut phases = Phases::default();
+        let mut sink = Sink {
+            tx,
+            phases: &mut phases,
+        };
+        let made = queries(m, &t, engine, &mut sink);
+        drop(sink);
+        // The writer's own error explains a closed channel better than the send that hit it.
+        let (bytes, write) = writer.join().map_err(|_| {
+            SetupError::Io(io::Error::other("the parameter writer thread panicked"))
+        })??;
+        let (vk, mut written) = made?;
+        written.bytes = bytes;
+        tracing::info!(
+            engine_s = phases.engine.as_secs_f64(),
+            scalars_s = phases.scalars.as_secs_f64(),
+            serialize_s = phases.serialize.as_secs_f64(),
+            write_s = write.as_secs_f64(),
+            bytes,
+            "parameter generation phases"
+        );
+        Ok((vk, written))
+    })
+}
+
+/// Chunks queued for the writer thread: two keep the disk busy while the next one is made.
+const WRITE_AHEAD: usize = 2;
+
+/// Where the main thread's time went (the writer's is measured on its own thread).
+#[derive(Default)]
+struct Phases {
+    scalars: Duration,
+    engine: Duration,
+    serialize: Duration,
+}
+
+struct Sink<'a> {
+    tx: std::sync::mpsc::SyncSender<Vec<u8>>,
+    phases: &'a mut Phases,
+}
+
+impl Sink<'_> {
+    fn send(&self, buf: Vec<u8>) -> Result<(), SetupError> {
+        self.tx
+            .send(buf)
+            .map_err(|_| SetupError::Io(io::Error::other("the parameter writer stopped")))
+    }
+}
+
+fn timed<T>(phase: &mut Duration, f: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let out = f();
+    *phase += started.elapsed();
+    out
+}
+
+/// The verifying key and every query, in file order, into `sink`.
+fn queries(
+    m: &ShapeMatrices,
+    t: &Toxic,
+    engine: &dyn FixedBase,
+    sink: &mut Sink<'_>,
 ) -> Result<(VerifyingKey<Bls12>, Written), SetupError> {
     let (size, log) = domain_size(m.constraints())?;
-    let t = Toxic::random(rng);
     let z = t.tau.pow_vartime([size as u64]) - Scalar::ONE;
     if z.is_zero_vartime() {
         return Err(SetupError::Degenerate(
             "tau landed in the evaluation domain".into(),
         ));
     }
-    let lagrange = lagrange_at(t.tau, z, size, log);
-    let [u, v, w] = [&m.a, &m.b, &m.c].map(|matrix| column_sums(matrix, m, &lagrange));
-    drop(lagrange);
+    let [u, v, w] = timed(&mut sink.phases.scalars, || {
+        let lagrange = lagrange_at(t.tau, z, size, log);
+        [&m.a, &m.b, &m.c].map(|matrix| column_sums(matrix, m, &lagrange))
+    });
 
     let inv = |s: Scalar| s.invert().expect("nonzero by construction");
     let (gamma_inv, delta_inv) = (inv(t.gamma), inv(t.delta));
@@ -121,11 +201,9 @@ pub fn generate(
         delta_g2: (g2 * t.delta).to_affine(),
         ic: engine.g1(&ic_scalars)?,
     };
-    let mut out = Counting {
-        inner: out,
-        bytes: 0,
-    };
-    vk.write(&mut out)?;
+    let mut head = Vec::new();
+    vk.write(&mut head)?;
+    sink.send(head)?;
     let mut written = Written {
         g1_points: vk.ic.len() as u64,
         g2_points: 0,
@@ -135,7 +213,7 @@ pub fn generate(
     // H: τ^i · Z(τ) / δ for i < m - 1.
     let h_coeff = z * delta_inv;
     let h = |i: usize| t.tau.pow_vartime([i as u64]) * h_coeff;
-    written.g1_points += write_query(&mut out, size - 1, engine, Curve::G1, &|range| {
+    written.g1_points += write_query(sink, size - 1, engine, Curve::G1, &|range| {
         let first = h(range.start);
         let mut acc = first;
         range
@@ -148,16 +226,18 @@ pub fn generate(
     })?;
     // L: every aux variable; zero weight means an unconstrained variable, which bellperson's
     // generator refuses too.
-    let l: Vec<Scalar> = (m.inputs..m.variables())
-        .into_par_iter()
-        .map(|j| ext(j, delta_inv))
-        .collect();
+    let l: Vec<Scalar> = timed(&mut sink.phases.scalars, || {
+        (m.inputs..m.variables())
+            .into_par_iter()
+            .map(|j| ext(j, delta_inv))
+            .collect()
+    });
     if let Some(j) = l.iter().position(|s| s.is_zero_vartime()) {
         return Err(SetupError::Degenerate(format!(
             "aux variable {j} is unconstrained (zero weight in L)"
         )));
     }
-    written.g1_points += write_query(&mut out, l.len(), engine, Curve::G1, &|r| l[r].to_vec())?;
+    written.g1_points += write_query(sink, l.len(), engine, Curve::G1, &|r| l[r].to_vec())?;
     drop(l);
     for (name, weights, vars, curves) in [
         ("A", &u, m.a_query_vars(), &[Curve::G1][..]),
@@ -171,17 +251,13 @@ pub fn generate(
             )));
         }
         for &curve in curves {
-            let n = write_query(&mut out, scalars.len(), engine, curve, &|r| {
-                scalars[r].to_vec()
-            })?;
+            let n = write_query(sink, scalars.len(), engine, curve, &|r| scalars[r].to_vec())?;
             match curve {
                 Curve::G1 => written.g1_points += n,
                 Curve::G2 => written.g2_points += n,
             }
         }
     }
-    out.flush()?;
-    written.bytes = out.bytes;
     Ok((vk, written))
 }
 
@@ -191,9 +267,9 @@ enum Curve {
     G2,
 }
 
-/// Writes one query of `n` points, `scalars(range)` giving the exponents of each chunk.
+/// Sends one query of `n` points, `scalars(range)` giving the exponents of each chunk.
 fn write_query(
-    out: &mut dyn Write,
+    sink: &mut Sink<'_>,
     n: usize,
     engine: &dyn FixedBase,
     curve: Curve,
@@ -201,51 +277,47 @@ fn write_query(
 ) -> Result<u64, SetupError> {
     let len = u32::try_from(n)
         .map_err(|_| SetupError::Degenerate(format!("a query of {n} points exceeds u32")))?;
-    out.write_all(&len.to_be_bytes())?;
+    sink.send(len.to_be_bytes().to_vec())?;
     let mut start = 0;
     while start < n {
         let range = start..(start + CHUNK).min(n);
         // Chunks of the scalar range run in parallel when the closure is sequential (H).
-        let s: Vec<Scalar> = range
-            .clone()
-            .step_by(CHUNK / 16)
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .flat_map_iter(|a| scalars(a..(a + CHUNK / 16).min(range.end)))
-            .collect();
-        let bytes: Vec<u8> = match curve {
-            Curve::G1 => engine
-                .g1(&s)?
-                .par_iter()
-                .flat_map_iter(|p| p.to_uncompressed())
-                .collect(),
-            Curve::G2 => engine
-                .g2(&s)?
-                .par_iter()
-                .flat_map_iter(|p| p.to_uncompressed())
-                .collect(),
+        let s: Vec<Scalar> = timed(&mut sink.phases.scalars, || {
+            range
+                .clone()
+                .step_by(CHUNK / 16)
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .flat_map_iter(|a| scalars(a..(a + CHUNK / 16).min(range.end)))
+                .collect()
+        });
+        let bytes = match curve {
+            Curve::G1 => {
+                let points = timed(&mut sink.phases.engine, || engine.g1(&s))?;
+                timed(&mut sink.phases.serialize, || {
+                    uncompressed(&points, G1Affine::to_uncompressed)
+                })
+            }
+            Curve::G2 => {
+                let points = timed(&mut sink.phases.engine, || engine.g2(&s))?;
+                timed(&mut sink.phases.serialize, || {
+                    uncompressed(&points, G2Affine::to_uncompressed)
+                })
+            }
         };
-        out.write_all(&bytes)?;
+        sink.send(bytes)?;
         start = range.end;
     }
     Ok(n as u64)
 }
 
-struct Counting<'a> {
-    inner: &'a mut dyn Write,
-    bytes: u64,
-}
-
-impl Write for Counting<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.bytes += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
+/// The points in bellperson's uncompressed encoding, back to back.
+fn uncompressed<P: Sync, const N: usize>(points: &[P], encode: fn(&P) -> [u8; N]) -> Vec<u8> {
+    let mut out = vec![0u8; points.len() * N];
+    out.par_chunks_mut(N)
+        .zip(points.par_iter())
+        .for_each(|(o, p)| o.copy_from_slice(&encode(p)));
+    out
 }
 
 /// `L_i(τ) = (τ^m − 1)/m · ω^i / (τ − ω^i)` for the domain of size `m`: what bellperson gets by

@@ -1,4 +1,4 @@
-//! Compact codec for BLS12-381 scalar vectors (design §3.4, §4 "The wire is the next wall").
+//! Compact codec for BLS12-381 scalar vectors.
 //!
 //! Synthesized witnesses are mostly bits, small integers and small negatives (`r - k`, from
 //! negated linear combinations), with a minority of full 255-bit values. One chunk of scalars is

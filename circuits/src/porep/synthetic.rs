@@ -25,7 +25,7 @@ pub const SYNTHETIC_KEY: &str = "cuzk_synthetic";
 
 /// A random value of any hasher's domain: 32 bytes below 2^254, so valid both as a field element
 /// and as a Fr32-trimmed SHA-256 digest.
-fn random_domain<D: Domain>(rng: &mut dyn RngCore) -> D {
+pub(super) fn random_domain<D: Domain>(rng: &mut dyn RngCore) -> D {
     let mut b = [0u8; 32];
     rng.fill_bytes(&mut b);
     b[31] &= 0x3f;
@@ -65,48 +65,85 @@ pub fn synthetic_c1(size: SectorSize, rng: &mut dyn RngCore) -> Result<Vec<u8>, 
     with_tree!(size, Tree => build::<Tree>(size, rng))
 }
 
+/// One partition's vanilla proofs of the real shape, every challenge's proofs sharing the
+/// trees' roots as Filecoin's circuit builder checks.
+pub(super) fn partition_proofs<Tree: 'static + MerkleTreeTrait>(
+    size: SectorSize,
+    rng: &mut dyn RngCore,
+) -> Result<Vec<Proof<Tree, DefaultPieceHasher>>, CircuitError> {
+    Ok(Partitions::<Tree>::new(size, rng)?.next(rng))
+}
+
+/// Random partitions of one sector: the same roots in each.
+struct Partitions<Tree: MerkleTreeTrait> {
+    sp: storage_proofs_porep::stacked::SetupParams,
+    comm_r_last: <Tree::Hasher as Hasher>::Domain,
+    comm_c: <Tree::Hasher as Hasher>::Domain,
+    comm_d_root: <DefaultPieceHasher as Hasher>::Domain,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Partitions<Tree> {
+    fn new(size: SectorSize, rng: &mut dyn RngCore) -> Result<Self, CircuitError> {
+        Ok(Partitions {
+            sp: setup_params(&size.config()).map_err(|e| params_err(size, e))?,
+            comm_r_last: random_domain(rng),
+            comm_c: random_domain(rng),
+            comm_d_root: random_domain(rng),
+        })
+    }
+
+    fn next(&self, rng: &mut dyn RngCore) -> Vec<Proof<Tree, DefaultPieceHasher>> {
+        let sp = &self.sp;
+        let nodes = sp.nodes;
+        let layers = sp.num_layers;
+        let d_depth = nodes.trailing_zeros() as usize;
+        // A column of some node (the circuit takes the indices as witnesses, not as constants).
+        let column = |rng: &mut dyn RngCore| {
+            let index = rng.gen_range(0..nodes as u32);
+            ColumnProof::new(
+                index,
+                randoms(rng, layers),
+                tree_proof::<Tree>(rng, nodes, self.comm_c),
+            )
+        };
+        let proof = |rng: &mut dyn RngCore| -> Proof<Tree, DefaultPieceHasher> {
+            let node = rng.gen_range(0..nodes as u64);
+            let d_path = (0..d_depth)
+                .map(|_| (randoms(rng, 1), rng.gen_range(0..2)))
+                .collect();
+            Proof {
+                comm_d_proofs: MerkleProof::from_parts(
+                    random_domain(rng),
+                    self.comm_d_root,
+                    d_path,
+                ),
+                comm_r_last_proof: tree_proof::<Tree>(rng, nodes, self.comm_r_last),
+                replica_column_proofs: ReplicaColumnProof {
+                    c_x: column(rng),
+                    drg_parents: (0..sp.degree).map(|_| column(rng)).collect(),
+                    exp_parents: (0..sp.expansion_degree).map(|_| column(rng)).collect(),
+                },
+                labeling_proofs: (1..=layers as u32)
+                    .map(|layer| LabelingProof::new(layer, node, randoms(rng, TOTAL_PARENTS)))
+                    .collect(),
+                encoding_proof: EncodingProof::new(
+                    layers as u32,
+                    node,
+                    randoms(rng, TOTAL_PARENTS),
+                ),
+            }
+        };
+        (0..sp.challenges.num_challenges_per_partition())
+            .map(|_| proof(rng))
+            .collect()
+    }
+}
+
 fn build<Tree: 'static + MerkleTreeTrait>(
     size: SectorSize,
     rng: &mut dyn RngCore,
 ) -> Result<Vec<u8>, CircuitError> {
-    let config = size.config();
-    let sp = setup_params(&config).map_err(|e| params_err(size, e))?;
-    let nodes = sp.nodes;
-    let layers = sp.num_layers;
-    let challenges = sp.challenges.num_challenges_per_partition();
-    let d_depth = nodes.trailing_zeros() as usize;
-    // Filecoin's circuit builder checks that every challenge's proofs share their trees' roots.
-    let comm_r_last = random_domain(rng);
-    let comm_c = random_domain(rng);
-    let comm_d_root = random_domain(rng);
-    // A column of some node (the circuit takes the indices as witnesses, not as constants).
-    let column = |rng: &mut dyn RngCore| {
-        let index = rng.gen_range(0..nodes as u32);
-        ColumnProof::new(
-            index,
-            randoms(rng, layers),
-            tree_proof::<Tree>(rng, nodes, comm_c),
-        )
-    };
-    let proof = |rng: &mut dyn RngCore| -> Proof<Tree, DefaultPieceHasher> {
-        let node = rng.gen_range(0..nodes as u64);
-        let d_path = (0..d_depth)
-            .map(|_| (randoms(rng, 1), rng.gen_range(0..2)))
-            .collect();
-        Proof {
-            comm_d_proofs: MerkleProof::from_parts(random_domain(rng), comm_d_root, d_path),
-            comm_r_last_proof: tree_proof::<Tree>(rng, nodes, comm_r_last),
-            replica_column_proofs: ReplicaColumnProof {
-                c_x: column(rng),
-                drg_parents: (0..sp.degree).map(|_| column(rng)).collect(),
-                exp_parents: (0..sp.expansion_degree).map(|_| column(rng)).collect(),
-            },
-            labeling_proofs: (1..=layers as u32)
-                .map(|layer| LabelingProof::new(layer, node, randoms(rng, TOTAL_PARENTS)))
-                .collect(),
-            encoding_proof: EncodingProof::new(layers as u32, node, randoms(rng, TOTAL_PARENTS)),
-        }
-    };
+    let partitions = Partitions::<Tree>::new(size, rng)?;
     let mut bytes = [0u8; 32];
     let mut commitment = |rng: &mut dyn RngCore| {
         rng.fill_bytes(&mut bytes);
@@ -115,7 +152,7 @@ fn build<Tree: 'static + MerkleTreeTrait>(
     };
     let c1 = SealCommitPhase1Output::<Tree> {
         vanilla_proofs: (0..size.partitions())
-            .map(|_| (0..challenges).map(|_| proof(rng)).collect())
+            .map(|_| partitions.next(rng))
             .collect(),
         comm_r: commitment(rng),
         comm_d: commitment(rng),

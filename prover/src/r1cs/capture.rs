@@ -24,6 +24,37 @@ pub struct MatrixCs {
     m: [Matrix; 3],
     /// Set when a matrix outgrows u32 offsets: reported by [`MatrixCs::finish`].
     overflow: bool,
+    /// Constraints seen, recorded or not.
+    rows: usize,
+    /// Set for a [`MatrixCs::continuation`].
+    replay: Option<Replay>,
+}
+
+/// How far a capture has come: what a block of a circuit adds, or where one starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub inputs: usize,
+    pub aux: usize,
+    pub rows: usize,
+}
+
+impl Counts {
+    /// `self` advanced by `n` blocks of `block`.
+    pub fn after(self, block: Counts, n: usize) -> Counts {
+        Counts {
+            inputs: self.inputs + n * block.inputs,
+            aux: self.aux + n * block.aux,
+            rows: self.rows + n * block.rows,
+        }
+    }
+}
+
+/// A continuation re-runs the circuit's prefix (variables numbered as the first capture numbered
+/// them, constraints dropped) and numbers what follows from `at`.
+#[derive(Clone, Copy)]
+struct Replay {
+    prefix: Counts,
+    at: Counts,
 }
 
 /// The deduplicated coefficient table being built.
@@ -69,6 +100,82 @@ impl Matrix {
 }
 
 impl MatrixCs {
+    /// A capture of one block of a circuit whose first `prefix` (ONE included) another capture
+    /// has recorded: the synthesis runs the prefix again, which is only counted, and the block's
+    /// variables are numbered from `at`, as if every block before it had been captured here.
+    /// Blocks captured this way in parallel and [`append`](Self::append)ed in order give the
+    /// matrices one sequential capture gives.
+    /// A capture with ONE allocated first, as bellperson does.
+    pub fn start() -> MatrixCs {
+        let mut cs = MatrixCs::new();
+        cs.inputs = 1;
+        cs
+    }
+
+    pub fn continuation(prefix: Counts, at: Counts) -> MatrixCs {
+        let mut cs = MatrixCs::start();
+        cs.replay = Some(Replay { prefix, at });
+        cs
+    }
+
+    /// What has been seen: for a continuation, its block alone.
+    pub fn counts(&self) -> Counts {
+        let seen = Counts {
+            inputs: self.inputs,
+            aux: self.aux,
+            rows: self.rows,
+        };
+        match self.replay {
+            None => seen,
+            Some(Replay { prefix, .. }) => Counts {
+                inputs: seen.inputs.saturating_sub(prefix.inputs),
+                aux: seen.aux.saturating_sub(prefix.aux),
+                rows: seen.rows.saturating_sub(prefix.rows),
+            },
+        }
+    }
+
+    /// Appends a continuation that starts where this capture ends.
+    pub fn append(&mut self, block: MatrixCs) -> Result<(), BackendError> {
+        let Some(Replay { prefix, at }) = block.replay else {
+            return Err(BackendError::Shape(
+                "only a continuation can be appended".into(),
+            ));
+        };
+        if at != self.counts() || block.inputs < prefix.inputs || block.aux < prefix.aux {
+            return Err(BackendError::Shape(format!(
+                "a block captured at {at:?} cannot follow a capture at {:?}",
+                self.counts()
+            )));
+        }
+        let added = block.counts();
+        // Row by row through A, B and C, as `enforce` records them, so coefficients are
+        // interned in the order one sequential capture interns them.
+        for r in 0..added.rows {
+            for (mine, theirs) in self.m.iter_mut().zip(&block.m) {
+                let (a, b) = (theirs.row_ptr[r] as usize, theirs.row_ptr[r + 1] as usize);
+                for k in a..b {
+                    mine.cols.push(theirs.cols[k]);
+                    let coeff = &block.table.coeffs[theirs.coeffs[k] as usize];
+                    mine.coeffs.push(self.table.intern(coeff));
+                }
+                self.overflow |= !mine.end_row();
+            }
+        }
+        self.inputs += added.inputs;
+        self.aux += added.aux;
+        self.rows += added.rows;
+        Ok(())
+    }
+
+    /// The index of the next variable of a kind, `seen` of them allocated here so far.
+    fn number(&self, seen: usize, of: fn(&Counts) -> usize) -> usize {
+        match self.replay {
+            Some(Replay { prefix, at }) if seen >= of(&prefix) => of(&at) + (seen - of(&prefix)),
+            _ => seen,
+        }
+    }
+
     fn push_row(&mut self, which: usize, lc: &LinearCombination<Scalar>) {
         let (table, m) = (&mut self.table, &mut self.m[which]);
         for (&i, c) in lc.iter_inputs() {
@@ -132,6 +239,8 @@ impl ConstraintSystem<Scalar> for MatrixCs {
             },
             m: Default::default(),
             overflow: false,
+            rows: 0,
+            replay: None,
         }
     }
 
@@ -141,8 +250,9 @@ impl ConstraintSystem<Scalar> for MatrixCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
+        let index = self.number(self.aux, |c| c.aux);
         self.aux += 1;
-        Ok(Variable::new_unchecked(Index::Aux(self.aux - 1)))
+        Ok(Variable::new_unchecked(Index::Aux(index)))
     }
 
     fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
@@ -151,8 +261,9 @@ impl ConstraintSystem<Scalar> for MatrixCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
+        let index = self.number(self.inputs, |c| c.inputs);
         self.inputs += 1;
-        Ok(Variable::new_unchecked(Index::Input(self.inputs - 1)))
+        Ok(Variable::new_unchecked(Index::Input(index)))
     }
 
     fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
@@ -163,6 +274,10 @@ impl ConstraintSystem<Scalar> for MatrixCs {
         LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
+        self.rows += 1;
+        if self.replay.is_some_and(|r| self.rows <= r.prefix.rows) {
+            return;
+        }
         self.push_row(0, &a(LinearCombination::zero()));
         self.push_row(1, &b(LinearCombination::zero()));
         self.push_row(2, &c(LinearCombination::zero()));
@@ -184,10 +299,8 @@ impl ConstraintSystem<Scalar> for MatrixCs {
 
 /// The matrices of `circuit`'s shape, with ONE allocated first as bellperson does.
 pub fn capture<C: Circuit<Scalar>>(circuit: C) -> Result<ShapeMatrices, BackendError> {
-    let mut cs = MatrixCs::new();
+    let mut cs = MatrixCs::start();
     let synth = |e: SynthesisError| BackendError::Shape(format!("synthesizing the shape: {e}"));
-    cs.alloc_input(|| "one", || Ok(Scalar::ONE))
-        .map_err(synth)?;
     circuit.synthesize(&mut cs).map_err(synth)?;
     cs.finish()
 }

@@ -23,7 +23,7 @@ use rayon::prelude::*;
 
 use crate::backend::BackendError;
 
-pub use capture::{capture, MatrixCs};
+pub use capture::{capture, Counts, MatrixCs};
 
 /// Coefficient table indices that need no multiplication.
 pub const COEFF_ONE: u32 = 0;
