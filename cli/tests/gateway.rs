@@ -4,7 +4,8 @@
 //!
 //! The fast test checks the listing, GetStatus, GetMetrics, every refusal (kinds the cluster
 //! lacks, malformed C1 outputs, the calls it cannot back), a Prove whose C1 is well-formed
-//! but wrong (it fails in synthesis, before any parameters are needed) and CancelProof. The slow one proves a
+//! but wrong (it fails in synthesis, before any parameters are needed), CancelProof, and
+//! PreloadSRS/EvictSRS against the cluster's GPU node and a second one without parameters. The slow one proves a
 //! real 2 KiB sector's C1 output in the lotus/Curio wrapper, larger than a job carries inline
 //! (so it goes through the inputs bucket), and filecoin-proofs' `verify_seal` accepts the proof
 //! bytes the Python client received. Parameters come from the parameter directory, generated
@@ -50,6 +51,11 @@ async fn start_gateway(nats_url: &str, dir: &Path) -> (Child, String) {
         .expect("the gateway exited before listening");
     assert!(line.contains("listening on"), "{line}");
     (child, address)
+}
+
+async fn gpu_nodes(cluster: &cuzk_cli::LocalCluster) -> usize {
+    let nodes = cuzk_common::nodes::list(&cluster.topology).await.unwrap();
+    nodes.iter().filter(|n| n.role == "gpu").count()
 }
 
 /// Runs the Python client; returns its transcript, failing the test if it failed.
@@ -152,6 +158,23 @@ async fn curio_client_sees_the_api_its_refusals_and_a_failed_prove() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     python(&address, &["cancel", "gw-running", "gw-done"]).await;
+
+    // PreloadSRS / EvictSRS on the cluster's GPU node, then with a second one that lacks the
+    // shape's parameters (an empty cache) and may not generate test parameters.
+    let mimc = |rounds: u32| json!({"circuit": "mimc", "params": {"rounds": rounds, "partitions": 1}}).to_string();
+    python(&address, &["srs", &mimc(96)]).await;
+    let cache = work.path().join("empty-cache");
+    let _strict = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["gpu-node", "--nats-url", &cluster.url(), "--gpu-backend", "cpu"])
+        .arg("--param-cache")
+        .arg(&cache)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start a second GPU node");
+    while gpu_nodes(&cluster).await < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    python(&address, &["srs-refused", &mimc(97)]).await;
     gateway.kill().await.unwrap();
     cluster.stop().await.unwrap();
 }

@@ -16,9 +16,9 @@ use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs}
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::topology::{
     BLOBS_BUCKET, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SUBMIT,
-    SUBJECT_CANCEL, SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
+    SUBJECT_CANCEL, SUBJECT_SRS, SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
-use cuzk_wire::control::CancelOutcome;
+use cuzk_wire::control::{CancelOutcome, SrsOp, SrsRequest};
 use cuzk_wire::job::{JobInput, JobStatus, Priority};
 use futures::StreamExt;
 use serde_json::json;
@@ -254,6 +254,10 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
             delivered(url, "admin", "submitter", SUBJECT_CANCEL).await,
         ),
         (
+            "submitter sends proving-key commands",
+            delivered(url, "submitter", "admin", SUBJECT_SRS).await,
+        ),
+        (
             "synth creates a stream",
             synth
                 .create_stream(stream::Config {
@@ -380,6 +384,20 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         (reply.outcome, reply.status),
         (CancelOutcome::AlreadyEnded, Some(JobStatus::Done))
     );
+
+    // The admin preloads the job's shape: the GPU node answers on the admin's inbox.
+    let (admin, admin_topology) = cuzk_cli::connect(&role(&url, "admin")).await.unwrap();
+    let preload = SrsRequest {
+        op: SrsOp::Preload,
+        circuit: "mimc".into(),
+        params: json!({"rounds": 300, "partitions": 2}),
+    };
+    let wait = Duration::from_secs(10);
+    let replies = cuzk_cli::gateway::gpu_command(&admin, &admin_topology, &preload, wait)
+        .await
+        .unwrap();
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert!(replies[0].was_loaded && replies[0].error.is_none(), "{replies:?}");
 
     let refused = &violations(&log)[refusals_before.len()..];
     assert!(

@@ -30,6 +30,9 @@ pub const SUBJECT_RESULTS_MALFORMED: &str = "cuzk.results._malformed";
 /// queue group [`CANCEL_QUEUE`], which ends the job through the ledger and deletes its blobs.
 pub const SUBJECT_CANCEL: &str = "cuzk.control.cancel";
 pub const CANCEL_QUEUE: &str = "cuzk-cancel";
+/// Proving-key commands (`cuzk_wire::control::SrsRequest`): every GPU node answers, so the
+/// requester gathers replies until it has heard the live GPU nodes or its timeout passes.
+pub const SUBJECT_SRS: &str = "cuzk.control.srs";
 
 pub fn results_subject(job_id: &str) -> String {
     format!("cuzk.results.{job_id}")

@@ -6,6 +6,7 @@
 //! partition is already proved, or whose job has ended, is acknowledged and skipped.
 
 mod buffers;
+mod control;
 mod executor;
 mod keys;
 mod saver;
@@ -121,6 +122,7 @@ impl GpuNode {
                 .build()?,
         );
         let mut workers = JoinSet::new();
+        let mut residents: Vec<Arc<dyn control::Resident>> = Vec::new();
         let use_cuda = match self.config.backend {
             BackendKind::Cpu => false,
             BackendKind::Cuda => true,
@@ -144,6 +146,10 @@ impl GpuNode {
                 )?);
                 let keys = Arc::new(Keys::new(backend.key_budget()));
                 self.preload(&backend, &keys).await?;
+                residents.push(Arc::new(control::OnBackend {
+                    backend: backend.clone(),
+                    keys: keys.clone(),
+                }));
                 self.spawn_workers(
                     &mut workers,
                     backend,
@@ -160,6 +166,10 @@ impl GpuNode {
                 Arc::new(Keys::new(self.host_key_bytes)),
             );
             self.preload(&backend, &keys).await?;
+            residents.push(Arc::new(control::OnBackend {
+                backend: backend.clone(),
+                keys: keys.clone(),
+            }));
             self.spawn_workers(
                 &mut workers,
                 backend,
@@ -188,6 +198,7 @@ impl GpuNode {
             self.load.clone(),
             shutdown.clone(),
         ));
+        let control = tokio::spawn(control::serve(self.clone(), residents, shutdown.clone()));
         cuzk_common::metrics::set_ready(true);
         info!(node = %self.name, backend = if use_cuda { "cuda" } else { "cpu" }, workers = workers.len(),
             config = ?self.config, "gpu node started");
@@ -196,6 +207,7 @@ impl GpuNode {
         }
         cuzk_common::metrics::set_ready(false);
         let _ = heartbeat.await;
+        let _ = control.await;
         Ok(())
     }
 

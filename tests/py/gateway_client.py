@@ -6,12 +6,18 @@ Usage:
   gateway_client.py ADDRESS PROTO_DIR checks
       Lists the served services by reflection (grpcurl-style), reads GetStatus and GetMetrics,
       and checks the refusals: kinds the cluster lacks and unknown kinds are UNIMPLEMENTED, a
-      malformed C1 is INVALID_ARGUMENT, PreloadSRS/EvictSRS are UNIMPLEMENTED, an AwaitProof
-      that ends before the job does says TIMEOUT.
+      malformed C1 is INVALID_ARGUMENT, an AwaitProof that ends before the job does says
+      TIMEOUT.
   gateway_client.py ADDRESS PROTO_DIR cancel RUNNING_JOB DONE_JOB
       CancelProof of a running job (was_running, then AwaitProof says CANCELLED), again (no
       longer running), of a finished job (not running, its status `done` in the reply's
       cuzk-job-status metadata), of an unknown id (NOT_FOUND) and of a malformed one.
+  gateway_client.py ADDRESS PROTO_DIR srs CIRCUIT_ID
+      PreloadSRS (loads), again (already loaded), EvictSRS (frees), again (nothing loaded);
+      Curio's ids of kinds the cluster lacks are UNIMPLEMENTED, unknown ids INVALID_ARGUMENT.
+  gateway_client.py ADDRESS PROTO_DIR srs-refused CIRCUIT_ID
+      PreloadSRS where a GPU node lacks the shape's parameters and may not generate test
+      ones: FAILED_PRECONDITION naming that node's reason.
   gateway_client.py ADDRESS PROTO_DIR prove-fails C1_FILE MINER SECTOR
       Prove with a C1 that is well-formed but wrong: the reply must say FAILED with a reason.
   gateway_client.py ADDRESS PROTO_DIR prove C1_FILE MINER SECTOR PROOF_OUT
@@ -122,8 +128,6 @@ def checks(pb, stub, channel):
     expect_code("SubmitProof truncated C1", submit(vanilla_proof=b'{"SectorNum": 7, "Phase1Out": "eyJ'), invalid, "not a C1 output")
     expect_code("SubmitProof 32 GiB proof, 2 KiB size", submit(registered_proof=8), invalid, "sector_size 2048")
     expect_code("Prove without submit", lambda: stub.Prove(pb.ProveRequest(), timeout=10), invalid, "submit")
-    expect_code("PreloadSRS", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-32g"), timeout=10), unimplemented, "PreloadSRS")
-    expect_code("EvictSRS", lambda: stub.EvictSRS(pb.EvictSrsRequest(circuit_id="porep-32g"), timeout=10), unimplemented, "EvictSRS")
     expect_code("AwaitProof bad id", lambda: stub.AwaitProof(pb.AwaitProofRequest(job_id="a b"), timeout=10), invalid, "job id")
     reply = stub.AwaitProof(pb.AwaitProofRequest(job_id="never-submitted", timeout_ms=200), timeout=10)
     say(f"AwaitProof never-submitted (200 ms): {pb.AwaitProofResponse.Status.Name(reply.status)}")
@@ -156,6 +160,34 @@ def cancel(pb, stub, running, done):
                 grpc.StatusCode.NOT_FOUND, "no job")
     expect_code("CancelProof bad id", lambda: stub.CancelProof(pb.CancelProofRequest(job_id="a b"), timeout=10),
                 grpc.StatusCode.INVALID_ARGUMENT, "job id")
+    if FAILURES:
+        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
+
+
+def srs(pb, stub, circuit_id):
+    for expected in (False, True):
+        reply = stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id=circuit_id), timeout=120)
+        say(f"PreloadSRS {circuit_id}: already_loaded={reply.already_loaded} load_time_ms={reply.load_time_ms}")
+        if reply.already_loaded != expected:
+            sys.exit(f"expected already_loaded={expected}")
+    for expected in (True, False):
+        reply = stub.EvictSRS(pb.EvictSrsRequest(circuit_id=circuit_id), timeout=30)
+        say(f"EvictSRS {circuit_id}: was_loaded={reply.was_loaded} freed_bytes={reply.freed_bytes}")
+        if reply.was_loaded != expected or (reply.freed_bytes > 0) != expected:
+            sys.exit(f"expected was_loaded={expected} and bytes freed accordingly")
+    reply = stub.EvictSRS(pb.EvictSrsRequest(circuit_id="porep-32g"), timeout=30)
+    say(f"EvictSRS porep-32g: was_loaded={reply.was_loaded} freed_bytes={reply.freed_bytes}")
+    expect_code("PreloadSRS wpost-32g", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="wpost-32g"), timeout=30),
+                grpc.StatusCode.UNIMPLEMENTED, "POREP_SEAL_COMMIT only")
+    expect_code("PreloadSRS porep-16g", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-16g"), timeout=30),
+                grpc.StatusCode.INVALID_ARGUMENT, "accepted")
+    if FAILURES:
+        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
+
+
+def srs_refused(pb, stub, circuit_id):
+    expect_code(f"PreloadSRS {circuit_id}", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id=circuit_id), timeout=120),
+                grpc.StatusCode.FAILED_PRECONDITION, "does not generate test parameters")
     if FAILURES:
         sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
 
@@ -212,7 +244,8 @@ def main(argv):
     with grpc.insecure_channel(address, options=options) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = pb_grpc.ProvingEngineStub(channel)
-        {"checks": checks, "prove-fails": prove_fails, "prove": prove, "cancel": cancel}[command](
+        {"checks": checks, "prove-fails": prove_fails, "prove": prove, "cancel": cancel, "srs": srs,
+         "srs-refused": srs_refused}[command](
             pb, stub, *([channel] if command == "checks" else args))
     say("ok")
     return 0

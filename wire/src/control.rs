@@ -1,5 +1,6 @@
 //! Requests to the cluster that are not jobs, and their replies (JSON, so `nats req` can send
-//! them): cancelling a job, loading and evicting a shape's proving key on the GPU nodes.
+//! them): cancelling a job (`cuzk.control.cancel`), loading and evicting a shape's proving key
+//! on the GPU nodes (`cuzk.control.srs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +70,56 @@ impl CancelReply {
     }
 }
 
+/// What to do with a shape's proving key on every GPU node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SrsOp {
+    /// Load it (from the parameter cache) into every backend of the node.
+    Preload,
+    /// Drop it from every backend of the node.
+    Evict,
+}
+
+/// `{"op": "preload", "circuit": "mimc", "params": {...}}` on `cuzk.control.srs`: the circuit
+/// is named as in a job, and its shape is what is loaded or evicted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SrsRequest {
+    pub op: SrsOp,
+    pub circuit: String,
+    #[serde(default)]
+    pub params: serde_json::Value,
+}
+
+impl SrsRequest {
+    pub fn parse(bytes: &[u8]) -> Result<SrsRequest, ControlError> {
+        parse(bytes)
+    }
+}
+
+/// One GPU node's answer to an [`SrsRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SrsReply {
+    pub node: String,
+    /// The shape key (empty when the circuit could not be resolved).
+    pub shape: String,
+    /// Preload: the key was resident in every backend already. Evict: it was resident in one.
+    pub was_loaded: bool,
+    /// Preload: how long loading took on this node.
+    pub load_ms: u64,
+    /// Evict: the backends' bytes the key held.
+    pub freed_bytes: u64,
+    /// Why the node could not do it (no parameters for the shape, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SrsReply {
+    pub fn parse(bytes: &[u8]) -> Result<SrsReply, ControlError> {
+        parse(bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +152,8 @@ mod tests {
             r#"{"job_id":"j","outcome":"already_ended","status":"done"}"#
         );
         assert_eq!(CancelReply::parse(&json).unwrap(), reply);
+        let srs = SrsRequest::parse(br#"{"op":"evict","circuit":"mimc","params":{"rounds":4}}"#);
+        assert_eq!(srs.unwrap().op, SrsOp::Evict);
+        assert!(SrsRequest::parse(br#"{"op":"unload","circuit":"mimc"}"#).is_err());
     }
 }
