@@ -657,7 +657,10 @@ async fn cancel(args: CancelArgs, file: ConfigFile) -> anyhow::Result<()> {
             println!("job {}: cancelled", reply.job_id)
         }
         CancelOutcome::AlreadyEnded => {
-            anyhow::bail!("job {} had already ended ({status}); nothing changed", reply.job_id)
+            anyhow::bail!(
+                "job {} had already ended ({status}); nothing changed",
+                reply.job_id
+            )
         }
         CancelOutcome::Unknown => anyhow::bail!(
             "no job {} (never submitted, or no synth node has taken it yet)",

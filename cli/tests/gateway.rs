@@ -145,12 +145,22 @@ async fn curio_client_sees_the_api_its_refusals_and_a_failed_prove() {
     python(&address, &["prove-fails", corrupt_path, &miner, &number]).await;
 
     // CancelProof: a job still running (its record exists) and one that is done.
-    let done = support::job("gw-done", "mimc", json!({"rounds": 64, "partitions": 1}), "");
+    let done = support::job(
+        "gw-done",
+        "mimc",
+        json!({"rounds": 64, "partitions": 1}),
+        "",
+    );
     let result = cuzk_cli::submit_and_wait(&cluster.client, &done, support::TIMEOUT)
         .await
         .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
-    let running = support::job("gw-running", "mimc", json!({"rounds": 20000, "partitions": 8}), "");
+    let running = support::job(
+        "gw-running",
+        "mimc",
+        json!({"rounds": 20000, "partitions": 8}),
+        "",
+    );
     let js = &cluster.topology.js;
     cuzk_cli::submit::publish_job(js, &running).await.unwrap();
     let ledger = cuzk_common::lifecycle::Ledger::new(&cluster.topology);
@@ -161,11 +171,19 @@ async fn curio_client_sees_the_api_its_refusals_and_a_failed_prove() {
 
     // PreloadSRS / EvictSRS on the cluster's GPU node, then with a second one that lacks the
     // shape's parameters (an empty cache) and may not generate test parameters.
-    let mimc = |rounds: u32| json!({"circuit": "mimc", "params": {"rounds": rounds, "partitions": 1}}).to_string();
+    let mimc = |rounds: u32| {
+        json!({"circuit": "mimc", "params": {"rounds": rounds, "partitions": 1}}).to_string()
+    };
     python(&address, &["srs", &mimc(96)]).await;
     let cache = work.path().join("empty-cache");
     let _strict = Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(["gpu-node", "--nats-url", &cluster.url(), "--gpu-backend", "cpu"])
+        .args([
+            "gpu-node",
+            "--nats-url",
+            &cluster.url(),
+            "--gpu-backend",
+            "cpu",
+        ])
         .arg("--param-cache")
         .arg(&cache)
         .kill_on_drop(true)

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use async_nats::Client;
 use cuzk_circuits::{CircuitSpec, ShapeCache};
+use cuzk_cli::cancel::cancel;
 use cuzk_cli::LocalCluster;
 use cuzk_common::config::{GpuArgs, ParamArgs, SynthArgs};
-use cuzk_cli::cancel::cancel;
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::topology::{results_subject, RESULTS_STREAM, SUBJECT_SUBMIT, WORK_STREAM};
-use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
+use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::job::{unix_ms, JobInput, JobRecord, JobResult, JobStatus, PartitionStatus};
 use futures::StreamExt;
 use serde_json::json;
@@ -368,6 +368,9 @@ async fn cancelling_a_finished_job_changes_nothing() {
     let unknown = cancel(&cluster.client, "never-submitted", Duration::from_secs(5))
         .await
         .unwrap();
-    assert_eq!((unknown.outcome, unknown.status), (CancelOutcome::Unknown, None));
+    assert_eq!(
+        (unknown.outcome, unknown.status),
+        (CancelOutcome::Unknown, None)
+    );
     cluster.stop().await.unwrap();
 }

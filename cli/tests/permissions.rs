@@ -15,8 +15,8 @@ use async_nats::jetstream::{self, consumer::push, stream};
 use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs};
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::topology::{
-    BLOBS_BUCKET, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SUBMIT,
-    SUBJECT_CANCEL, SUBJECT_SRS, SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
+    BLOBS_BUCKET, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL,
+    SUBJECT_SRS, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
 use cuzk_wire::control::{CancelOutcome, SrsOp, SrsRequest};
 use cuzk_wire::job::{JobInput, JobStatus, Priority};
@@ -159,7 +159,10 @@ async fn delivered(url: &str, from: &str, to: &str, subject: &str) -> bool {
     let (sender, receiver) = (client(url, from).await, client(url, to).await);
     let mut sub = receiver.subscribe(subject.to_owned()).await.unwrap();
     receiver.flush().await.unwrap();
-    sender.publish(subject.to_owned(), "{}".into()).await.unwrap();
+    sender
+        .publish(subject.to_owned(), "{}".into())
+        .await
+        .unwrap();
     let _ = sender.flush().await;
     let arrived = tokio::time::timeout(Duration::from_secs(1), sub.next()).await;
     matches!(arrived, Ok(Some(_)))
@@ -397,7 +400,10 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         .await
         .unwrap();
     assert_eq!(replies.len(), 1, "{replies:?}");
-    assert!(replies[0].was_loaded && replies[0].error.is_none(), "{replies:?}");
+    assert!(
+        replies[0].was_loaded && replies[0].error.is_none(),
+        "{replies:?}"
+    );
 
     let refused = &violations(&log)[refusals_before.len()..];
     assert!(

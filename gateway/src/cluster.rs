@@ -57,7 +57,8 @@ pub trait Cluster: Send + Sync + 'static {
 
     /// Sends a proving-key command to every GPU node; the replies of those that answered
     /// within `wait` (it returns as soon as every live GPU node has).
-    async fn srs(&self, request: SrsRequest, wait: Duration) -> Result<Vec<SrsReply>, ClusterError>;
+    async fn srs(&self, request: SrsRequest, wait: Duration)
+        -> Result<Vec<SrsReply>, ClusterError>;
 
     /// This process's own metrics (Prometheus text), if it keeps a registry.
     fn process_metrics(&self) -> Option<String>;

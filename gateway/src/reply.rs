@@ -8,10 +8,10 @@ use cuzk_wire::job::{unix_ms, JobRecord, JobResult, JobStatus};
 use prometheus::{Encoder, IntGaugeVec, Opts, Registry};
 
 use crate::cluster::ClusterView;
-use crate::proto::{await_proof_response::Status, AwaitProofResponse, GetStatusResponse};
 use crate::proto::CancelProofResponse;
-use cuzk_wire::control::{CancelOutcome, CancelReply};
+use crate::proto::{await_proof_response::Status, AwaitProofResponse, GetStatusResponse};
 use crate::proto::{GpuStatus, QueueStatus};
+use cuzk_wire::control::{CancelOutcome, CancelReply};
 
 /// The queue name of jobs not yet taken by a synth node (their kind is in the message only).
 pub const UNASSIGNED_QUEUE: &str = "UNASSIGNED";
@@ -74,7 +74,9 @@ pub const JOB_STATUS_METADATA: &str = "cuzk-job-status";
 /// A cancel request's answer as `CancelProofResponse`: `was_running` when this call cancelled
 /// the job; a job that had ended stays as it was (`was_running` false, its status in the
 /// `cuzk-job-status` metadata); an id the cluster does not know is `NOT_FOUND`.
-pub fn cancel_response(reply: &CancelReply) -> Result<tonic::Response<CancelProofResponse>, tonic::Status> {
+pub fn cancel_response(
+    reply: &CancelReply,
+) -> Result<tonic::Response<CancelProofResponse>, tonic::Status> {
     let status = match (reply.outcome, reply.status) {
         (CancelOutcome::Unknown, _) | (_, None) => {
             return Err(tonic::Status::not_found(format!(
@@ -326,12 +328,13 @@ mod tests {
         let shaped = |r| {
             let response = cancel_response(&r).unwrap();
             let status = response.metadata().get(JOB_STATUS_METADATA).cloned();
-            (response.into_inner().was_running, status.unwrap())
+            let status = status.unwrap().to_str().unwrap().to_owned();
+            (response.into_inner().was_running, status)
         };
         let cancelled = shaped(reply(CancelOutcome::Cancelled, Some(JobStatus::Cancelled)));
-        assert_eq!(cancelled, (true, "cancelled"));
+        assert_eq!(cancelled, (true, "cancelled".to_owned()));
         let done = shaped(reply(CancelOutcome::AlreadyEnded, Some(JobStatus::Done)));
-        assert_eq!(done, (false, "done"));
+        assert_eq!(done, (false, "done".to_owned()));
         let unknown = cancel_response(&reply(CancelOutcome::Unknown, None)).unwrap_err();
         assert_eq!(unknown.code(), tonic::Code::NotFound);
     }

@@ -197,7 +197,9 @@ impl ProvingEngine for Gateway {
         &self,
         request: Request<PreloadSrsRequest>,
     ) -> Result<Response<PreloadSrsResponse>, Status> {
-        let replies = self.srs(SrsOp::Preload, &request.into_inner().circuit_id).await?;
+        let replies = self
+            .srs(SrsOp::Preload, &request.into_inner().circuit_id)
+            .await?;
         srs::preload_response(&replies).map(Response::new)
     }
 
@@ -205,7 +207,9 @@ impl ProvingEngine for Gateway {
         &self,
         request: Request<EvictSrsRequest>,
     ) -> Result<Response<EvictSrsResponse>, Status> {
-        let replies = self.srs(SrsOp::Evict, &request.into_inner().circuit_id).await?;
+        let replies = self
+            .srs(SrsOp::Evict, &request.into_inner().circuit_id)
+            .await?;
         srs::evict_response(&replies).map(Response::new)
     }
 }

@@ -97,13 +97,30 @@ mod tests {
     #[test]
     fn circuit_ids_map_to_circuits() {
         let (name, params) = circuit_for("porep-32g").unwrap();
-        assert_eq!((name.as_str(), &params["sector_size"]), ("porep-c2", &json!("32GiB")));
-        assert_eq!(circuit_for("porep-c2-2KiB").unwrap().1["sector_size"], "2KiB");
+        assert_eq!(
+            (name.as_str(), &params["sector_size"]),
+            ("porep-c2", &json!("32GiB"))
+        );
+        assert_eq!(
+            circuit_for("porep-c2-2KiB").unwrap().1["sector_size"],
+            "2KiB"
+        );
         let mimc = circuit_for(r#"{"circuit":"mimc","params":{"rounds":64}}"#).unwrap();
         assert_eq!(mimc.0, "mimc");
-        assert_eq!(circuit_for("wpost-32g").unwrap_err().code(), tonic::Code::Unimplemented);
-        for bad in ["porep-16g", "porep-c2-1KiB", r#"{"circuit":"groth-bogus"}"#, ""] {
-            assert_eq!(circuit_for(bad).unwrap_err().code(), tonic::Code::InvalidArgument);
+        assert_eq!(
+            circuit_for("wpost-32g").unwrap_err().code(),
+            tonic::Code::Unimplemented
+        );
+        for bad in [
+            "porep-16g",
+            "porep-c2-1KiB",
+            r#"{"circuit":"groth-bogus"}"#,
+            "",
+        ] {
+            assert_eq!(
+                circuit_for(bad).unwrap_err().code(),
+                tonic::Code::InvalidArgument
+            );
         }
     }
 
@@ -126,7 +143,14 @@ mod tests {
         refused.error = Some("no parameters".into());
         let err = preload_response(&[replies[0].clone(), refused]).unwrap_err();
         assert_eq!(err.code(), tonic::Code::FailedPrecondition);
-        assert!(err.message().contains("c: no parameters"), "{}", err.message());
-        assert_eq!(evict_response(&[]).unwrap_err().code(), tonic::Code::Unavailable);
+        assert!(
+            err.message().contains("c: no parameters"),
+            "{}",
+            err.message()
+        );
+        assert_eq!(
+            evict_response(&[]).unwrap_err().code(),
+            tonic::Code::Unavailable
+        );
     }
 }

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cuzk_circuits::{CircuitFamily, CircuitSpec};
+use cuzk_common::nats::serve_requests;
 use cuzk_common::policy::StepError;
 use cuzk_common::topology::SUBJECT_SRS;
 use cuzk_prover::Backend;
 use cuzk_wire::control::{SrsOp, SrsReply, SrsRequest};
 use futures::future::BoxFuture;
-use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::keys::Keys;
 use crate::GpuNode;
@@ -62,37 +62,21 @@ pub(crate) async fn serve(
     shutdown: CancellationToken,
 ) {
     let client = node.topology.js.client();
-    let mut requests = match client.subscribe(SUBJECT_SRS).await {
-        Ok(subscriber) => subscriber,
-        Err(e) => {
-            warn!(err = %e, "cannot serve proving-key commands");
-            return;
+    serve_requests(client, SUBJECT_SRS, None, shutdown, |payload| {
+        let (node, backends) = (&node, &backends);
+        async move {
+            let mut reply = match SrsRequest::parse(&payload) {
+                Ok(command) => answer(node, backends, command).await,
+                Err(e) => SrsReply {
+                    error: Some(e.to_string()),
+                    ..Default::default()
+                },
+            };
+            reply.node = node.name.clone();
+            serde_json::to_vec(&reply).expect("replies serialize")
         }
-    };
-    loop {
-        let request = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            request = requests.next() => match request {
-                Some(request) => request,
-                None => return,
-            },
-        };
-        let Some(reply_to) = request.reply.clone() else {
-            continue;
-        };
-        let mut reply = match SrsRequest::parse(&request.payload) {
-            Ok(command) => answer(&node, &backends, command).await,
-            Err(e) => SrsReply {
-                error: Some(e.to_string()),
-                ..Default::default()
-            },
-        };
-        reply.node = node.name.clone();
-        let body = serde_json::to_vec(&reply).expect("replies serialize");
-        if let Err(e) = client.publish(reply_to, body.into()).await {
-            warn!(err = %e, "replying to a proving-key command failed");
-        }
-    }
+    })
+    .await
 }
 
 async fn answer(

@@ -151,7 +151,10 @@ async fn via_gateway(
         timeout_ms: JOB_TIMEOUT.as_millis() as u64,
     };
     let reply = grpc.await_proof(wait).await?.into_inner();
-    anyhow::ensure!(!reply.error_message.is_empty(), "the job was expected to fail");
+    anyhow::ensure!(
+        !reply.error_message.is_empty(),
+        "the job was expected to fail"
+    );
     Ok(Sample {
         ack,
         end_to_end: started.elapsed(),
@@ -160,7 +163,10 @@ async fn via_gateway(
 
 /// The `q` quantile (nearest rank) in milliseconds.
 fn quantile(samples: &[Sample], q: f64, pick: fn(&Sample) -> Duration) -> f64 {
-    let mut ms: Vec<f64> = samples.iter().map(|s| pick(s).as_secs_f64() * 1e3).collect();
+    let mut ms: Vec<f64> = samples
+        .iter()
+        .map(|s| pick(s).as_secs_f64() * 1e3)
+        .collect();
     ms.sort_by(f64::total_cmp);
     let rank = ((q * ms.len() as f64).ceil() as usize).clamp(1, ms.len());
     ms[rank - 1]

@@ -380,7 +380,12 @@ impl SynthNode {
                     ))
                 }
                 status if status.is_final() => {
-                    info!(job_id, partition = index, ?status, "job ended; not synthesizing");
+                    info!(
+                        job_id,
+                        partition = index,
+                        ?status,
+                        "job ended; not synthesizing"
+                    );
                     return Ok(());
                 }
                 _ => {}

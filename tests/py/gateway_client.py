@@ -60,6 +60,11 @@ def say(line):
 FAILURES = []
 
 
+def fail_on_failures():
+    if FAILURES:
+        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
+
+
 def expect_code(what, call, code, text):
     """Records (rather than stops at) a wrong answer, so one run shows every refusal that broke."""
     try:
@@ -134,8 +139,7 @@ def checks(pb, stub, channel):
     if reply.status != pb.AwaitProofResponse.TIMEOUT:
         sys.exit("expected TIMEOUT")
     listing(channel)
-    if FAILURES:
-        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
+    fail_on_failures()
 
 
 def cancel_proof(pb, stub, job_id):
@@ -160,8 +164,7 @@ def cancel(pb, stub, running, done):
                 grpc.StatusCode.NOT_FOUND, "no job")
     expect_code("CancelProof bad id", lambda: stub.CancelProof(pb.CancelProofRequest(job_id="a b"), timeout=10),
                 grpc.StatusCode.INVALID_ARGUMENT, "job id")
-    if FAILURES:
-        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
+    fail_on_failures()
 
 
 def srs(pb, stub, circuit_id):
@@ -181,15 +184,13 @@ def srs(pb, stub, circuit_id):
                 grpc.StatusCode.UNIMPLEMENTED, "POREP_SEAL_COMMIT only")
     expect_code("PreloadSRS porep-16g", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-16g"), timeout=30),
                 grpc.StatusCode.INVALID_ARGUMENT, "accepted")
-    if FAILURES:
-        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
+    fail_on_failures()
 
 
 def srs_refused(pb, stub, circuit_id):
     expect_code(f"PreloadSRS {circuit_id}", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id=circuit_id), timeout=120),
                 grpc.StatusCode.FAILED_PRECONDITION, "does not generate test parameters")
-    if FAILURES:
-        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
+    fail_on_failures()
 
 
 def porep_request(pb, c1_file, miner, sector):

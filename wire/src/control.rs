@@ -34,7 +34,10 @@ impl CancelRequest {
     pub fn parse(bytes: &[u8]) -> Result<CancelRequest, ControlError> {
         let request: CancelRequest = parse(bytes)?;
         if !valid_job_id(&request.job_id) {
-            return Err(ControlError(format!("{:?} is not a job id", request.job_id)));
+            return Err(ControlError(format!(
+                "{:?} is not a job id",
+                request.job_id
+            )));
         }
         Ok(request)
     }
