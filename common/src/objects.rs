@@ -172,13 +172,9 @@ pub async fn read_bounded(
             limit,
         });
     }
-    let stripes = concurrently(
-        name,
-        (0..layout.stripes()).map(|i| {
-            let (store, stream) = (store.clone(), stream.clone());
-            let (stripe, len) = (stripe_name(name, i), layout.range(i).len());
-            async move { read_stripe(&store, &stream, stripe, len).await }
-        }),
+    let stripes = futures::future::try_join_all(
+        (0..layout.stripes())
+            .map(|i| read_stripe(store, stream, stripe_name(name, i), layout.range(i).len())),
     )
     .await?;
     if stripes.len() == 1 {
@@ -251,48 +247,21 @@ async fn read_chunks(stream: &Stream<()>, info: &ObjectInfo) -> Result<Vec<u8>, 
 /// Writes `bytes` as one object, striped when large; all stripes go up at once.
 pub async fn put(store: &ObjectStore, name: &str, bytes: &[u8]) -> Result<(), ObjectError> {
     let layout = Layout::for_len(bytes.len());
-    // One copy into shared bytes, so each stripe's task owns its slice.
-    let bytes = bytes::Bytes::copy_from_slice(bytes);
-    concurrently(
-        name,
-        (0..layout.stripes()).map(|i| {
-            let metadata = if i == 0 {
-                layout.metadata()
-            } else {
-                HashMap::new()
-            };
-            let (store, stripe) = (store.clone(), stripe_name(name, i));
-            let part = bytes.slice(layout.range(i));
-            async move { put_stripe(&store, stripe, &part, metadata).await }
-        }),
-    )
+    futures::future::try_join_all((0..layout.stripes()).map(|i| {
+        let metadata = if i == 0 {
+            layout.metadata()
+        } else {
+            HashMap::new()
+        };
+        put_stripe(
+            store,
+            stripe_name(name, i),
+            &bytes[layout.range(i)],
+            metadata,
+        )
+    }))
     .await
     .map(|_| ())
-}
-
-/// Runs each stripe's transfer as its own task, results in stripe order: on one task the
-/// stripes' SHA-256 digests and copies would share a single core. The first failure drops the
-/// set, which aborts the stripes still moving.
-async fn concurrently<T, F>(
-    name: &str,
-    stripes: impl Iterator<Item = F>,
-) -> Result<Vec<T>, ObjectError>
-where
-    T: Send + 'static,
-    F: std::future::Future<Output = Result<T, ObjectError>> + Send + 'static,
-{
-    let mut set = tokio::task::JoinSet::new();
-    let mut n = 0;
-    for (i, stripe) in stripes.enumerate() {
-        set.spawn(async move { stripe.await.map(|t| (i, t)) });
-        n += 1;
-    }
-    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
-    while let Some(done) = set.join_next().await {
-        let (i, t) = done.map_err(|e| unavailable(name, e))??;
-        out[i] = Some(t);
-    }
-    Ok(out.into_iter().flatten().collect())
 }
 
 async fn put_stripe(

@@ -139,13 +139,21 @@ impl GpuNode {
             if devices == 0 {
                 anyhow::bail!("--gpu-backend cuda: no CUDA device is visible (check the driver and CUDA_VISIBLE_DEVICES)");
             }
+            let mut ready = Vec::new();
             for device in 0..devices {
                 let backend = Arc::new(cuzk_kernels::CudaBackend::new(
                     device,
                     self.config.memory_budget,
                 )?);
                 let keys = Arc::new(Keys::new(backend.key_budget()));
-                self.preload(&backend, &keys).await?;
+                ready.push((device, backend, keys));
+            }
+            // No worker pulls work before every device has its keys: the node is started on
+            // all of them or on none. One device at a time, so a parsed SRS is built once.
+            for (_, backend, keys) in &ready {
+                self.preload(backend, keys).await?;
+            }
+            for (device, backend, keys) in ready {
                 residents.push(Arc::new(control::OnBackend {
                     backend: backend.clone(),
                     keys: keys.clone(),

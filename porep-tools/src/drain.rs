@@ -134,6 +134,9 @@ fn wait_for_log(
     Ok(())
 }
 
+/// The drain's blobs bucket: the production default, where a launched cluster's is 1 GiB.
+const BLOBS_BUCKET_BYTES: u64 = 16 << 30;
+
 pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let params = job_params(sector);
@@ -147,12 +150,17 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
             "--allow-synthetic".into(),
             "--synth-partitions-in-flight".into(),
             opts.synth_in_flight.to_string(),
-            // The whole sector queues: no backpressure short of the blobs bucket's own limit.
+            // The whole sector queues: no backpressure short of the blobs bucket's own limit,
+            // which must hold a 32 GiB sector's blobs with room for one incompressible one.
             "--synth-max-queued-bytes".into(),
             (1u64 << 40).to_string(),
+            "--nats-blobs-max-bytes".into(),
+            BLOBS_BUCKET_BYTES.to_string(),
         ],
         gpu_args: [
             "--allow-synthetic",
+            "--nats-blobs-max-bytes",
+            &BLOBS_BUCKET_BYTES.to_string(),
             "--gpu-preload",
             &json!([{"name": "porep-c2", "params": params}]).to_string(),
         ]
@@ -162,6 +170,11 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         .collect(),
     };
     let mut cluster = ProcessCluster::start(spec, &cuzk_binary()?)?;
+    // The synth node creates the buckets with its limits before this client would with the
+    // local ones.
+    for name in cluster.nodes(Role::Synth) {
+        wait_for_log(&mut cluster, &name, "synth node started", opts.timeout)?;
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     let (client, topology) = runtime.block_on(cuzk_cli::connect_url(&cluster.urls(), "drain"))?;
     let job_id = format!("drain-{}", rand::random::<u32>());

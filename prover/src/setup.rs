@@ -97,11 +97,16 @@ pub fn generate(
 ) -> Result<(VerifyingKey<Bls12>, Written), SetupError> {
     let t = Toxic::random(rng);
     std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(WRITE_AHEAD);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(WRITE_AHEAD);
         let writer = scope.spawn(move || -> io::Result<(u64, Duration)> {
             let (mut bytes, mut busy) = (0, Duration::ZERO);
-            for buf in rx {
+            for chunk in rx {
                 let started = Instant::now();
+                let buf = match chunk {
+                    Chunk::Bytes(b) => b,
+                    Chunk::G1(p) => uncompressed(&p, G1Affine::to_uncompressed),
+                    Chunk::G2(p) => uncompressed(&p, G2Affine::to_uncompressed),
+                };
                 out.write_all(&buf)?;
                 busy += started.elapsed();
                 bytes += buf.len() as u64;
@@ -126,7 +131,6 @@ pub fn generate(
         tracing::info!(
             engine_s = phases.engine.as_secs_f64(),
             scalars_s = phases.scalars.as_secs_f64(),
-            serialize_s = phases.serialize.as_secs_f64(),
             write_s = write.as_secs_f64(),
             bytes,
             "parameter generation phases"
@@ -138,21 +142,28 @@ pub fn generate(
 /// Chunks queued for the writer thread: two keep the disk busy while the next one is made.
 const WRITE_AHEAD: usize = 2;
 
-/// Where the main thread's time went (the writer's is measured on its own thread).
+/// What the writer thread encodes (points, uncompressed) and writes.
+enum Chunk {
+    Bytes(Vec<u8>),
+    G1(Vec<G1Affine>),
+    G2(Vec<G2Affine>),
+}
+
+/// Where the time went: the engine and the next chunk's scalars overlap, and the writer's time
+/// is measured on its own thread.
 #[derive(Default)]
 struct Phases {
     scalars: Duration,
     engine: Duration,
-    serialize: Duration,
 }
 
 struct Sink<'a> {
-    tx: std::sync::mpsc::SyncSender<Vec<u8>>,
+    tx: std::sync::mpsc::SyncSender<Chunk>,
     phases: &'a mut Phases,
 }
 
 impl Sink<'_> {
-    fn send(&self, buf: Vec<u8>) -> Result<(), SetupError> {
+    fn send(&self, buf: Chunk) -> Result<(), SetupError> {
         self.tx
             .send(buf)
             .map_err(|_| SetupError::Io(io::Error::other("the parameter writer stopped")))
@@ -203,7 +214,7 @@ fn queries(
     };
     let mut head = Vec::new();
     vk.write(&mut head)?;
-    sink.send(head)?;
+    sink.send(Chunk::Bytes(head))?;
     let mut written = Written {
         g1_points: vk.ic.len() as u64,
         g2_points: 0,
@@ -277,36 +288,41 @@ fn write_query(
 ) -> Result<u64, SetupError> {
     let len = u32::try_from(n)
         .map_err(|_| SetupError::Degenerate(format!("a query of {n} points exceeds u32")))?;
-    sink.send(len.to_be_bytes().to_vec())?;
+    sink.send(Chunk::Bytes(len.to_be_bytes().to_vec()))?;
+    // Chunks of the scalar range run in parallel when the closure is sequential (H).
+    let make = |range: std::ops::Range<usize>| -> (Vec<Scalar>, Duration) {
+        let started = Instant::now();
+        let s = range
+            .clone()
+            .step_by(CHUNK / 16)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .flat_map_iter(|a| scalars(a..(a + CHUNK / 16).min(range.end)))
+            .collect();
+        (s, started.elapsed())
+    };
+    let chunk = |start: usize| start..(start + CHUNK).min(n);
+    let mut next = (n > 0).then(|| make(chunk(0)));
     let mut start = 0;
-    while start < n {
-        let range = start..(start + CHUNK).min(n);
-        // Chunks of the scalar range run in parallel when the closure is sequential (H).
-        let s: Vec<Scalar> = timed(&mut sink.phases.scalars, || {
-            range
-                .clone()
-                .step_by(CHUNK / 16)
-                .collect::<Vec<_>>()
-                .into_par_iter()
-                .flat_map_iter(|a| scalars(a..(a + CHUNK / 16).min(range.end)))
-                .collect()
-        });
-        let bytes = match curve {
-            Curve::G1 => {
-                let points = timed(&mut sink.phases.engine, || engine.g1(&s))?;
-                timed(&mut sink.phases.serialize, || {
-                    uncompressed(&points, G1Affine::to_uncompressed)
-                })
-            }
-            Curve::G2 => {
-                let points = timed(&mut sink.phases.engine, || engine.g2(&s))?;
-                timed(&mut sink.phases.serialize, || {
-                    uncompressed(&points, G2Affine::to_uncompressed)
-                })
-            }
-        };
-        sink.send(bytes)?;
-        start = range.end;
+    while let Some((s, took)) = next.take() {
+        sink.phases.scalars += took;
+        let end = start + s.len();
+        // The device works on this chunk while the cores make the next one's scalars.
+        let (points, following) = rayon::join(
+            || {
+                let started = Instant::now();
+                let points = match curve {
+                    Curve::G1 => engine.g1(&s).map(Chunk::G1),
+                    Curve::G2 => engine.g2(&s).map(Chunk::G2),
+                };
+                (points, started.elapsed())
+            },
+            || (end < n).then(|| make(chunk(end))),
+        );
+        sink.phases.engine += points.1;
+        sink.send(points.0?)?;
+        next = following;
+        start = end;
     }
     Ok(n as u64)
 }

@@ -13,7 +13,12 @@ const UNIT: u64 = 1024;
 /// Bytes a synth node holds for one partition at its peak: the witness (one 32-byte value per
 /// variable; synthesis is witness-only) and its encoded blob, which is never larger.
 pub fn partition_bytes(shape: cuzk_circuits::PartitionShape) -> u64 {
-    2 * 32 * shape.variables
+    2 * blob_bound(shape.variables)
+}
+
+/// The most bytes one partition's blob can take: its witness, uncompressed.
+pub fn blob_bound(variables: u64) -> u64 {
+    32 * variables
 }
 
 #[derive(Debug, Clone)]

@@ -367,7 +367,8 @@ impl SynthNode {
         };
         drop(waiting);
         let _held = self.load.hold("synth");
-        self.wait_for_queue_room(job.partition_bytes, cancel)
+        let blob = budget::blob_bound(job.circuit.partition_shape().variables);
+        self.wait_for_queue_room(blob, cancel)
             .instrument(info_span!("queue_room_wait"))
             .await?;
         let job_id = job.spec.job_id.clone();

@@ -149,18 +149,31 @@ impl MatrixCs {
             )));
         }
         let added = block.counts();
-        // Row by row through A, B and C, as `enforce` records them, so coefficients are
-        // interned in the order one sequential capture interns them.
-        for r in 0..added.rows {
-            for (mine, theirs) in self.m.iter_mut().zip(&block.m) {
-                let (a, b) = (theirs.row_ptr[r] as usize, theirs.row_ptr[r + 1] as usize);
-                for k in a..b {
-                    mine.cols.push(theirs.cols[k]);
-                    let coeff = &block.table.coeffs[theirs.coeffs[k] as usize];
-                    mine.coeffs.push(self.table.intern(coeff));
-                }
-                self.overflow |= !mine.end_row();
+        // The block's coefficients in its own first-use order are exactly the ones a sequential
+        // capture would meet next, in that order: interning its table first gives the same ids.
+        let remap: Vec<u32> = block
+            .table
+            .coeffs
+            .iter()
+            .map(|c| self.table.intern(c))
+            .collect();
+        for (mine, theirs) in self.m.iter_mut().zip(&block.m) {
+            if mine.row_ptr.is_empty() {
+                mine.row_ptr.push(0);
             }
+            let base = mine.cols.len() as u64;
+            let Some(&last) = theirs.row_ptr.last() else {
+                continue;
+            };
+            if base + u64::from(last) > u64::from(u32::MAX) {
+                self.overflow = true;
+                continue;
+            }
+            mine.row_ptr
+                .extend(theirs.row_ptr[1..].iter().map(|&p| base as u32 + p));
+            mine.cols.extend_from_slice(&theirs.cols);
+            mine.coeffs
+                .extend(theirs.coeffs.iter().map(|&c| remap[c as usize]));
         }
         self.inputs += added.inputs;
         self.aux += added.aux;
