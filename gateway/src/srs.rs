@@ -3,7 +3,7 @@
 //! - Curio's own (`extern/cuzk` in Curio): `porep-32g`, `porep-64g`; its `wpost-32g`,
 //!   `winning-32g`, `snap-32g`, `snap-64g` name kinds this cluster does not prove yet;
 //! - our PoRep shape keys, `porep-c2-<size>` (`2KiB`, `8MiB`, `512MiB`, `32GiB`, `64GiB`);
-//! - a circuit as a job names it, as JSON: `{"circuit": "mimc", "params": {"rounds": 64}}`.
+//! - a circuit as a job names it, as JSON: `{"circuit": "mimc", "params": {"rounds": 64, "partitions": 1}}`.
 
 use cuzk_wire::control::SrsReply;
 use serde_json::json;
@@ -105,7 +105,8 @@ mod tests {
             circuit_for("porep-c2-2KiB").unwrap().1["sector_size"],
             "2KiB"
         );
-        let mimc = circuit_for(r#"{"circuit":"mimc","params":{"rounds":64}}"#).unwrap();
+        let mimc =
+            circuit_for(r#"{"circuit":"mimc","params":{"rounds":64,"partitions":1}}"#).unwrap();
         assert_eq!(mimc.0, "mimc");
         assert_eq!(
             circuit_for("wpost-32g").unwrap_err().code(),
