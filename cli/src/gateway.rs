@@ -8,8 +8,11 @@ use std::time::Duration;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::Client;
 use bytes::Bytes;
-use cuzk_common::topology::{results_subject, Topology, JOBS_STREAM, RESULTS_STREAM, WORK_STREAM};
+use cuzk_common::topology::{
+    results_subject, Topology, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SRS, WORK_STREAM,
+};
 use cuzk_gateway::{Cluster, ClusterError, ClusterView};
+use cuzk_wire::control::{CancelReply, SrsReply, SrsRequest};
 use cuzk_wire::job::{JobResult, JobSpec};
 use futures::StreamExt;
 use tracing::Instrument;
@@ -48,6 +51,43 @@ impl NatsCluster {
             Err(e) => Err(unavailable(e)),
         }
     }
+}
+
+/// Sends a proving-key command to every GPU node and gathers their replies until each GPU node
+/// with a live heartbeat has answered or `wait` has passed (a node that died meanwhile, or a
+/// user not allowed `cuzk.control.srs`, shows as fewer replies).
+pub async fn gpu_command(
+    client: &Client,
+    topology: &Topology,
+    request: &SrsRequest,
+    wait: Duration,
+) -> Result<Vec<SrsReply>, ClusterError> {
+    let nodes = cuzk_common::nodes::list(topology)
+        .await
+        .map_err(unavailable)?;
+    let expected = nodes.iter().filter(|n| n.role == "gpu").count();
+    if expected == 0 {
+        return Ok(Vec::new());
+    }
+    let inbox = client.new_inbox();
+    let mut answers = client.subscribe(inbox.clone()).await.map_err(unavailable)?;
+    let body = serde_json::to_vec(request).expect("requests serialize");
+    client
+        .publish_with_reply(SUBJECT_SRS, inbox, body.into())
+        .await
+        .map_err(unavailable)?;
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut replies = Vec::with_capacity(expected);
+    while replies.len() < expected {
+        match tokio::time::timeout_at(deadline, answers.next()).await {
+            Ok(Some(message)) => match SrsReply::parse(&message.payload) {
+                Ok(reply) => replies.push(reply),
+                Err(e) => tracing::warn!(err = %e, "an unreadable proving-key reply"),
+            },
+            Ok(None) | Err(_) => break,
+        }
+    }
+    Ok(replies)
 }
 
 fn unavailable(e: impl std::fmt::Display) -> ClusterError {
@@ -103,6 +143,12 @@ impl Cluster for NatsCluster {
         }
     }
 
+    async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError> {
+        crate::cancel::cancel(&self.client, job_id, self.timeout)
+            .await
+            .map_err(unavailable)
+    }
+
     async fn view(&self) -> Result<ClusterView, ClusterError> {
         let topology = &self.topology;
         Ok(ClusterView {
@@ -122,6 +168,14 @@ impl Cluster for NatsCluster {
                 .await
                 .map_err(unavailable)?,
         })
+    }
+
+    async fn srs(
+        &self,
+        request: SrsRequest,
+        wait: Duration,
+    ) -> Result<Vec<SrsReply>, ClusterError> {
+        gpu_command(&self.client, &self.topology, &request, wait).await
     }
 
     fn process_metrics(&self) -> Option<String> {

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 #[cfg(feature = "porep")]
 pub mod c1;
+pub mod cancel;
 pub mod flood;
 pub mod gateway;
 pub mod launcher;

@@ -42,6 +42,9 @@ enum Command {
     Status(StatusArgs),
     /// Follow a job's progress until it ends.
     Watch(WatchArgs),
+    /// Cancel a job: partitions not yet proved are dropped, its blobs deleted, and its one
+    /// result says `cancelled`. A job that has ended stays as it ended.
+    Cancel(CancelArgs),
     /// Run a synth node.
     SynthNode(SynthNodeArgs),
     /// Run a GPU node (CUDA where available, else the CPU backend).
@@ -242,6 +245,13 @@ struct WatchArgs {
 }
 
 #[derive(Args)]
+struct CancelArgs {
+    #[command(flatten)]
+    nats: NatsArgs,
+    job_id: String,
+}
+
+#[derive(Args)]
 struct SynthNodeArgs {
     #[command(flatten)]
     nats: NatsArgs,
@@ -300,6 +310,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Watch(args) => watch(args, file).await,
+        Command::Cancel(args) => cancel(args, file).await,
         Command::SynthNode(args) => {
             let nats = args.nats.merge(file.nats).resolve("cuzk-synth")?;
             let synth = args.synth.merge(file.synth).resolve()?;
@@ -631,6 +642,32 @@ async fn watch(args: WatchArgs, file: ConfigFile) -> anyhow::Result<()> {
             record.error.unwrap_or_default()
         ),
     }
+}
+
+async fn cancel(args: CancelArgs, file: ConfigFile) -> anyhow::Result<()> {
+    use cuzk_wire::control::CancelOutcome;
+    let nats = args.nats.merge(file.nats).resolve("cuzk-cancel")?;
+    let client = cuzk_common::nats::connect(&nats).await?;
+    let reply = cuzk_cli::cancel::cancel(&client, &args.job_id, nats.timeout).await?;
+    let status = reply.status.map(JobStatus::name).unwrap_or("unknown");
+    match reply.outcome {
+        CancelOutcome::Cancelled => println!("job {}: cancelled", reply.job_id),
+        // A retried request whose first attempt did it finds its own cancellation.
+        CancelOutcome::AlreadyEnded if reply.status == Some(JobStatus::Cancelled) => {
+            println!("job {}: cancelled", reply.job_id)
+        }
+        CancelOutcome::AlreadyEnded => {
+            anyhow::bail!(
+                "job {} had already ended ({status}); nothing changed",
+                reply.job_id
+            )
+        }
+        CancelOutcome::Unknown => anyhow::bail!(
+            "no job {} (never submitted, or no synth node has taken it yet)",
+            reply.job_id
+        ),
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 //! binary over a unix socket, in front of a local cluster on a real nats-server.
 //!
 //! The fast test checks the listing, GetStatus, GetMetrics, every refusal (kinds the cluster
-//! lacks, malformed C1 outputs, the calls it cannot back) and a Prove whose C1 is well-formed
-//! but wrong (it fails in synthesis, before any parameters are needed). The slow one proves a
+//! lacks, malformed C1 outputs, the calls it cannot back), a Prove whose C1 is well-formed
+//! but wrong (it fails in synthesis, before any parameters are needed), CancelProof, and
+//! PreloadSRS/EvictSRS against the cluster's GPU node and a second one without parameters. The slow one proves a
 //! real 2 KiB sector's C1 output in the lotus/Curio wrapper, larger than a job carries inline
 //! (so it goes through the inputs bucket), and filecoin-proofs' `verify_seal` accepts the proof
 //! bytes the Python client received. A third sends a WindowPoSt partition as Curio does (two
@@ -25,6 +26,7 @@ use cuzk_circuits::porep::{self, generate_test_parameters, SealedSector, SectorS
 use cuzk_circuits::porep_c1::{self, SealProof};
 use cuzk_circuits::post::{self, PostKind, PostProof, PostSector};
 use cuzk_circuits::{ShapeCache, FILECOIN_CACHE_ENV};
+use cuzk_wire::job::JobStatus;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -53,6 +55,11 @@ async fn start_gateway(nats_url: &str, dir: &Path) -> (Child, String) {
         .expect("the gateway exited before listening");
     assert!(line.contains("listening on"), "{line}");
     (child, address)
+}
+
+async fn gpu_nodes(cluster: &cuzk_cli::LocalCluster) -> usize {
+    let nodes = cuzk_common::nodes::list(&cluster.topology).await.unwrap();
+    nodes.iter().filter(|n| n.role == "gpu").count()
 }
 
 /// Runs the Python client; returns its transcript, failing the test if it failed.
@@ -140,6 +147,56 @@ async fn curio_client_sees_the_api_its_refusals_and_a_failed_prove() {
     let corrupt_path = corrupt_file.to_str().unwrap();
     let (miner, number) = (MINER.to_string(), SECTOR.to_string());
     python(&address, &["prove-fails", corrupt_path, &miner, &number]).await;
+
+    // CancelProof: a job still running (its record exists) and one that is done.
+    let done = support::job(
+        "gw-done",
+        "mimc",
+        json!({"rounds": 64, "partitions": 1}),
+        "",
+    );
+    let result = cuzk_cli::submit_and_wait(&cluster.client, &done, support::TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
+    let running = support::job(
+        "gw-running",
+        "mimc",
+        json!({"rounds": 20000, "partitions": 8}),
+        "",
+    );
+    let js = &cluster.topology.js;
+    cuzk_cli::submit::publish_job(js, &running).await.unwrap();
+    let ledger = cuzk_common::lifecycle::Ledger::new(&cluster.topology);
+    while ledger.get("gw-running").await.unwrap().is_none() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    python(&address, &["cancel", "gw-running", "gw-done"]).await;
+
+    // PreloadSRS / EvictSRS on the cluster's GPU node, then with a second one that lacks the
+    // shape's parameters (an empty cache) and may not generate test parameters.
+    let mimc = |rounds: u32| {
+        json!({"circuit": "mimc", "params": {"rounds": rounds, "partitions": 1}}).to_string()
+    };
+    python(&address, &["srs", &mimc(96)]).await;
+    let cache = work.path().join("empty-cache");
+    let _strict = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args([
+            "gpu-node",
+            "--nats-url",
+            &cluster.url(),
+            "--gpu-backend",
+            "cpu",
+        ])
+        .arg("--param-cache")
+        .arg(&cache)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start a second GPU node");
+    while gpu_nodes(&cluster).await < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    python(&address, &["srs-refused", &mimc(97)]).await;
     gateway.kill().await.unwrap();
     cluster.stop().await.unwrap();
 }

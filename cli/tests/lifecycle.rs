@@ -1,7 +1,7 @@
 //! Every job id gets exactly one answer, seen where clients listen: a plain core subscription to
 //! `cuzk.results.<id>`, as well as the durable results stream. Each test sets up a situation
 //! that once gave two answers or none, through the cluster's external interfaces only (job
-//! JSON, work items, records as stored JSON).
+//! JSON, work items, records as stored JSON, cancel requests).
 
 mod support;
 
@@ -9,11 +9,14 @@ use std::time::{Duration, Instant};
 
 use async_nats::Client;
 use cuzk_circuits::{CircuitSpec, ShapeCache};
+use cuzk_cli::cancel::cancel;
 use cuzk_cli::LocalCluster;
 use cuzk_common::config::{GpuArgs, ParamArgs, SynthArgs};
-use cuzk_common::topology::{results_subject, RESULTS_STREAM, SUBJECT_SUBMIT};
+use cuzk_common::lifecycle::Ledger;
+use cuzk_common::topology::{results_subject, RESULTS_STREAM, SUBJECT_SUBMIT, WORK_STREAM};
 use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
-use cuzk_wire::job::{unix_ms, JobInput, JobResult, JobStatus};
+use cuzk_wire::control::CancelOutcome;
+use cuzk_wire::job::{unix_ms, JobInput, JobRecord, JobResult, JobStatus, PartitionStatus};
 use futures::StreamExt;
 use serde_json::json;
 use support::{job, TIMEOUT};
@@ -251,5 +254,123 @@ async fn a_job_without_progress_is_ended_by_the_sweeper() {
     let error = result.error.unwrap_or_default();
     assert!(error.contains("no progress for 2 s"), "{error}");
     assert_eq!(stored(&cluster, job_id).await, 1);
+    cluster.stop().await.unwrap();
+}
+
+/// The job's record as the ledger reads it.
+async fn record(cluster: &LocalCluster, job_id: &str) -> Option<JobRecord> {
+    Ledger::new(&cluster.topology).get(job_id).await.unwrap()
+}
+
+/// Waits until the work queue is empty: every work item taken and settled.
+async fn work_drained(cluster: &LocalCluster) {
+    let deadline = Instant::now() + TIMEOUT;
+    while cluster.topology.stream_depth(WORK_STREAM).await.unwrap() > 0 {
+        assert!(Instant::now() < deadline, "work items left in the queue");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A job cancelled while partitions wait for the GPU: one `cancelled` answer on the subject,
+/// the record final `cancelled` and unchanged by what was in flight, no blob left, its other
+/// work items acknowledged and skipped; cancelling again changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_job_answers_once_and_drops_its_pending_partitions() {
+    let cluster = support::cluster().await;
+    let job_id = "cancelled";
+    let spec = job(
+        job_id,
+        "mimc",
+        json!({"rounds": 20000, "partitions": 8}),
+        "x",
+    );
+    let mut listener = Listener::new(&cluster.client, job_id).await;
+    publish(&cluster.client, serde_json::to_vec(&spec).unwrap()).await;
+    // Cancel once a partition is queued (a blob stored) and before the job can end.
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let queued = record(&cluster, job_id).await.is_some_and(|r| {
+            r.partitions
+                .iter()
+                .any(|p| p.status == PartitionStatus::Queued)
+        });
+        if queued {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no partition was queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let reply = cancel(&cluster.client, job_id, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        (reply.outcome, reply.status),
+        (CancelOutcome::Cancelled, Some(JobStatus::Cancelled))
+    );
+    let result = listener.only(Duration::from_secs(3)).await;
+    assert_eq!(result.status, JobStatus::Cancelled, "{result:?}");
+    let cancelled = record(&cluster, job_id).await.unwrap();
+    assert_eq!(cancelled.status, JobStatus::Cancelled);
+    let proved = |r: &JobRecord| {
+        r.partitions
+            .iter()
+            .filter(|p| p.status == PartitionStatus::Proved)
+            .count()
+    };
+    assert!(proved(&cancelled) < 8, "every partition was proved first");
+
+    work_drained(&cluster).await;
+    assert_eq!(support::blobs_left(&cluster.topology).await, 0);
+    let after = record(&cluster, job_id).await.unwrap();
+    assert_eq!(
+        (after.status, proved(&after), after.result_published),
+        (JobStatus::Cancelled, proved(&cancelled), true),
+        "work in flight changed the cancelled record"
+    );
+    let again = cancel(&cluster.client, job_id, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, CancelOutcome::AlreadyEnded);
+    if let Some(second) = listener.next(Duration::from_secs(3)).await {
+        panic!("a second answer: {second:?}");
+    }
+    assert_eq!(stored(&cluster, job_id).await, 1);
+    cluster.stop().await.unwrap();
+}
+
+/// Cancelling a job that is done changes nothing and says so; an unknown id is unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_finished_job_changes_nothing() {
+    let cluster = support::cluster().await;
+    let spec = job(
+        "done-first",
+        "mimc",
+        json!({"rounds": 64, "partitions": 2}),
+        "x",
+    );
+    let mut listener = Listener::new(&cluster.client, "done-first").await;
+    let done = cuzk_cli::submit_and_wait(&cluster.client, &spec, TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(done.status, JobStatus::Done, "{:?}", done.error);
+    let reply = cancel(&cluster.client, "done-first", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        (reply.outcome, reply.status),
+        (CancelOutcome::AlreadyEnded, Some(JobStatus::Done))
+    );
+    assert_eq!(listener.only(Duration::from_secs(3)).await, done);
+    let record = record(&cluster, "done-first").await.unwrap();
+    assert_eq!(record.status, JobStatus::Done);
+    assert_eq!(stored(&cluster, "done-first").await, 1);
+
+    let unknown = cancel(&cluster.client, "never-submitted", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        (unknown.outcome, unknown.status),
+        (CancelOutcome::Unknown, None)
+    );
     cluster.stop().await.unwrap();
 }

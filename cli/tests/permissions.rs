@@ -15,10 +15,12 @@ use async_nats::jetstream::{self, consumer::push, stream};
 use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs};
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::topology::{
-    BLOBS_BUCKET, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SUBMIT,
-    SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
+    BLOBS_BUCKET, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL,
+    SUBJECT_SRS, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
+use cuzk_wire::control::{CancelOutcome, SrsOp, SrsRequest};
 use cuzk_wire::job::{JobInput, JobStatus, Priority};
+use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -151,6 +153,25 @@ async fn published(js: &jetstream::Context, subject: &str) -> bool {
     }
 }
 
+/// Whether a core message `from` publishes on `subject` reaches a subscriber of `to`'s: a
+/// refused publish or subscription is only logged by the server, so look for the message.
+async fn delivered(url: &str, from: &str, to: &str, subject: &str) -> bool {
+    let (sender, receiver) = (client(url, from).await, client(url, to).await);
+    let mut sub = receiver.subscribe(subject.to_owned()).await.unwrap();
+    receiver.flush().await.unwrap();
+    sender
+        .publish(subject.to_owned(), "{}".into())
+        .await
+        .unwrap();
+    let _ = sender.flush().await;
+    let arrived = tokio::time::timeout(Duration::from_secs(1), sub.next()).await;
+    matches!(arrived, Ok(Some(_)))
+}
+
+async fn client(url: &str, user: &str) -> async_nats::Client {
+    cuzk_common::nats::connect(&role(url, user)).await.unwrap()
+}
+
 /// Each check: what a role must not be able to do, and whether it managed to.
 async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
     let gpu = quick_js(url, "gpu").await;
@@ -226,6 +247,18 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
                 .delete_message(t.result_seq)
                 .await
                 .is_ok(),
+        ),
+        (
+            "gpu sends a cancel request",
+            delivered(url, "gpu", "admin", SUBJECT_CANCEL).await,
+        ),
+        (
+            "submitter receives cancel requests (and could answer them)",
+            delivered(url, "admin", "submitter", SUBJECT_CANCEL).await,
+        ),
+        (
+            "submitter sends proving-key commands",
+            delivered(url, "submitter", "admin", SUBJECT_SRS).await,
         ),
         (
             "synth creates a stream",
@@ -346,6 +379,31 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         .await
         .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
+    // A submitter cancels (a synth node answers on the submitter's inbox): the job has ended.
+    let reply = cuzk_cli::cancel::cancel(&submitter, "least-privilege", Duration::from_secs(5))
+        .await
+        .expect("a synth node answers the cancel request");
+    assert_eq!(
+        (reply.outcome, reply.status),
+        (CancelOutcome::AlreadyEnded, Some(JobStatus::Done))
+    );
+
+    // The admin preloads the job's shape: the GPU node answers on the admin's inbox.
+    let (admin, admin_topology) = cuzk_cli::connect(&role(&url, "admin")).await.unwrap();
+    let preload = SrsRequest {
+        op: SrsOp::Preload,
+        circuit: "mimc".into(),
+        params: json!({"rounds": 300, "partitions": 2}),
+    };
+    let wait = Duration::from_secs(10);
+    let replies = cuzk_cli::gateway::gpu_command(&admin, &admin_topology, &preload, wait)
+        .await
+        .unwrap();
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert!(
+        replies[0].was_loaded && replies[0].error.is_none(),
+        "{replies:?}"
+    );
 
     let refused = &violations(&log)[refusals_before.len()..];
     assert!(

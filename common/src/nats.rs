@@ -207,6 +207,49 @@ pub async fn progress_ticker(message: Arc<jetstream::Message>, every: Duration) 
 }
 
 /// Milliseconds as a float, the unit of every stage timing.
+/// Answers requests on `subject` until `shutdown`: `answer` makes each reply from a request's
+/// payload. With `queue`, one member of the group answers each request; without, every
+/// subscriber does. A lost reply is the requester's timeout (its retry is answered again).
+pub async fn serve_requests<F, Fut>(
+    client: Client,
+    subject: &'static str,
+    queue: Option<&'static str>,
+    shutdown: tokio_util::sync::CancellationToken,
+    mut answer: F,
+) where
+    F: FnMut(bytes::Bytes) -> Fut,
+    Fut: Future<Output = Vec<u8>>,
+{
+    let subscribed = match queue {
+        Some(group) => client.queue_subscribe(subject, group.into()).await,
+        None => client.subscribe(subject).await,
+    };
+    let mut requests = match subscribed {
+        Ok(subscriber) => subscriber,
+        Err(e) => {
+            tracing::warn!(err = %e, subject, "cannot serve requests");
+            return;
+        }
+    };
+    loop {
+        let request = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            request = requests.next() => match request {
+                Some(request) => request,
+                None => return,
+            },
+        };
+        let Some(reply_to) = request.reply else {
+            tracing::warn!(subject, "a request without a reply subject; ignored");
+            continue;
+        };
+        let reply = answer(request.payload).await;
+        if let Err(e) = client.publish(reply_to, reply.into()).await {
+            tracing::warn!(err = %e, subject, "replying to a request failed");
+        }
+    }
+}
+
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

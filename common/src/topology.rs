@@ -26,6 +26,14 @@ pub const ADVISORY_MAX_DELIVERIES: &str = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIV
 /// Results of jobs whose submission carried no usable job id.
 pub const SUBJECT_RESULTS_MALFORMED: &str = "cuzk.results._malformed";
 
+/// Cancel requests (`{"job_id": ...}`, request/reply): answered by one synth node of the
+/// queue group [`CANCEL_QUEUE`], which ends the job through the ledger and deletes its blobs.
+pub const SUBJECT_CANCEL: &str = "cuzk.control.cancel";
+pub const CANCEL_QUEUE: &str = "cuzk-cancel";
+/// Proving-key commands (`cuzk_wire::control::SrsRequest`): every GPU node answers, so the
+/// requester gathers replies until it has heard the live GPU nodes or its timeout passes.
+pub const SUBJECT_SRS: &str = "cuzk.control.srs";
+
 pub fn results_subject(job_id: &str) -> String {
     format!("cuzk.results.{job_id}")
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cuzk_common::nodes::NodeInfo;
+use cuzk_wire::control::{CancelReply, SrsReply, SrsRequest};
 use cuzk_wire::job::{JobRecord, JobResult, JobSpec};
 
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +50,15 @@ pub trait Cluster: Send + Sync + 'static {
     async fn result(&self, job_id: &str, wait: Duration)
         -> Result<Option<JobResult>, ClusterError>;
 
+    /// Cancels the job unless it has ended; the reply says which (or that the id is unknown).
+    async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError>;
+
     async fn view(&self) -> Result<ClusterView, ClusterError>;
+
+    /// Sends a proving-key command to every GPU node; the replies of those that answered
+    /// within `wait` (it returns as soon as every live GPU node has).
+    async fn srs(&self, request: SrsRequest, wait: Duration)
+        -> Result<Vec<SrsReply>, ClusterError>;
 
     /// This process's own metrics (Prometheus text), if it keeps a registry.
     fn process_metrics(&self) -> Option<String>;

@@ -13,6 +13,7 @@ mod listen;
 mod reply;
 mod request;
 mod service;
+mod srs;
 
 pub use cluster::{Cluster, ClusterError, ClusterView};
 pub use describe::describe;

@@ -8,8 +8,10 @@ use cuzk_wire::job::{unix_ms, JobRecord, JobResult, JobStatus};
 use prometheus::{Encoder, IntGaugeVec, Opts, Registry};
 
 use crate::cluster::ClusterView;
+use crate::proto::CancelProofResponse;
 use crate::proto::{await_proof_response::Status, AwaitProofResponse, GetStatusResponse};
 use crate::proto::{GpuStatus, QueueStatus};
+use cuzk_wire::control::{CancelOutcome, CancelReply};
 
 /// The queue name of jobs not yet taken by a synth node (their kind is in the message only).
 pub const UNASSIGNED_QUEUE: &str = "UNASSIGNED";
@@ -46,6 +48,11 @@ pub fn await_response(result: &JobResult) -> AwaitProofResponse {
             reply.error_message = "the cluster reported success without a readable proof".into();
             return reply;
         }
+        (JobStatus::Cancelled, _) => {
+            reply.set_status(Status::Cancelled);
+            reply.error_message = result.error.clone().unwrap_or_else(|| "cancelled".into());
+            return reply;
+        }
         _ => {
             reply.set_status(Status::Failed);
             reply.error_message = result.error.clone().unwrap_or_else(|| "failed".into());
@@ -60,6 +67,33 @@ pub fn await_response(result: &JobResult) -> AwaitProofResponse {
     reply.set_status(Status::Completed);
     reply.proof = proof.into();
     reply
+}
+
+/// The metadata key of `CancelProof`'s reply that names the job's status after the call
+/// (`cancelled`, or how it had ended: Curio's reply has only `was_running`).
+pub const JOB_STATUS_METADATA: &str = "cuzk-job-status";
+
+/// A cancel request's answer as `CancelProofResponse`: `was_running` when this call cancelled
+/// the job; a job that had ended stays as it was (`was_running` false, its status in the
+/// `cuzk-job-status` metadata); an id the cluster does not know is `NOT_FOUND`.
+pub fn cancel_response(
+    reply: &CancelReply,
+) -> Result<tonic::Response<CancelProofResponse>, tonic::Status> {
+    let status = match (reply.outcome, reply.status) {
+        (CancelOutcome::Unknown, _) | (_, None) => {
+            return Err(tonic::Status::not_found(format!(
+                "no job {} (never submitted, or no synth node has taken it yet)",
+                reply.job_id
+            )))
+        }
+        (_, Some(status)) => status,
+    };
+    let mut response = tonic::Response::new(CancelProofResponse {
+        was_running: reply.outcome == CancelOutcome::Cancelled,
+    });
+    let value = tonic::metadata::MetadataValue::from_static(status.name());
+    response.metadata_mut().insert(JOB_STATUS_METADATA, value);
+    Ok(response)
 }
 
 /// A job that has not ended within the caller's wait.
@@ -209,12 +243,9 @@ pub fn cluster_metrics(view: &ClusterView) -> Result<String, prometheus::Error> 
         JobStatus::Proving,
         JobStatus::Done,
         JobStatus::Failed,
+        JobStatus::Cancelled,
     ] {
-        let name = serde_json::to_value(status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        jobs.with_label_values(&[name.as_str()])
+        jobs.with_label_values(&[status.name()])
             .set(count(&view.recent_jobs, status) as i64);
     }
     let mut text = Vec::new();
@@ -284,6 +315,30 @@ mod tests {
         assert_eq!(failed.error_message, "C1 does not verify");
         assert!(failed.proof.is_empty());
         assert_eq!(timed_out("j").status(), Status::Timeout);
+        let cancelled = await_response(&JobResult::cancelled("j", "cancelled on request"));
+        assert_eq!(cancelled.status(), Status::Cancelled);
+    }
+
+    #[test]
+    fn cancel_replies_say_what_happened() {
+        let reply = |outcome, status| CancelReply {
+            job_id: "j".into(),
+            outcome,
+            status,
+            error: None,
+        };
+        let shaped = |r| {
+            let response = cancel_response(&r).unwrap();
+            let status = response.metadata().get(JOB_STATUS_METADATA).cloned();
+            let status = status.unwrap().to_str().unwrap().to_owned();
+            (response.into_inner().was_running, status)
+        };
+        let cancelled = shaped(reply(CancelOutcome::Cancelled, Some(JobStatus::Cancelled)));
+        assert_eq!(cancelled, (true, "cancelled".to_owned()));
+        let done = shaped(reply(CancelOutcome::AlreadyEnded, Some(JobStatus::Done)));
+        assert_eq!(done, (false, "done".to_owned()));
+        let unknown = cancel_response(&reply(CancelOutcome::Unknown, None)).unwrap_err();
+        assert_eq!(unknown.code(), tonic::Code::NotFound);
     }
 
     #[test]

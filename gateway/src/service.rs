@@ -1,7 +1,7 @@
 //! `cuzk.v1.ProvingEngine` over a [`Cluster`]: each call is checked ([`crate::request`]),
 //! passed to the cluster, and its answer shaped into Curio's reply ([`crate::reply`]).
 //! Calls the cluster cannot back with real behaviour answer `UNIMPLEMENTED` saying what is
-//! missing, never a made-up success.
+//! missing, never a made-up success. `PreloadSRS`/`EvictSRS` go to every GPU node (`srs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,8 @@ use tonic::{Request, Response, Status};
 use crate::cluster::{Cluster, ClusterError};
 use crate::proto::proving_engine_server::ProvingEngine;
 use crate::proto::*;
-use crate::{reply, request};
+use crate::{reply, request, srs};
+use cuzk_wire::control::{SrsOp, SrsReply, SrsRequest};
 
 /// How long the gateway waits for things on the caller's behalf.
 #[derive(Debug, Clone, Copy)]
@@ -22,6 +23,9 @@ pub struct Limits {
     pub max_wait: Duration,
     /// Reading the cluster for `GetStatus` and `GetMetrics`.
     pub status_timeout: Duration,
+    /// `PreloadSRS` / `EvictSRS`: how long to wait for the GPU nodes (loading a 32 GiB key
+    /// from disk takes minutes).
+    pub srs_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -29,6 +33,7 @@ impl Default for Limits {
         Limits {
             max_wait: Duration::from_secs(24 * 3600),
             status_timeout: Duration::from_secs(10),
+            srs_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -80,6 +85,20 @@ impl Gateway {
                     self.limits.status_timeout
                 ))
             })?
+            .map_err(cluster_status)
+    }
+
+    async fn srs(&self, op: SrsOp, circuit_id: &str) -> Result<Vec<SrsReply>, Status> {
+        let (circuit, params) = srs::circuit_for(circuit_id)?;
+        let request = SrsRequest {
+            op,
+            circuit,
+            params,
+        };
+        tracing::info!(?op, circuit_id, "proving-key command");
+        self.cluster
+            .srs(request, self.limits.srs_timeout)
+            .await
             .map_err(cluster_status)
     }
 }
@@ -138,11 +157,16 @@ impl ProvingEngine for Gateway {
 
     async fn cancel_proof(
         &self,
-        _: Request<CancelProofRequest>,
+        request: Request<CancelProofRequest>,
     ) -> Result<Response<CancelProofResponse>, Status> {
-        Err(Status::unimplemented(
-            "CancelProof: the cluster cannot cancel a job yet; a submitted job runs to its end",
-        ))
+        let job_id = request.into_inner().job_id;
+        if !valid_job_id(&job_id) {
+            return Err(Status::invalid_argument(format!(
+                "{job_id:?} is not a job id"
+            )));
+        }
+        let reply = self.cluster.cancel(&job_id).await.map_err(cluster_status)?;
+        reply::cancel_response(&reply)
     }
 
     async fn get_status(
@@ -171,19 +195,21 @@ impl ProvingEngine for Gateway {
 
     async fn preload_srs(
         &self,
-        _: Request<PreloadSrsRequest>,
+        request: Request<PreloadSrsRequest>,
     ) -> Result<Response<PreloadSrsResponse>, Status> {
-        Err(Status::unimplemented(
-            "PreloadSRS: GPU nodes load parameters on first use (or at start with --gpu-preload) and take no load commands yet",
-        ))
+        let replies = self
+            .srs(SrsOp::Preload, &request.into_inner().circuit_id)
+            .await?;
+        srs::preload_response(&replies).map(Response::new)
     }
 
     async fn evict_srs(
         &self,
-        _: Request<EvictSrsRequest>,
+        request: Request<EvictSrsRequest>,
     ) -> Result<Response<EvictSrsResponse>, Status> {
-        Err(Status::unimplemented(
-            "EvictSRS: GPU nodes keep parameters within their memory budget and take no evict commands yet",
-        ))
+        let replies = self
+            .srs(SrsOp::Evict, &request.into_inner().circuit_id)
+            .await?;
+        srs::evict_response(&replies).map(Response::new)
     }
 }

@@ -80,6 +80,17 @@ impl<B: Backend> Keys<B> {
         );
         Ok(loaded)
     }
+
+    pub async fn contains(&self, shape: &str) -> bool {
+        self.entries.lock().await.1.contains_key(shape)
+    }
+
+    /// Drops the shape's key; returns the bytes it held, if it was resident. A worker proving
+    /// with it keeps it until it lets go.
+    pub async fn evict(&self, shape: &str) -> Option<u64> {
+        let removed = self.entries.lock().await.1.remove(shape);
+        removed.map(|e| e.loaded.bytes)
+    }
 }
 
 #[cfg(test)]
@@ -178,5 +189,7 @@ mod tests {
             .await;
         assert!(err.is_err());
         assert_eq!(loads.load(Ordering::SeqCst), 4);
+        assert_eq!(keys.evict("a").await, Some(10));
+        assert!(!keys.contains("a").await && keys.evict("a").await.is_none());
     }
 }

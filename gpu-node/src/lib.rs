@@ -6,6 +6,7 @@
 //! partition is already proved, or whose job has ended, is acknowledged and skipped.
 
 mod buffers;
+mod control;
 mod executor;
 mod keys;
 mod saver;
@@ -121,6 +122,7 @@ impl GpuNode {
                 .build()?,
         );
         let mut workers = JoinSet::new();
+        let mut residents: Vec<Arc<dyn control::Resident>> = Vec::new();
         let use_cuda = match self.config.backend {
             BackendKind::Cpu => false,
             BackendKind::Cuda => true,
@@ -137,13 +139,25 @@ impl GpuNode {
             if devices == 0 {
                 anyhow::bail!("--gpu-backend cuda: no CUDA device is visible (check the driver and CUDA_VISIBLE_DEVICES)");
             }
+            let mut ready = Vec::new();
             for device in 0..devices {
                 let backend = Arc::new(cuzk_kernels::CudaBackend::new(
                     device,
                     self.config.memory_budget,
                 )?);
                 let keys = Arc::new(Keys::new(backend.key_budget()));
-                self.preload(&backend, &keys).await?;
+                ready.push((device, backend, keys));
+            }
+            // No worker pulls work before every device has its keys: the node is started on
+            // all of them or on none. One device at a time, so a parsed SRS is built once.
+            for (_, backend, keys) in &ready {
+                self.preload(backend, keys).await?;
+            }
+            for (device, backend, keys) in ready {
+                residents.push(Arc::new(control::OnBackend {
+                    backend: backend.clone(),
+                    keys: keys.clone(),
+                }));
                 self.spawn_workers(
                     &mut workers,
                     backend,
@@ -160,6 +174,10 @@ impl GpuNode {
                 Arc::new(Keys::new(self.host_key_bytes)),
             );
             self.preload(&backend, &keys).await?;
+            residents.push(Arc::new(control::OnBackend {
+                backend: backend.clone(),
+                keys: keys.clone(),
+            }));
             self.spawn_workers(
                 &mut workers,
                 backend,
@@ -188,6 +206,7 @@ impl GpuNode {
             self.load.clone(),
             shutdown.clone(),
         ));
+        let control = tokio::spawn(control::serve(self.clone(), residents, shutdown.clone()));
         cuzk_common::metrics::set_ready(true);
         info!(node = %self.name, backend = if use_cuda { "cuda" } else { "cpu" }, workers = workers.len(),
             config = ?self.config, "gpu node started");
@@ -196,6 +215,7 @@ impl GpuNode {
         }
         cuzk_common::metrics::set_ready(false);
         let _ = heartbeat.await;
+        let _ = control.await;
         Ok(())
     }
 

@@ -46,7 +46,8 @@ step() {
 }
 since() { python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), ${2:-1}))" "$1"; }
 # Results so far, every step: a call cut short still returns what it measured.
-collect() { cp $L/* $OUT/ 2>/dev/null; python3 kernels/scripts/h200-results.py $R $L $OUT/h200.json >/dev/null; }
+# The logs travel as one archive: the device tool returns a handful of files per call.
+collect() { tar czf $OUT/logs.tgz -C $L . 2>/dev/null; cp $R $OUT/results.json 2>/dev/null; python3 kernels/scripts/h200-results.py $R $L $OUT/h200.json >/dev/null; }
 
 if step params32 150; then
   # What the disk writes once the page cache is full: the floor under writing a 47 GB file.
@@ -61,19 +62,19 @@ if step params32 150; then
   collect
 fi
 
-# drain NAME [ENV...]: one drain of the synthetic sector, results under drain_32gib[_x1].
+# drain NAME KEY [ENV...]: one drain of the synthetic sector, its JSON under KEY.
 drain() {
-  local name=$1; shift
+  local name=$1 key=$2; shift 2
   [ -f $W/syn32.json ] || $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json
   env "$@" timeout $(( $(left) - 10 )) $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
     --synth-partitions-in-flight ${SYNTH_IN_FLIGHT:-8} --gpu-args="--gpu-backend=cuda" --json $L/$name.json \
     >$L/$name.log 2>&1; echo "$name rc=$?"
   grep -v -E " INFO | WARN |DEBUG" $L/$name.log | tail -30
-  [ -f $L/$name.json ] && json $R "${name/drain32/drain_32gib}" "$(cat $L/$name.json)"
+  [ -f $L/$name.json ] && json $R $key "$(cat $L/$name.json)"
   collect
 }
-if step drain32x1 150; then drain drain32x1 CUDA_VISIBLE_DEVICES=0; fi
-if step drain32 150; then drain drain32; fi
+if step drain32x1 150; then drain drain32x1 drain_32gib_x1 CUDA_VISIBLE_DEVICES=0; fi
+if step drain32 150; then drain drain32 drain_32gib; fi
 
 if step 2k 100; then
   t0=$(date +%s.%N); $B/cuzk-porep params --sector-size 2KiB --engine cuda --force-insecure >$L/params2k.log 2>&1

@@ -65,6 +65,7 @@ def params_phases(path):
         return None
     out = {}
     for line in open(path, errors="replace"):
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line)  # the log's colours
         fields = dict(re.findall(r"(\w+)=([0-9.]+)", line))
         if "matrices ready" in line and "secs" in fields:
             out["matrices"] = float(fields["secs"])

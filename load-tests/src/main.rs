@@ -9,9 +9,11 @@
 //!   this process and through a split cluster on the same cores, side by side.
 //! - `scale`: the same job stream against 1, 2, 4… GPU nodes.
 //! - `blobs`: witness-blob transfer MB/s, one object per blob beside striped objects.
+//! - `gateway`: the latency `cuzk gateway` adds per proof over a direct NATS submission.
 
 mod blobs;
 mod cluster;
+mod gateway;
 mod load;
 mod report;
 mod single_box;
@@ -59,6 +61,9 @@ enum Command {
     /// Witness-blob upload and fetch MB/s through the blobs bucket: one object per blob beside
     /// striped objects.
     Blobs(blobs::BlobArgs),
+    /// Submit-acknowledgement and end-to-end latency of the same jobs sent directly through
+    /// NATS and through `cuzk gateway` (gRPC), side by side.
+    Gateway(gateway::GatewayArgs),
 }
 
 /// What to submit and how hard.
@@ -321,6 +326,7 @@ fn main() -> anyhow::Result<()> {
             Command::Scale(args) => scale(args).await,
             Command::Flood(args) => flood(args).await,
             Command::Blobs(args) => blobs::run(args).await,
+            Command::Gateway(args) => gateway::run(args).await,
         }
     })
 }

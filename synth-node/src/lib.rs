@@ -8,6 +8,7 @@
 
 mod abandoned;
 pub mod budget;
+mod cancel;
 pub mod executor;
 pub mod intake;
 pub mod saver;
@@ -116,6 +117,11 @@ impl SynthNode {
                 self.topology.clone(),
                 self.ledger.clone(),
                 self.config.no_progress_timeout,
+                shutdown.clone(),
+            )),
+            tokio::spawn(cancel::serve(
+                self.topology.clone(),
+                self.ledger.clone(),
                 shutdown.clone(),
             )),
         ];
@@ -366,11 +372,24 @@ impl SynthNode {
             .instrument(info_span!("queue_room_wait"))
             .await?;
         let job_id = job.spec.job_id.clone();
+        // The job may have ended meanwhile: failed by a sibling partition, or cancelled.
         if let Some(record) = self.ledger.get(&job_id).await? {
-            if record.status == JobStatus::Failed {
-                return Err(StepError::Fatal(
-                    record.error.unwrap_or_else(|| "job failed".into()),
-                ));
+            match record.status {
+                JobStatus::Failed => {
+                    return Err(StepError::Fatal(
+                        record.error.unwrap_or_else(|| "job failed".into()),
+                    ))
+                }
+                status if status.is_final() => {
+                    info!(
+                        job_id,
+                        partition = index,
+                        ?status,
+                        "job ended; not synthesizing"
+                    );
+                    return Ok(());
+                }
+                _ => {}
             }
         }
         let (circuit, input, shapes, labels) = (

@@ -12,14 +12,29 @@ use cuzk_common::objects;
 use cuzk_common::policy::StepError;
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL};
-use cuzk_wire::job::{unix_ms, PartitionTimings, Priority, WorkItem, WORK_ITEM_VERSION};
-use tracing::{info, info_span, Instrument};
+use cuzk_wire::job::{
+    unix_ms, JobRecord, PartitionStatus, PartitionTimings, Priority, WorkItem, WORK_ITEM_VERSION,
+};
+use tracing::{info, info_span, warn, Instrument};
 
 use crate::intake::Admitted;
 
 /// Blob names carry the submission sequence so a resubmitted job id never meets stale blobs.
 pub fn blob_object_name(job_id: &str, partition: usize, seq: u64) -> String {
     format!("{job_id}/{seq}/{partition}")
+}
+
+/// Deletes the blobs of an ended job's partitions that were queued and not proved (proved
+/// ones were deleted by their GPU node).
+pub async fn delete_queued_blobs(topology: &Topology, record: &JobRecord) {
+    for (index, partition) in record.partitions.iter().enumerate() {
+        if partition.status == PartitionStatus::Queued {
+            let blob = blob_object_name(&record.job_id, index, record.submission_seq);
+            if let Err(e) = objects::delete(&topology.blobs, &blob).await {
+                warn!(err = %e, %blob, "deleting an ended job's blob failed; the bucket's max age reclaims it");
+            }
+        }
+    }
 }
 
 pub async fn save(

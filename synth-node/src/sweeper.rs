@@ -7,13 +7,11 @@
 use std::time::Duration;
 
 use cuzk_common::lifecycle::{sweep::Sweeper, Ledger};
-use cuzk_common::objects;
 use cuzk_common::topology::Topology;
-use cuzk_wire::job::PartitionStatus;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::saver::blob_object_name;
+use crate::saver::delete_queued_blobs;
 
 /// How often to sweep: a fraction of the timeout, so a stuck job ends soon after it, and never
 /// less often than once a minute.
@@ -42,14 +40,7 @@ pub async fn run(
             }
         };
         for record in &swept.ended {
-            for (index, partition) in record.partitions.iter().enumerate() {
-                if partition.status == PartitionStatus::Queued {
-                    let blob = blob_object_name(&record.job_id, index, record.submission_seq);
-                    if let Err(e) = objects::delete(&topology.blobs, &blob).await {
-                        warn!(err = %e, %blob, "deleting a stuck job's blob failed; the bucket's max age reclaims it");
-                    }
-                }
-            }
+            delete_queued_blobs(&topology, record).await;
         }
         if !swept.ended.is_empty() || swept.published > 0 {
             warn!(

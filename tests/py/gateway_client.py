@@ -6,8 +6,18 @@ Usage:
   gateway_client.py ADDRESS PROTO_DIR checks
       Lists the served services by reflection (grpcurl-style), reads GetStatus and GetMetrics,
       and checks the refusals: kinds the cluster lacks and unknown kinds are UNIMPLEMENTED, a
-      malformed C1 is INVALID_ARGUMENT, CancelProof/PreloadSRS/EvictSRS are UNIMPLEMENTED, an
-      AwaitProof that ends before the job does says TIMEOUT.
+      malformed C1 is INVALID_ARGUMENT, an AwaitProof that ends before the job does says
+      TIMEOUT.
+  gateway_client.py ADDRESS PROTO_DIR cancel RUNNING_JOB DONE_JOB
+      CancelProof of a running job (was_running, then AwaitProof says CANCELLED), again (no
+      longer running), of a finished job (not running, its status `done` in the reply's
+      cuzk-job-status metadata), of an unknown id (NOT_FOUND) and of a malformed one.
+  gateway_client.py ADDRESS PROTO_DIR srs CIRCUIT_ID
+      PreloadSRS (loads), again (already loaded), EvictSRS (frees), again (nothing loaded);
+      Curio's ids of kinds the cluster lacks are UNIMPLEMENTED, unknown ids INVALID_ARGUMENT.
+  gateway_client.py ADDRESS PROTO_DIR srs-refused CIRCUIT_ID
+      PreloadSRS where a GPU node lacks the shape's parameters and may not generate test
+      ones: FAILED_PRECONDITION naming that node's reason.
   gateway_client.py ADDRESS PROTO_DIR prove-fails C1_FILE MINER SECTOR
       Prove with a C1 that is well-formed but wrong: the reply must say FAILED with a reason.
   gateway_client.py ADDRESS PROTO_DIR prove C1_FILE MINER SECTOR PROOF_OUT
@@ -57,6 +67,11 @@ def say(line):
 
 
 FAILURES = []
+
+
+def fail_on_failures():
+    if FAILURES:
+        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
 
 
 def expect_code(what, call, code, text):
@@ -128,17 +143,64 @@ def checks(pb, stub, channel):
     expect_code("SubmitProof truncated C1", submit(vanilla_proof=b'{"SectorNum": 7, "Phase1Out": "eyJ'), invalid, "not a C1 output")
     expect_code("SubmitProof 32 GiB proof, 2 KiB size", submit(registered_proof=8), invalid, "sector_size 2048")
     expect_code("Prove without submit", lambda: stub.Prove(pb.ProveRequest(), timeout=10), invalid, "submit")
-    expect_code("CancelProof", lambda: stub.CancelProof(pb.CancelProofRequest(job_id="x"), timeout=10), unimplemented, "cancel")
-    expect_code("PreloadSRS", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-32g"), timeout=10), unimplemented, "PreloadSRS")
-    expect_code("EvictSRS", lambda: stub.EvictSRS(pb.EvictSrsRequest(circuit_id="porep-32g"), timeout=10), unimplemented, "EvictSRS")
     expect_code("AwaitProof bad id", lambda: stub.AwaitProof(pb.AwaitProofRequest(job_id="a b"), timeout=10), invalid, "job id")
     reply = stub.AwaitProof(pb.AwaitProofRequest(job_id="never-submitted", timeout_ms=200), timeout=10)
     say(f"AwaitProof never-submitted (200 ms): {pb.AwaitProofResponse.Status.Name(reply.status)}")
     if reply.status != pb.AwaitProofResponse.TIMEOUT:
         sys.exit("expected TIMEOUT")
     listing(channel)
-    if FAILURES:
-        sys.exit("unexpected answers:\n" + "\n".join(FAILURES))
+    fail_on_failures()
+
+
+def cancel_proof(pb, stub, job_id):
+    reply, call = stub.CancelProof.with_call(pb.CancelProofRequest(job_id=job_id), timeout=30)
+    status = dict(call.initial_metadata()).get("cuzk-job-status")
+    say(f"CancelProof {job_id}: was_running={reply.was_running} cuzk-job-status={status}")
+    return reply.was_running, status
+
+
+def cancel(pb, stub, running, done):
+    if cancel_proof(pb, stub, running) != (True, "cancelled"):
+        sys.exit("expected was_running, cancelled")
+    reply = stub.AwaitProof(pb.AwaitProofRequest(job_id=running, timeout_ms=10000), timeout=30)
+    say(f"AwaitProof {running}: {pb.AwaitProofResponse.Status.Name(reply.status)} error={reply.error_message!r}")
+    if reply.status != pb.AwaitProofResponse.CANCELLED:
+        sys.exit("expected CANCELLED")
+    if cancel_proof(pb, stub, running) != (False, "cancelled"):
+        sys.exit("expected not running, cancelled")
+    if cancel_proof(pb, stub, done) != (False, "done"):
+        sys.exit("expected not running, done")
+    expect_code("CancelProof unknown id", lambda: stub.CancelProof(pb.CancelProofRequest(job_id="never-submitted"), timeout=30),
+                grpc.StatusCode.NOT_FOUND, "no job")
+    expect_code("CancelProof bad id", lambda: stub.CancelProof(pb.CancelProofRequest(job_id="a b"), timeout=10),
+                grpc.StatusCode.INVALID_ARGUMENT, "job id")
+    fail_on_failures()
+
+
+def srs(pb, stub, circuit_id):
+    for expected in (False, True):
+        reply = stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id=circuit_id), timeout=120)
+        say(f"PreloadSRS {circuit_id}: already_loaded={reply.already_loaded} load_time_ms={reply.load_time_ms}")
+        if reply.already_loaded != expected:
+            sys.exit(f"expected already_loaded={expected}")
+    for expected in (True, False):
+        reply = stub.EvictSRS(pb.EvictSrsRequest(circuit_id=circuit_id), timeout=30)
+        say(f"EvictSRS {circuit_id}: was_loaded={reply.was_loaded} freed_bytes={reply.freed_bytes}")
+        if reply.was_loaded != expected or (reply.freed_bytes > 0) != expected:
+            sys.exit(f"expected was_loaded={expected} and bytes freed accordingly")
+    reply = stub.EvictSRS(pb.EvictSrsRequest(circuit_id="porep-32g"), timeout=30)
+    say(f"EvictSRS porep-32g: was_loaded={reply.was_loaded} freed_bytes={reply.freed_bytes}")
+    expect_code("PreloadSRS wpost-32g", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="wpost-32g"), timeout=30),
+                grpc.StatusCode.UNIMPLEMENTED, "POREP_SEAL_COMMIT only")
+    expect_code("PreloadSRS porep-16g", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-16g"), timeout=30),
+                grpc.StatusCode.INVALID_ARGUMENT, "accepted")
+    fail_on_failures()
+
+
+def srs_refused(pb, stub, circuit_id):
+    expect_code(f"PreloadSRS {circuit_id}", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id=circuit_id), timeout=120),
+                grpc.StatusCode.FAILED_PRECONDITION, "does not generate test parameters")
+    fail_on_failures()
 
 
 def porep_request(pb, c1_file, miner, sector):
@@ -228,7 +290,8 @@ def main(argv):
     with grpc.insecure_channel(address, options=options) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = pb_grpc.ProvingEngineStub(channel)
-        {"checks": checks, "prove-fails": prove_fails, "prove": prove, "post": post}[command](
+        {"checks": checks, "prove-fails": prove_fails, "prove": prove, "cancel": cancel, "srs": srs,
+         "srs-refused": srs_refused, "post": post}[command](
             pb, stub, *([channel] if command == "checks" else args))
     say("ok")
     return 0

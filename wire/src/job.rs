@@ -285,11 +285,27 @@ pub enum JobStatus {
     Proving,
     Done,
     Failed,
+    /// Ended on request (`cuzk cancel`, the gateway's `CancelProof`) before it was done.
+    Cancelled,
 }
 
 impl JobStatus {
     pub fn is_final(self) -> bool {
-        matches!(self, JobStatus::Done | JobStatus::Failed)
+        matches!(
+            self,
+            JobStatus::Done | JobStatus::Failed | JobStatus::Cancelled
+        )
+    }
+
+    /// The status as it is written in records and results.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobStatus::Synthesizing => "synthesizing",
+            JobStatus::Proving => "proving",
+            JobStatus::Done => "done",
+            JobStatus::Failed => "failed",
+            JobStatus::Cancelled => "cancelled",
+        }
     }
 }
 
@@ -412,10 +428,19 @@ pub struct JobResult {
 
 impl JobResult {
     pub fn failed(job_id: &str, error: impl Into<String>) -> JobResult {
+        JobResult::ended(job_id, JobStatus::Failed, error)
+    }
+
+    /// A job cancelled on request; `reason` says by whom or why.
+    pub fn cancelled(job_id: &str, reason: impl Into<String>) -> JobResult {
+        JobResult::ended(job_id, JobStatus::Cancelled, reason)
+    }
+
+    fn ended(job_id: &str, status: JobStatus, error: impl Into<String>) -> JobResult {
         JobResult {
             version: RESULT_VERSION,
             job_id: job_id.to_owned(),
-            status: JobStatus::Failed,
+            status,
             circuit: None,
             proof: None,
             partitions: 0,

@@ -4,6 +4,7 @@
 
 pub mod blob;
 pub mod codec;
+pub mod control;
 pub mod job;
 pub mod witness;
 

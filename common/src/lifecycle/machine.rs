@@ -5,6 +5,7 @@
 //! ```text
 //!  (none) ──admitted──► synthesizing ──synthesized──► proving ──finish──► done | failed
 //!     │                   partitions: pending ─queued─► queued ─proved─► proved      │
+//!     │                   synthesizing | proving ──finish (cancel)──► cancelled     │
 //!     └──refused (intake failed) ──────────────────────────────────────────────► failed
 //!  final, result unpublished ──published──► final, published
 //! ```
@@ -358,6 +359,22 @@ mod tests {
         assert_eq!(r.error.as_deref(), Some("first"));
         assert!(!queued(&mut r, 0, PartitionTimings::default()));
         assert!(!resumed(&mut r, 3));
+    }
+
+    #[test]
+    fn a_cancelled_job_ignores_late_proofs() {
+        let mut r = admitted(&spec(), shape(2), 7, 100, 1, 150);
+        assert!(queued(&mut r, 0, PartitionTimings::default()));
+        assert!(finish(&mut r, &JobResult::cancelled("j", "by request")));
+        assert_eq!(r.status, JobStatus::Cancelled);
+        assert_eq!(partition_state(&r, 1), Proved::JobEnded);
+        assert_eq!(proved(&mut r, 0, &proof(1)), Proved::JobEnded);
+        assert_eq!(r.partitions[0].status, PartitionStatus::Queued);
+        assert!(!queued(&mut r, 1, PartitionTimings::default()));
+        assert!(!synthesized(&mut r));
+        assert!(!complete(&r));
+        assert!(!finish(&mut r, &JobResult::failed("j", "late")));
+        assert_eq!(r.error.as_deref(), Some("by request"));
     }
 
     #[test]

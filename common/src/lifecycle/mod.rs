@@ -18,6 +18,7 @@ pub use machine::{JobShape, Proved, ProvedPartition};
 
 use crate::metrics::{metrics, JobLabels};
 use crate::topology::Topology;
+use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::job::{unix_ms, JobRecord, JobResult, JobSpec, PartitionTimings};
 
 /// How long a final record may wait for its finisher to publish the result before someone else
@@ -241,6 +242,34 @@ impl Ledger {
         Ok(Finish::Published)
     }
 
+    /// Cancels the job unless it has ended: the record becomes final `cancelled` first, then
+    /// the one result says so. Returns what happened and the record as it stands. Partitions
+    /// already queued or being proved meet the final record and are skipped; a proof that
+    /// lands later changes nothing (`machine::proved`).
+    pub async fn cancel(
+        &self,
+        job_id: &str,
+        reason: &str,
+    ) -> Result<(CancelOutcome, Option<JobRecord>), RecordError> {
+        let mut result = JobResult::cancelled(job_id, reason);
+        let updated = store::update(&self.kv, job_id, |r| {
+            result.circuit = Some(r.circuit.clone());
+            result.partitions = r.partitions.len() as u32;
+            result.synthetic = r.synthetic;
+            machine::finish(r, &result)
+        })
+        .await?;
+        match updated {
+            None => Ok((CancelOutcome::Unknown, None)),
+            Some((record, true)) => {
+                tracing::info!(job_id, reason, "job cancelled");
+                self.report(&result, &labels(&record)).await?;
+                Ok((CancelOutcome::Cancelled, Some(record)))
+            }
+            Some((record, false)) => Ok((CancelOutcome::AlreadyEnded, Some(record))),
+        }
+    }
+
     /// Fails the job if it is still open and has made no progress for `no_progress` (checked
     /// again inside the compare-and-set). Returns the record as ended.
     pub async fn end_stale(
@@ -275,11 +304,7 @@ impl Ledger {
 
     /// Counts and publishes a result whose record this process just made final.
     async fn report(&self, result: &JobResult, labels: &JobLabels) -> Result<(), RecordError> {
-        let status = match result.status {
-            cuzk_wire::job::JobStatus::Done => "done",
-            _ => "failed",
-        };
-        metrics().job(status, labels);
+        metrics().job(result.status.name(), labels);
         self.publish(&result.job_id, result).await
     }
 
