@@ -202,14 +202,7 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
                 (c1_job("wrong-size", wrong_size, &api_json), "8MiB"),
                 (c1_job("corrupt", params.clone(), &corrupt), "do not verify"),
             ];
-            for (spec, expected) in &bad {
-                let result = submit_and_wait(&cluster.client, spec, TIMEOUT)
-                    .await
-                    .unwrap();
-                assert_eq!(result.status, JobStatus::Failed, "{}", spec.job_id);
-                let error = result.error.unwrap_or_default();
-                assert!(error.contains(expected), "{}: {error}", spec.job_id);
-            }
+            support::each_fails(&cluster.client, &bad).await;
 
             // The CLI exits non-zero on a failed job, and writes no proof.
             let corrupt_c1: SealCommitPhase1Output = serde_json::from_slice(&corrupt).unwrap();

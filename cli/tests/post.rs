@@ -172,14 +172,7 @@ fn window_and_winning_post_jobs_are_proved_and_filecoin_proofs_verifies_them() {
                     "WinningPoSt vanilla proof does not verify",
                 ),
             ];
-            for (spec, expected) in &bad {
-                let result = submit_and_wait(&cluster.client, spec, TIMEOUT)
-                    .await
-                    .unwrap();
-                assert_eq!(result.status, JobStatus::Failed, "{}", spec.job_id);
-                let error = result.error.unwrap_or_default();
-                assert!(error.contains(expected), "{}: {error}", spec.job_id);
-            }
+            support::each_fails(&cluster.client, &bad).await;
 
             let mut proofs = Vec::new();
             for (id, kind, vanilla) in [

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cuzk_cli::LocalCluster;
 use cuzk_common::config::{GpuArgs, ParamArgs, SynthArgs};
-use cuzk_wire::job::{JobInput, JobResult, JobSpec, Priority, JOB_SPEC_VERSION};
+use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use futures::StreamExt;
 
 pub const TIMEOUT: Duration = Duration::from_secs(300);
@@ -135,4 +135,16 @@ pub async fn queue_work(
         .unwrap()
         .await
         .unwrap();
+}
+
+/// Submits each job and checks that it fails with an error containing its expected text.
+pub async fn each_fails(client: &async_nats::Client, bad: &[(JobSpec, &str)]) {
+    for (spec, expected) in bad {
+        let result = cuzk_cli::submit_and_wait(client, spec, TIMEOUT)
+            .await
+            .unwrap();
+        assert_eq!(result.status, JobStatus::Failed, "{}", spec.job_id);
+        let error = result.error.unwrap_or_default();
+        assert!(error.contains(expected), "{}: {error}", spec.job_id);
+    }
 }
