@@ -164,7 +164,8 @@ async fn delivered(url: &str, from: &str, to: &str, subject: &str) -> bool {
         .await
         .unwrap();
     let _ = sender.flush().await;
-    let arrived = tokio::time::timeout(Duration::from_secs(1), sub.next()).await;
+    // Long enough for a loaded CI box (1 s once missed a delivery the loosened config allows).
+    let arrived = tokio::time::timeout(Duration::from_secs(3), sub.next()).await;
     matches!(arrived, Ok(Some(_)))
 }
 
