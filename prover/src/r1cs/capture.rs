@@ -100,11 +100,6 @@ impl Matrix {
 }
 
 impl MatrixCs {
-    /// A capture of one block of a circuit whose first `prefix` (ONE included) another capture
-    /// has recorded: the synthesis runs the prefix again, which is only counted, and the block's
-    /// variables are numbered from `at`, as if every block before it had been captured here.
-    /// Blocks captured this way in parallel and [`append`](Self::append)ed in order give the
-    /// matrices one sequential capture gives.
     /// A capture with ONE allocated first, as bellperson does.
     pub fn start() -> MatrixCs {
         let mut cs = MatrixCs::new();
@@ -112,6 +107,11 @@ impl MatrixCs {
         cs
     }
 
+    /// A capture of one block of a circuit whose first `prefix` (ONE included) another capture
+    /// has recorded: the synthesis runs the prefix again, which is only counted, and the block's
+    /// variables are numbered from `at`, as if every block before it had been captured here.
+    /// Blocks captured this way in parallel and [`append`](Self::append)ed in order give the
+    /// matrices one sequential capture gives.
     pub fn continuation(prefix: Counts, at: Counts) -> MatrixCs {
         let mut cs = MatrixCs::start();
         cs.replay = Some(Replay { prefix, at });
