@@ -22,6 +22,10 @@ pub mod porep_c1;
 #[cfg(feature = "porep")]
 pub mod post;
 mod sha256;
+#[cfg(feature = "porep")]
+pub mod snap;
+#[cfg(feature = "porep")]
+mod vanilla;
 
 pub use cache::{ShapeCache, ShapeId, CACHE_ENV, FILECOIN_CACHE_ENV};
 
@@ -86,7 +90,14 @@ pub const MAX_PARTITIONS: usize = 64;
 #[cfg(not(feature = "porep"))]
 const KNOWN: &[&str] = &["sha256", "mimc"];
 #[cfg(feature = "porep")]
-const KNOWN: &[&str] = &["sha256", "mimc", "porep-c2", "window-post", "winning-post"];
+const KNOWN: &[&str] = &[
+    "sha256",
+    "mimc",
+    "porep-c2",
+    "window-post",
+    "winning-post",
+    "snap-deals",
+];
 
 /// Which circuit a job proves, as given in the job JSON: `{"name": "sha256", "params": {...}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -216,6 +227,8 @@ pub fn resolve(spec: &CircuitSpec) -> Result<Arc<dyn CircuitFamily>, CircuitErro
             post::PostKind::Winning,
             &spec.params,
         )?)),
+        #[cfg(feature = "porep")]
+        "snap-deals" => Ok(Arc::new(snap::SnapFamily::from_params(&spec.params)?)),
         other => Err(CircuitError::UnknownCircuit(other.to_string())),
     }
 }

@@ -19,12 +19,10 @@
 //! the partition's place) and `verify_winning_post` accept it. Parameters: Filecoin's published
 //! `v28-proof-of-spacetime-fallback-….params`, like PoRep's ([`crate::porep`]).
 
-use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use base64::Engine;
 use blstrs::Scalar;
 use cuzk_prover::setup::FixedBase;
 use cuzk_prover::ShapeMatrices;
@@ -43,6 +41,7 @@ use storage_proofs_post::fallback::{
 };
 
 use crate::porep::{self, hex_string, parse_hex32, with_tree, Miner, SectorSize};
+use crate::vanilla::{self, LastInput};
 use crate::{CircuitError, CircuitFamily, PartitionShape, Synthesis, Synthesized};
 
 mod fixtures;
@@ -144,13 +143,6 @@ struct Params {
     proof: Option<String>,
 }
 
-/// The job input: one bincode `FallbackPoStSectorProof` per sector, base64.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Input {
-    vanilla_proofs: Vec<String>,
-}
-
 /// The partition, checked: public inputs as the prover builds them, and its vanilla proof
 /// arranged for the circuit.
 struct Partition<Tree: MerkleTreeTrait> {
@@ -164,8 +156,8 @@ pub struct PostFamily {
     prover_id: [u8; 32],
     randomness: [u8; 32],
     partition_index: usize,
-    /// The last input's checked partition (`Partition<Tree>`), by input hash.
-    parsed: Mutex<Option<([u8; 32], Arc<dyn Any + Send + Sync>)>>,
+    /// The last input's checked partition (`Partition<Tree>`).
+    parsed: LastInput,
 }
 
 impl std::fmt::Debug for PostFamily {
@@ -191,7 +183,7 @@ impl PostFamily {
             prover_id,
             randomness,
             partition_index,
-            parsed: Mutex::default(),
+            parsed: LastInput::default(),
         }
     }
 
@@ -244,18 +236,7 @@ impl PostFamily {
         &self,
         input: &[u8],
     ) -> Result<Arc<Partition<Tree>>, CircuitError> {
-        use sha2::{Digest, Sha256};
-        let hash: [u8; 32] = Sha256::digest(input).into();
-        let cached = self.parsed.lock().expect("parsed cache poisoned").clone();
-        if let Some(p) = cached
-            .filter(|(h, _)| *h == hash)
-            .and_then(|(_, p)| p.downcast::<Partition<Tree>>().ok())
-        {
-            return Ok(p);
-        }
-        let partition = Arc::new(self.check::<Tree>(input)?);
-        *self.parsed.lock().expect("parsed cache poisoned") = Some((hash, partition.clone()));
-        Ok(partition)
+        self.parsed.get_or_check(input, || self.check::<Tree>(input))
     }
 
     /// The vanilla proofs in the input, decoded with bounded reads.
@@ -263,19 +244,9 @@ impl PostFamily {
         &self,
         input: &[u8],
     ) -> Result<Vec<FallbackPoStSectorProof<Tree>>, CircuitError> {
-        use bincode::Options;
-        if input.len() > MAX_POST_INPUT_BYTES {
-            return Err(self.err(format!(
-                "input is {} bytes; at most {MAX_POST_INPUT_BYTES} allowed",
-                input.len()
-            )));
-        }
-        let parsed: Input = serde_json::from_slice(input).map_err(|e| {
-            self.err(format!(
-                "input is not {{\"vanilla_proofs\": [\"<base64>\", …]}}: {e}"
-            ))
-        })?;
-        let (count, max) = (parsed.vanilla_proofs.len(), self.proof.max_sectors());
+        let circuit = self.proof.kind.circuit();
+        let entries = vanilla::entries(circuit, input, MAX_POST_INPUT_BYTES)?;
+        let (count, max) = (entries.len(), self.proof.max_sectors());
         let expected = match self.proof.kind {
             PostKind::Window => (1..=max).contains(&count),
             PostKind::Winning => count == max,
@@ -290,28 +261,14 @@ impl PostFamily {
                 }
             )));
         }
-        parsed
-            .vanilla_proofs
+        let what = format!(
+            "a {} sector proof (bincode FallbackPoStSectorProof)",
+            self.proof.size.name()
+        );
+        entries
             .iter()
             .enumerate()
-            .map(|(i, b64)| {
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(b64)
-                    .map_err(|e| self.err(format!("vanilla proof {i} is not base64: {e}")))?;
-                // filecoin-proofs-api's options (`bincode::deserialize`), with every length
-                // bounded by the bytes actually there.
-                bincode::DefaultOptions::new()
-                    .with_fixint_encoding()
-                    .allow_trailing_bytes()
-                    .with_limit(bytes.len() as u64)
-                    .deserialize(&bytes)
-                    .map_err(|e| {
-                        self.err(format!(
-                            "vanilla proof {i} is not a {} sector proof (bincode FallbackPoStSectorProof): {e}",
-                            self.proof.size.name()
-                        ))
-                    })
-            })
+            .map(|(i, entry)| vanilla::decode(circuit, i, entry, &what))
             .collect()
     }
 
