@@ -8,7 +8,10 @@
 //! says about itself. WindowPoSt / WinningPoSt: the request's `vanilla_proofs` (one bincode
 //! `FallbackPoStSectorProof` per sector) become the job input `{"vanilla_proofs": [base64, …]}`
 //! of a `window-post` / `winning-post` job, with proof, miner, randomness and partition as its
-//! parameters (`cuzk_circuits::post`). SnapDeals is not implemented.
+//! parameters (`cuzk_circuits::post`). SnapDeals: the request's `vanilla_proofs` (one bincode
+//! `PartitionProof` per partition) become the same input of a `snap-deals` job, with the
+//! sector size of its `registered_proof` (lotus' `RegisteredUpdateProof`) and the three
+//! commitments as its parameters (`cuzk_circuits::snap`).
 
 use bytes::Bytes;
 use cuzk_wire::job::{valid_job_id, JobInput, JobSpec, Priority, JOB_SPEC_VERSION, MAX_JOB_ID_LEN};
@@ -16,7 +19,7 @@ use cuzk_wire::job::{valid_job_id, JobInput, JobSpec, Priority, JOB_SPEC_VERSION
 use crate::proto::{self, ProofKind, SubmitProofRequest};
 
 /// The kinds a cluster built with Filecoin proofs proves.
-const PROVED: &str = "POREP_SEAL_COMMIT, WINDOW_POST_PARTITION, WINNING_POST";
+const PROVED: &str = "POREP_SEAL_COMMIT, SNAP_DEALS_UPDATE, WINDOW_POST_PARTITION, WINNING_POST";
 
 /// WindowPoSt or WinningPoSt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,11 +68,7 @@ pub fn job_for(request: SubmitProofRequest) -> Result<(JobSpec, Bytes), RequestE
             porep_params(&request)?,
             request.vanilla_proof.clone(),
         ),
-        ProofKind::SnapDealsUpdate => {
-            return Err(RequestError::Unimplemented(format!(
-                "SNAP_DEALS_UPDATE (SnapDeals empty-sector update) is not implemented by this cluster: it proves {PROVED}"
-            )))
-        }
+        ProofKind::SnapDealsUpdate => snap_job(&request)?,
         ProofKind::WindowPostPartition => post_job(PostKind::Window, &request)?,
         ProofKind::WinningPost => post_job(PostKind::Winning, &request)?,
     };
@@ -182,7 +181,6 @@ fn post_job(
     kind: PostKind,
     request: &SubmitProofRequest,
 ) -> Result<(&'static str, serde_json::Value, Bytes), RequestError> {
-    use base64::Engine;
     use cuzk_circuits::post::{self, PostProof, MAX_POST_INPUT_BYTES};
 
     let invalid = RequestError::Invalid;
@@ -227,17 +225,7 @@ fn post_job(
             proof.api_name()
         )));
     }
-    let raw: usize = proofs.iter().map(|p| p.len()).sum();
-    // base64 grows the proofs by a third; the JSON around them is small.
-    if raw / 3 * 4 + 64 * proofs.len() > MAX_POST_INPUT_BYTES {
-        return Err(invalid(format!(
-            "vanilla_proofs hold {raw} bytes, over what a PoSt job takes ({MAX_POST_INPUT_BYTES} bytes as base64)"
-        )));
-    }
-    let b64 = &base64::engine::general_purpose::STANDARD;
-    let input = serde_json::json!({
-        "vanilla_proofs": proofs.iter().map(|p| b64.encode(p)).collect::<Vec<_>>()
-    });
+    let input = vanilla_input(proofs, MAX_POST_INPUT_BYTES, "a PoSt job")?;
     let mut params = serde_json::json!({
         "sector_size": proof.size.name(),
         "proof": proof.api_name(),
@@ -247,8 +235,68 @@ fn post_job(
     if kind == post::PostKind::Window {
         params["partition_index"] = request.partition_index.into();
     }
-    let input = serde_json::to_vec(&input).expect("JSON of strings serializes");
-    Ok((kind.circuit(), params, input.into()))
+    Ok((kind.circuit(), params, input))
+}
+
+/// The job input `{"vanilla_proofs": [base64, …]}` of `proofs`, if at most `max` bytes.
+#[cfg(feature = "porep")]
+fn vanilla_input(proofs: &[Bytes], max: usize, job: &str) -> Result<Bytes, RequestError> {
+    use base64::Engine;
+    let raw: usize = proofs.iter().map(|p| p.len()).sum();
+    // base64 grows the proofs by a third; the JSON around them is small.
+    if raw / 3 * 4 + 64 * proofs.len() > max {
+        return Err(RequestError::Invalid(format!(
+            "vanilla_proofs hold {raw} bytes, over what {job} takes ({max} bytes as base64)"
+        )));
+    }
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let input = serde_json::json!({
+        "vanilla_proofs": proofs.iter().map(|p| b64.encode(p)).collect::<Vec<_>>()
+    });
+    Ok(serde_json::to_vec(&input)
+        .expect("JSON of strings serializes")
+        .into())
+}
+
+/// The `snap-deals` job for a SnapDeals request: its parameters and input.
+#[cfg(feature = "porep")]
+fn snap_job(
+    request: &SubmitProofRequest,
+) -> Result<(&'static str, serde_json::Value, Bytes), RequestError> {
+    use cuzk_circuits::snap::{self, SnapFamily, MAX_SNAP_INPUT_BYTES};
+
+    let invalid = RequestError::Invalid;
+    let size = snap::size_of_update_proof(request.registered_proof).map_err(invalid)?;
+    let name = snap::api_name(size);
+    check_sector_size(request, size.bytes(), &name)?;
+    let proofs = &request.vanilla_proofs;
+    let partitions = snap::partitions(size);
+    if proofs.len() != partitions {
+        return Err(invalid(format!(
+            "{} vanilla proofs; {name} takes {partitions}, one PartitionProof per partition (field 11)",
+            proofs.len()
+        )));
+    }
+    let commitment = |field: &str, bytes: &Bytes| {
+        if bytes.len() == 32 {
+            Ok(hex::encode(bytes))
+        } else {
+            Err(invalid(format!(
+                "{field} has {} bytes; a SnapDeals commitment has 32",
+                bytes.len()
+            )))
+        }
+    };
+    let params = serde_json::json!({
+        "sector_size": size.name(),
+        "comm_r_old": commitment("comm_r_old", &request.comm_r_old)?,
+        "comm_r_new": commitment("comm_r_new", &request.comm_r_new)?,
+        "comm_d_new": commitment("comm_d_new", &request.comm_d_new)?,
+    });
+    // Refused here rather than in synthesis: commitments that are not field elements.
+    SnapFamily::from_params(&params).map_err(|e| invalid(e.to_string()))?;
+    let input = vanilla_input(proofs, MAX_SNAP_INPUT_BYTES, "a SnapDeals job")?;
+    Ok(("snap-deals", params, input))
 }
 
 #[cfg(not(feature = "porep"))]
@@ -258,6 +306,15 @@ fn post_job(
 ) -> Result<(&'static str, serde_json::Value, Bytes), RequestError> {
     Err(RequestError::Unimplemented(
         "PoSt: this gateway was built without Filecoin proofs (feature `porep`)".into(),
+    ))
+}
+
+#[cfg(not(feature = "porep"))]
+fn snap_job(
+    _: &SubmitProofRequest,
+) -> Result<(&'static str, serde_json::Value, Bytes), RequestError> {
+    Err(RequestError::Unimplemented(
+        "SNAP_DEALS_UPDATE: this gateway was built without Filecoin proofs (feature `porep`)".into(),
     ))
 }
 
@@ -363,17 +420,14 @@ mod tests {
 
     #[test]
     fn kinds_the_cluster_lacks_are_unimplemented() {
-        for (kind, name) in [
-            (ProofKind::SnapDealsUpdate as i32, "SNAP_DEALS_UPDATE"),
-            (42, "42"),
-        ] {
-            match job_for(SubmitProofRequest {
-                proof_kind: kind,
-                ..porep(lotus(7))
-            }) {
-                Err(RequestError::Unimplemented(m)) => assert!(m.contains(name), "{m}"),
-                other => panic!("{name}: {other:?}"),
+        match job_for(SubmitProofRequest {
+            proof_kind: 42,
+            ..porep(lotus(7))
+        }) {
+            Err(RequestError::Unimplemented(m)) => {
+                assert!(m.contains("42") && m.contains("SNAP_DEALS_UPDATE"), "{m}")
             }
+            other => panic!("42: {other:?}"),
         }
     }
 
@@ -469,6 +523,96 @@ mod tests {
                 ..window(1)
             },
             "partition_index 3",
+        );
+    }
+
+    /// What Curio's snap prove task sends (`lib/ffi` in Curio): Curio's default priority.
+    fn snap(proofs: usize) -> SubmitProofRequest {
+        SubmitProofRequest {
+            request_id: "ps-snap-1234-9-77".into(),
+            proof_kind: ProofKind::SnapDealsUpdate as i32,
+            registered_proof: 0,
+            priority: proto::Priority::Normal as i32,
+            vanilla_proofs: vec![Bytes::from_static(&[1, 2, 3]); proofs],
+            sector_number: 9,
+            miner_id: 1234,
+            comm_r_old: vec![1; 32].into(),
+            comm_r_new: vec![2; 32].into(),
+            comm_d_new: vec![3; 32].into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_curio_snap_request_becomes_a_snap_deals_job() {
+        let (spec, input) = job_for(snap(1)).unwrap();
+        assert_eq!(spec.circuit, "snap-deals");
+        assert_eq!(spec.priority, Priority::Normal);
+        assert_eq!(
+            spec.params,
+            serde_json::json!({"sector_size": "2KiB", "comm_r_old": "01".repeat(32),
+                "comm_r_new": "02".repeat(32), "comm_d_new": "03".repeat(32)})
+        );
+        let input: serde_json::Value = serde_json::from_slice(&input).unwrap();
+        assert_eq!(input, serde_json::json!({"vanilla_proofs": ["AQID"]}));
+        cuzk_circuits::resolve(&cuzk_circuits::CircuitSpec {
+            name: spec.circuit.clone(),
+            params: spec.params.clone(),
+        })
+        .unwrap();
+        let big = SubmitProofRequest {
+            registered_proof: 3,
+            sector_size: 32 << 30,
+            priority: 0,
+            ..snap(16)
+        };
+        let (spec, _) = job_for(big).unwrap();
+        assert_eq!(spec.params["sector_size"], "32GiB");
+        assert_eq!(spec.priority, Priority::Normal);
+    }
+
+    #[test]
+    fn bad_snap_requests_are_refused_with_the_reason() {
+        let invalid = |request: SubmitProofRequest, expected: &str| match job_for(request) {
+            Err(RequestError::Invalid(m)) => assert!(m.contains(expected), "{m}"),
+            other => panic!("expected INVALID_ARGUMENT ({expected}), got {other:?}"),
+        };
+        invalid(snap(0), "0 vanilla proofs; StackedDrg2KiBV1 takes 1");
+        invalid(snap(2), "2 vanilla proofs; StackedDrg2KiBV1 takes 1");
+        invalid(
+            SubmitProofRequest {
+                registered_proof: 5,
+                ..snap(1)
+            },
+            "registered update proof 5 is unknown",
+        );
+        invalid(
+            SubmitProofRequest {
+                sector_size: 4096,
+                ..snap(1)
+            },
+            "sector_size 4096",
+        );
+        invalid(
+            SubmitProofRequest {
+                comm_r_old: vec![1; 31].into(),
+                ..snap(1)
+            },
+            "comm_r_old has 31 bytes",
+        );
+        invalid(
+            SubmitProofRequest {
+                comm_d_new: Bytes::new(),
+                ..snap(1)
+            },
+            "comm_d_new has 0 bytes",
+        );
+        invalid(
+            SubmitProofRequest {
+                comm_r_new: vec![0xff; 32].into(),
+                ..snap(1)
+            },
+            "'comm_r_new'",
         );
     }
 }

@@ -1,7 +1,7 @@
 //! `PreloadSRS` / `EvictSRS`: Curio's `circuit_id` as a circuit the GPU nodes can resolve, and
 //! the nodes' answers folded into Curio's replies. Accepted ids:
-//! - Curio's own (`extern/cuzk` in Curio): `porep-32g`, `porep-64g`; its `wpost-32g`,
-//!   `winning-32g`, `snap-32g`, `snap-64g` name kinds this cluster does not prove yet;
+//! - Curio's own (`extern/cuzk` in Curio): `porep-32g`, `porep-64g`, `snap-32g`, `snap-64g`;
+//!   its `wpost-32g`, `winning-32g` name kinds this cluster does not prove yet;
 //! - our PoRep shape keys, `porep-c2-<size>` (`2KiB`, `8MiB`, `512MiB`, `32GiB`, `64GiB`);
 //! - a circuit as a job names it, as JSON: `{"circuit": "mimc", "params": {"rounds": 64, "partitions": 1}}`.
 
@@ -11,7 +11,7 @@ use tonic::Status;
 
 use crate::proto::{EvictSrsResponse, PreloadSrsResponse};
 
-const CURIO_UNSUPPORTED: &[&str] = &["wpost-32g", "winning-32g", "snap-32g", "snap-64g"];
+const CURIO_UNSUPPORTED: &[&str] = &["wpost-32g", "winning-32g"];
 const POREP_SIZES: &[&str] = &["2KiB", "8MiB", "512MiB", "32GiB", "64GiB"];
 
 /// The circuit name and parameters `circuit_id` stands for.
@@ -21,9 +21,17 @@ pub fn circuit_for(circuit_id: &str) -> Result<(String, serde_json::Value), Stat
         let params = json!({"sector_size": size, "sector_id": 0, "prover_id": "00".repeat(32)});
         Ok(("porep-c2".to_owned(), params))
     };
+    let snap = |size: &str| {
+        // The shape depends on the sector size alone; any commitments do.
+        let one = "01".repeat(32);
+        let params = json!({"sector_size": size, "comm_r_old": one, "comm_r_new": one, "comm_d_new": one});
+        Ok(("snap-deals".to_owned(), params))
+    };
     match circuit_id {
         "porep-32g" => return porep("32GiB"),
         "porep-64g" => return porep("64GiB"),
+        "snap-32g" => return snap("32GiB"),
+        "snap-64g" => return snap("64GiB"),
         id if CURIO_UNSUPPORTED.contains(&id) => {
             return Err(Status::unimplemented(format!(
                 "{id}: this cluster proves POREP_SEAL_COMMIT only"
@@ -45,7 +53,7 @@ pub fn circuit_for(circuit_id: &str) -> Result<(String, serde_json::Value), Stat
     }
     let invalid = |why: String| {
         Status::invalid_argument(format!(
-            "circuit_id {circuit_id:?}: {why}; accepted: porep-32g, porep-64g, porep-c2-<2KiB|8MiB|512MiB|32GiB|64GiB>, or {{\"circuit\": ..., \"params\": {{...}}}}"
+            "circuit_id {circuit_id:?}: {why}; accepted: porep-32g, porep-64g, snap-32g, snap-64g, porep-c2-<2KiB|8MiB|512MiB|32GiB|64GiB>, or {{\"circuit\": ..., \"params\": {{...}}}}"
         ))
     };
     let named: Named = serde_json::from_str(circuit_id).map_err(|_| invalid("unknown".into()))?;
@@ -108,6 +116,16 @@ mod tests {
         let mimc =
             circuit_for(r#"{"circuit":"mimc","params":{"rounds":64,"partitions":1}}"#).unwrap();
         assert_eq!(mimc.0, "mimc");
+        let (name, params) = circuit_for("snap-64g").unwrap();
+        assert_eq!(
+            (name.as_str(), &params["sector_size"]),
+            ("snap-deals", &json!("64GiB"))
+        );
+        let spec = cuzk_circuits::CircuitSpec { name, params };
+        assert_eq!(
+            cuzk_circuits::resolve(&spec).unwrap().shape_key(),
+            "snap-deals-64GiB"
+        );
         assert_eq!(
             circuit_for("wpost-32g").unwrap_err().code(),
             tonic::Code::Unimplemented
