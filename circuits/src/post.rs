@@ -236,7 +236,8 @@ impl PostFamily {
         &self,
         input: &[u8],
     ) -> Result<Arc<Partition<Tree>>, CircuitError> {
-        self.parsed.get_or_check(input, || self.check::<Tree>(input))
+        self.parsed
+            .get_or_check(input, || self.check::<Tree>(input))
     }
 
     /// The vanilla proofs in the input, decoded with bounded reads.

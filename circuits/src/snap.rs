@@ -192,9 +192,8 @@ impl SnapFamily {
     pub fn from_params(params: &serde_json::Value) -> Result<Self, CircuitError> {
         let p: Params = crate::parse_params(NAME, params)?;
         let commitment = |name: &str, hex: &str| {
-            let bytes = parse_hex32(hex).ok_or_else(|| {
-                format!("'{name}' must be 64 hex digits (32 bytes), got {hex:?}")
-            })?;
+            let bytes = parse_hex32(hex)
+                .ok_or_else(|| format!("'{name}' must be 64 hex digits (32 bytes), got {hex:?}"))?;
             if bytes == [0; 32] || Option::<Scalar>::from(Scalar::from_repr(bytes)).is_none() {
                 return Err(format!(
                     "'{name}' {hex} is not a commitment (a non-zero BLS12-381 field element, little-endian)"
@@ -239,7 +238,8 @@ impl SnapFamily {
         &self,
         input: &[u8],
     ) -> Result<Arc<Checked<Tree>>, CircuitError> {
-        self.parsed.get_or_check(input, || self.check::<Tree>(input))
+        self.parsed
+            .get_or_check(input, || self.check::<Tree>(input))
     }
 
     /// Decodes the input's partition proofs and verifies each as filecoin-proofs'
@@ -274,7 +274,11 @@ impl SnapFamily {
                 Ok(Ok(true)) => {}
                 Ok(Ok(false)) => return Err(input_err(what)),
                 Ok(Err(e)) => return Err(input_err(format!("{what}: {e:#}"))),
-                Err(_) => return Err(input_err(format!("{what}: malformed (the verifier panicked)"))),
+                Err(_) => {
+                    return Err(input_err(format!(
+                        "{what}: malformed (the verifier panicked)"
+                    )))
+                }
             }
         }
         Ok(Checked { proofs })

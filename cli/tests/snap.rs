@@ -99,7 +99,10 @@ fn parameters() {
         false,
     )
     .expect("2 KiB SnapDeals parameters");
-    eprintln!("parameters ready in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "parameters ready in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 fn updated(dir: &std::path::Path) -> UpdatedSector {
@@ -128,7 +131,11 @@ fn a_snap_deals_job_is_proved_and_filecoin_proofs_verifies_it() {
                     "vanilla proof 0 is not a 2KiB partition proof",
                 ),
                 (
-                    snap_job("snap-two", &sector, &[vanilla[0].clone(), vanilla[0].clone()]),
+                    snap_job(
+                        "snap-two",
+                        &sector,
+                        &[vanilla[0].clone(), vanilla[0].clone()],
+                    ),
                     "2 vanilla proofs; a 2KiB sector's update proof has 1 partitions",
                 ),
                 (
@@ -139,12 +146,19 @@ fn a_snap_deals_job_is_proved_and_filecoin_proofs_verifies_it() {
             support::each_fails(&cluster.client, &bad).await;
 
             let started = std::time::Instant::now();
-            let result = submit_and_wait(&cluster.client, &snap_job("snap", &sector, &vanilla), TIMEOUT)
-                .await
-                .unwrap();
+            let result = submit_and_wait(
+                &cluster.client,
+                &snap_job("snap", &sector, &vanilla),
+                TIMEOUT,
+            )
+            .await
+            .unwrap();
             assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
             assert!(result.verified);
-            eprintln!("2 KiB SnapDeals job proved in {:.1} s", started.elapsed().as_secs_f64());
+            eprintln!(
+                "2 KiB SnapDeals job proved in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
             cluster.stop().await.unwrap();
             hex::decode(result.proof.unwrap()).unwrap()
         });
@@ -190,7 +204,10 @@ fn with_fixed_r_s_our_proof_is_bellpersons_and_filecoin_proofs_verifies_it() {
         proof_bytes(&theirs),
         "our proof differs from bellperson's create_proof_batch with the same r, s"
     );
-    assert!(verify(&sector, &ours), "verify_empty_sector_update_proof rejected our proof");
+    assert!(
+        verify(&sector, &ours),
+        "verify_empty_sector_update_proof rejected our proof"
+    );
     // Another s gives another proof, so the comparison can fail.
     let other_s = proof_bytes(&prove(&CpuBackend, &key, &witness, r, s + Scalar::ONE).unwrap());
     assert_ne!(other_s, ours);

@@ -314,7 +314,8 @@ fn snap_job(
     _: &SubmitProofRequest,
 ) -> Result<(&'static str, serde_json::Value, Bytes), RequestError> {
     Err(RequestError::Unimplemented(
-        "SNAP_DEALS_UPDATE: this gateway was built without Filecoin proofs (feature `porep`)".into(),
+        "SNAP_DEALS_UPDATE: this gateway was built without Filecoin proofs (feature `porep`)"
+            .into(),
     ))
 }
 

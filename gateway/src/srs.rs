@@ -24,7 +24,8 @@ pub fn circuit_for(circuit_id: &str) -> Result<(String, serde_json::Value), Stat
     let snap = |size: &str| {
         // The shape depends on the sector size alone; any commitments do.
         let one = "01".repeat(32);
-        let params = json!({"sector_size": size, "comm_r_old": one, "comm_r_new": one, "comm_d_new": one});
+        let params =
+            json!({"sector_size": size, "comm_r_old": one, "comm_r_new": one, "comm_d_new": one});
         Ok(("snap-deals".to_owned(), params))
     };
     match circuit_id {

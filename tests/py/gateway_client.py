@@ -134,7 +134,7 @@ def checks(pb, stub, channel):
         return lambda: stub.SubmitProof(pb.SubmitProofRequest(**base), timeout=10)
 
     unimplemented, invalid = grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INVALID_ARGUMENT
-    expect_code("SubmitProof SNAP_DEALS_UPDATE", submit(proof_kind=pb.SNAP_DEALS_UPDATE), unimplemented, "SnapDeals")
+    expect_code("SubmitProof SNAP_DEALS_UPDATE, 31-byte comm_r_old", submit(proof_kind=pb.SNAP_DEALS_UPDATE, registered_proof=0, vanilla_proofs=[b"x"], comm_r_old=b"\x01" * 31, comm_r_new=b"\x01" * 32, comm_d_new=b"\x01" * 32), invalid, "comm_r_old has 31 bytes")
     expect_code("SubmitProof WINDOW_POST_PARTITION without vanilla_proofs", submit(proof_kind=pb.WINDOW_POST_PARTITION, randomness=b"\x01" * 32), invalid, "vanilla_proofs is empty")
     expect_code("SubmitProof WINNING_POST with a WindowPoSt proof type", submit(proof_kind=pb.WINNING_POST, randomness=b"\x01" * 32), invalid, "not a winning-post proof")
     expect_code("SubmitProof WINDOW_POST_PARTITION, 31-byte randomness", submit(proof_kind=pb.WINDOW_POST_PARTITION, randomness=b"\x01" * 31, vanilla_proofs=[b"x"]), invalid, "randomness has 31 bytes")

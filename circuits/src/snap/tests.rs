@@ -37,7 +37,10 @@ fn params_are_validated() {
     let good = json!({"sector_size": "2KiB", "comm_r_old": "01".repeat(32),
         "comm_r_new": "02".repeat(32), "comm_d_new": "03".repeat(32)});
     let f = family(good.clone()).unwrap();
-    assert_eq!((f.shape_key().as_str(), f.partitions()), ("snap-deals-2KiB", 1));
+    assert_eq!(
+        (f.shape_key().as_str(), f.partitions()),
+        ("snap-deals-2KiB", 1)
+    );
     for (size, partitions) in [("8MiB", 4), ("512MiB", 16), ("32GiB", 16), ("64GiB", 16)] {
         let f = family(with(&good, "sector_size", json!(size))).unwrap();
         assert_eq!(f.partitions(), partitions, "{size}");
@@ -47,9 +50,15 @@ fn params_are_validated() {
     assert!(e.contains("'comm_r_new' must be 64 hex digits"), "{e}");
     // Above the field modulus, and zero: not commitments.
     let e = bad(with(&good, "comm_d_new", json!("ff".repeat(32))));
-    assert!(e.contains("'comm_d_new'") && e.contains("not a commitment"), "{e}");
+    assert!(
+        e.contains("'comm_d_new'") && e.contains("not a commitment"),
+        "{e}"
+    );
     let e = bad(with(&good, "comm_r_old", json!("00".repeat(32))));
-    assert!(e.contains("'comm_r_old'") && e.contains("not a commitment"), "{e}");
+    assert!(
+        e.contains("'comm_r_old'") && e.contains("not a commitment"),
+        "{e}"
+    );
     let e = bad(with(&good, "extra", json!(1)));
     assert!(e.contains("unknown field `extra`"), "{e}");
     let e = bad(json!({"sector_size": "2KiB"}));
@@ -64,7 +73,10 @@ fn params_are_validated() {
         assert!(f.published_digest().is_some(), "{name}");
     }
     assert_eq!(size_of_update_proof(3), Ok(SectorSize::S32GiB));
-    assert_eq!(api_name(size_of_update_proof(0).unwrap()), "StackedDrg2KiBV1");
+    assert_eq!(
+        api_name(size_of_update_proof(0).unwrap()),
+        "StackedDrg2KiBV1"
+    );
     assert!(size_of_update_proof(5).unwrap_err().contains("5"));
 }
 
@@ -118,12 +130,18 @@ fn synthesizes_real_vanilla_proofs_and_refuses_bad_ones() {
     let f = family(sector.job_params()).unwrap();
     let started = std::time::Instant::now();
     let asg = f.recording(&good, 0).unwrap();
-    eprintln!("recording synthesis: {:.2} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "recording synthesis: {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
     assert_eq!(asg.input[1..], f.public_inputs(&good, 0).unwrap()[..]);
     let m = f.capture_matrices().unwrap();
     let started = std::time::Instant::now();
     let w = f.witness(&good, 0, Some((m.inputs, m.aux))).unwrap();
-    eprintln!("witness synthesis: {:.2} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "witness synthesis: {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
     let [a, b, c] = m.evaluate(&|j| w.value(j));
     assert!(a == asg.a && b == asg.b && c == asg.c);
 
@@ -140,7 +158,10 @@ fn synthesizes_real_vanilla_proofs_and_refuses_bad_ones() {
     let e = err(&params, br#"{"vanilla_proofs": ["***"]}"#);
     assert!(e.contains("vanilla proof 0 is not base64"), "{e}");
     let e = err(&params, &input(&[vec![7; 40]]));
-    assert!(e.contains("vanilla proof 0 is not a 2KiB partition proof"), "{e}");
+    assert!(
+        e.contains("vanilla proof 0 is not a 2KiB partition proof"),
+        "{e}"
+    );
     let e = err(&params, &input(&[]));
     assert!(
         e.contains("0 vanilla proofs; a 2KiB sector's update proof has 1 partitions"),
