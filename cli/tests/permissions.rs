@@ -26,6 +26,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const USERS: [&str; 5] = ["admin", "submitter", "priority", "synth", "gpu"];
+/// Each submitter's own inputs bucket, as deploy/nats/auth.conf names them.
+const SUBMITTER_INPUTS: &str = "cuzk-inputs-submitter";
+const PRIORITY_INPUTS: &str = "cuzk-inputs-priority";
 
 fn role(url: &str, user: &str) -> NatsConfig {
     NatsArgs {
@@ -124,7 +127,13 @@ struct Targets {
 }
 
 async fn prepare(url: &str) -> Targets {
-    cuzk_cli::provision_all(&role(url, "admin")).await.unwrap();
+    for bucket in [SUBMITTER_INPUTS, PRIORITY_INPUTS] {
+        let admin = NatsConfig {
+            inputs_bucket: bucket.into(),
+            ..role(url, "admin")
+        };
+        cuzk_cli::provision_all(&admin).await.unwrap();
+    }
     let admin = quick_js(url, "admin").await;
     let job_seq = admin
         .publish(SUBJECT_SUBMIT, "{}".into())
@@ -143,6 +152,14 @@ async fn prepare(url: &str) -> Targets {
     Targets {
         job_seq,
         result_seq,
+    }
+}
+
+/// Whether an object put into `bucket` was stored.
+async fn uploaded(js: &jetstream::Context, bucket: &str) -> bool {
+    match js.get_object_store(bucket).await {
+        Ok(store) => store.put("intruder", &mut &b"x"[..]).await.is_ok(),
+        Err(_) => false,
     }
 }
 
@@ -224,6 +241,14 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
         (
             "submitter publishes a result",
             published(&submitter, &ledger_results_subject("forged")).await,
+        ),
+        (
+            "submitter uploads into another submitter's inputs bucket",
+            uploaded(&submitter, PRIORITY_INPUTS).await,
+        ),
+        (
+            "submitter uploads into the shared inputs bucket",
+            uploaded(&submitter, INPUTS_BUCKET).await,
         ),
         (
             "submitter submits with high priority",
@@ -359,7 +384,7 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         .await
         .unwrap();
     let js = jetstream::new(submitter.clone());
-    let inputs = js.get_object_store(INPUTS_BUCKET).await.unwrap();
+    let inputs = js.get_object_store(SUBMITTER_INPUTS).await.unwrap();
     inputs
         .put("roles-input", &mut &b"roles"[..])
         .await
@@ -370,7 +395,10 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         json!({"rounds": 300, "partitions": 2}),
         "",
     );
-    spec.input = JobInput::Object("roles-input".into());
+    spec.input = JobInput::ObjectIn {
+        bucket: SUBMITTER_INPUTS.into(),
+        name: "roles-input".into(),
+    };
     let via = cuzk_cli::submit::Via::JetStream;
     let result = cuzk_cli::submit::submit_and_wait(&submitter, &spec, via, support::TIMEOUT)
         .await

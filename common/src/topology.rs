@@ -59,7 +59,7 @@ pub const GPU_HIGH_CONSUMER: &str = "gpu-high";
 pub const GPU_NORMAL_CONSUMER: &str = "gpu-normal";
 pub const JOBS_BUCKET: &str = "cuzk-jobs";
 pub const BLOBS_BUCKET: &str = "cuzk-blobs";
-pub const INPUTS_BUCKET: &str = "cuzk-inputs";
+pub use cuzk_wire::job::{valid_inputs_bucket, INPUTS_BUCKET};
 /// Node heartbeats (see `nodes.rs`): an entry lives `NODES_MAX_AGE` unless its node re-puts it.
 pub const NODES_BUCKET: &str = "cuzk-nodes";
 pub const NODES_MAX_AGE: Duration = Duration::from_secs(30);
@@ -304,14 +304,7 @@ pub async fn provision(
         replicas,
     )
     .await?;
-    let inputs = ensure_object_store(
-        js,
-        INPUTS_BUCKET,
-        RETENTION,
-        limits.inputs_max_bytes,
-        replicas,
-    )
-    .await?;
+    let inputs = ensure_inputs_bucket(js, INPUTS_BUCKET, replicas, limits).await?;
     let bucket_stream = |bucket: &str| {
         let name = format!("OBJ_{bucket}");
         async move {
@@ -330,6 +323,60 @@ pub async fn provision(
         blobs_stream: bucket_stream(BLOBS_BUCKET).await?,
         inputs_stream: bucket_stream(INPUTS_BUCKET).await?,
     })
+}
+
+/// Creates (or finds) an inputs bucket: the shared one, or a submitter's own
+/// (`cuzk provision --nats-inputs-bucket cuzk-inputs-<submitter>`).
+pub async fn ensure_inputs_bucket(
+    js: &Context,
+    bucket: &str,
+    replicas: usize,
+    limits: Limits,
+) -> Result<ObjectStore, TopologyError> {
+    if !valid_inputs_bucket(bucket) {
+        return Err(failed(format!("object store {bucket}"))(format!(
+            "not an inputs bucket name ({INPUTS_BUCKET} or {INPUTS_BUCKET}-<submitter>)"
+        )));
+    }
+    ensure_object_store(js, bucket, RETENTION, limits.inputs_max_bytes, replicas).await
+}
+
+/// An inputs bucket and its stream, found (never created) for reading a job's input: a bucket
+/// that does not exist is `NotFound`, like a missing object.
+pub async fn open_inputs_bucket(
+    js: &Context,
+    bucket: &str,
+) -> Result<(ObjectStore, Stream<()>), crate::objects::ObjectError> {
+    use crate::objects::ObjectError;
+    use async_nats::jetstream::context::GetStreamErrorKind;
+    use async_nats::jetstream::ErrorCode;
+    let unavailable = |e: String| ObjectError::Unavailable {
+        name: bucket.to_owned(),
+        message: e,
+    };
+    let stream = format!("OBJ_{bucket}");
+    match js.get_stream(&stream).await {
+        Ok(_) => {}
+        Err(e) => {
+            return Err(match e.kind() {
+                GetStreamErrorKind::JetStream(j)
+                    if j.error_code() == ErrorCode::STREAM_NOT_FOUND =>
+                {
+                    ObjectError::NotFound(format!("bucket {bucket}"))
+                }
+                _ => unavailable(e.to_string()),
+            })
+        }
+    }
+    let store = js
+        .get_object_store(bucket)
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    let stream = js
+        .get_stream_no_info(stream)
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    Ok((store, stream))
 }
 
 /// A KV bucket whose backing stream is made exactly as async-nats would make it; done by hand
