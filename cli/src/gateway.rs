@@ -9,7 +9,8 @@ use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::Client;
 use bytes::Bytes;
 use cuzk_common::topology::{
-    results_subject, Topology, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SRS, WORK_STREAM,
+    ledger_results_subject, results_subject, Topology, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SRS,
+    WORK_STREAM,
 };
 use cuzk_gateway::{Cluster, ClusterError, ClusterView};
 use cuzk_wire::control::{CancelReply, SrsReply, SrsRequest};
@@ -22,14 +23,22 @@ pub struct NatsCluster {
     topology: Topology,
     /// Per NATS request.
     timeout: Duration,
+    /// Where inputs too large for a job message are staged.
+    inputs_bucket: String,
 }
 
 impl NatsCluster {
-    pub fn new(client: Client, topology: Topology, timeout: Duration) -> NatsCluster {
+    pub fn new(
+        client: Client,
+        topology: Topology,
+        timeout: Duration,
+        inputs_bucket: String,
+    ) -> NatsCluster {
         NatsCluster {
             client,
             topology,
             timeout,
+            inputs_bucket,
         }
     }
 
@@ -43,7 +52,7 @@ impl NatsCluster {
             .await
             .map_err(unavailable)?;
         match stream
-            .get_last_raw_message_by_subject(&results_subject(job_id))
+            .get_last_raw_message_by_subject(&ledger_results_subject(job_id))
             .await
         {
             Ok(message) => parse(&message.payload).map(Some),
@@ -103,7 +112,8 @@ fn parse(payload: &[u8]) -> Result<JobResult, ClusterError> {
 #[tonic::async_trait]
 impl Cluster for NatsCluster {
     async fn submit(&self, spec: JobSpec, input: Bytes) -> Result<(), ClusterError> {
-        let staged = crate::submit::stage_input(&self.client, self.timeout, &spec.job_id, &input)
+        let (client, bucket) = (&self.client, &self.inputs_bucket);
+        let staged = crate::submit::stage_input(client, self.timeout, bucket, &spec.job_id, &input)
             .await
             .map_err(unavailable)?;
         drop(input);
@@ -131,16 +141,7 @@ impl Cluster for NatsCluster {
             .subscribe(results_subject(job_id))
             .await
             .map_err(unavailable)?;
-        if let Some(result) = self.stored_result(job_id).await? {
-            return Ok(Some(result));
-        }
-        match tokio::time::timeout(wait, live.next()).await {
-            Ok(Some(message)) => parse(&message.payload).map(Some),
-            Ok(None) => Err(ClusterError::Unavailable(
-                "the NATS connection closed".into(),
-            )),
-            Err(_) => Ok(None),
-        }
+        crate::submit::await_result(&mut live, wait, || self.stored_result(job_id), parse).await
     }
 
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError> {

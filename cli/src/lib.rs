@@ -62,6 +62,8 @@ pub async fn connect(
 /// roles may use but not create.
 pub async fn provision_all(config: &cuzk_common::config::NatsConfig) -> anyhow::Result<Topology> {
     let (_client, topology) = connect(config).await?;
+    let (js, bucket) = (&topology.js, &config.inputs_bucket);
+    topology::ensure_inputs_bucket(js, bucket, config.replicas, config.limits).await?;
     topology.synth_consumer().await?;
     topology.gpu_consumers().await?;
     Ok(topology)
@@ -159,7 +161,9 @@ pub fn inline_input(input: &JobInput) -> anyhow::Result<Vec<u8>> {
         JobInput::None => Vec::new(),
         JobInput::Utf8(text) => text.as_bytes().to_vec(),
         JobInput::Base64(text) => base64::engine::general_purpose::STANDARD.decode(text)?,
-        JobInput::Object(name) => bail!("input object {name} is not available locally"),
+        JobInput::Object(name) | JobInput::ObjectIn { name, .. } => {
+            bail!("input object {name} is not available locally")
+        }
     })
 }
 

@@ -517,7 +517,9 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     });
     let (spec, input) = submit_job(&args)?;
     let client = cuzk_common::nats::connect(&nats).await?;
-    let input = cuzk_cli::submit::stage_input(&client, nats.timeout, &spec.job_id, &input).await?;
+    let bucket = &nats.inputs_bucket;
+    let input =
+        cuzk_cli::submit::stage_input(&client, nats.timeout, bucket, &spec.job_id, &input).await?;
     let spec = JobSpec { input, ..spec };
     let span = cuzk_cli::submit::send_span(&spec);
     let js = jetstream_context(client.clone(), nats.timeout);
@@ -574,7 +576,8 @@ async fn gateway(args: GatewayArgs, file: ConfigFile) -> anyhow::Result<()> {
     let nats = args.nats.merge(file.nats).resolve("cuzk-gateway")?;
     init_telemetry("cuzk-gateway", &args.telemetry).await?;
     let (client, topology) = cuzk_cli::connect(&nats).await?;
-    let cluster = cuzk_cli::gateway::NatsCluster::new(client, topology, nats.timeout);
+    let bucket = nats.inputs_bucket.clone();
+    let cluster = cuzk_cli::gateway::NatsCluster::new(client, topology, nats.timeout, bucket);
     let limits = cuzk_gateway::Limits {
         max_wait: Duration::from_secs(args.max_wait_secs),
         ..Default::default()

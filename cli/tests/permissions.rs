@@ -15,8 +15,9 @@ use async_nats::jetstream::{self, consumer::push, stream};
 use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs};
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::topology::{
-    BLOBS_BUCKET, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL,
-    SUBJECT_SRS, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
+    ledger_results_subject, results_subject, BLOBS_BUCKET, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM,
+    RESULTS_STREAM, SUBJECT_CANCEL, SUBJECT_SRS, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH,
+    SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
 use cuzk_wire::control::{CancelOutcome, SrsOp, SrsRequest};
 use cuzk_wire::job::{JobInput, JobStatus, Priority};
@@ -25,6 +26,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const USERS: [&str; 5] = ["admin", "submitter", "priority", "synth", "gpu"];
+/// Each submitter's own inputs bucket, as deploy/nats/auth.conf names them.
+const SUBMITTER_INPUTS: &str = "cuzk-inputs-submitter";
+const PRIORITY_INPUTS: &str = "cuzk-inputs-priority";
 
 fn role(url: &str, user: &str) -> NatsConfig {
     NatsArgs {
@@ -123,7 +127,13 @@ struct Targets {
 }
 
 async fn prepare(url: &str) -> Targets {
-    cuzk_cli::provision_all(&role(url, "admin")).await.unwrap();
+    for bucket in [SUBMITTER_INPUTS, PRIORITY_INPUTS] {
+        let admin = NatsConfig {
+            inputs_bucket: bucket.into(),
+            ..role(url, "admin")
+        };
+        cuzk_cli::provision_all(&admin).await.unwrap();
+    }
     let admin = quick_js(url, "admin").await;
     let job_seq = admin
         .publish(SUBJECT_SUBMIT, "{}".into())
@@ -133,7 +143,7 @@ async fn prepare(url: &str) -> Targets {
         .unwrap()
         .sequence;
     let result_seq = admin
-        .publish("cuzk.results.target", "{}".into())
+        .publish(ledger_results_subject("target"), "{}".into())
         .await
         .unwrap()
         .await
@@ -142,6 +152,14 @@ async fn prepare(url: &str) -> Targets {
     Targets {
         job_seq,
         result_seq,
+    }
+}
+
+/// Whether an object put into `bucket` was stored.
+async fn uploaded(js: &jetstream::Context, bucket: &str) -> bool {
+    match js.get_object_store(bucket).await {
+        Ok(store) => store.put("intruder", &mut &b"x"[..]).await.is_ok(),
+        Err(_) => false,
     }
 }
 
@@ -222,7 +240,15 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
         ),
         (
             "submitter publishes a result",
-            published(&submitter, "cuzk.results.forged").await,
+            published(&submitter, &ledger_results_subject("forged")).await,
+        ),
+        (
+            "submitter uploads into another submitter's inputs bucket",
+            uploaded(&submitter, PRIORITY_INPUTS).await,
+        ),
+        (
+            "submitter uploads into the shared inputs bucket",
+            uploaded(&submitter, INPUTS_BUCKET).await,
         ),
         (
             "submitter submits with high priority",
@@ -248,6 +274,11 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
                 .delete_message(t.result_seq)
                 .await
                 .is_ok(),
+        ),
+        (
+            // Past the results stream's dedup: what a retried publish would do.
+            "synth sends a result straight to the clients' subject",
+            delivered(url, "synth", "submitter", &results_subject("x")).await,
         ),
         (
             "gpu sends a cancel request",
@@ -353,7 +384,7 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         .await
         .unwrap();
     let js = jetstream::new(submitter.clone());
-    let inputs = js.get_object_store(INPUTS_BUCKET).await.unwrap();
+    let inputs = js.get_object_store(SUBMITTER_INPUTS).await.unwrap();
     inputs
         .put("roles-input", &mut &b"roles"[..])
         .await
@@ -364,7 +395,10 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         json!({"rounds": 300, "partitions": 2}),
         "",
     );
-    spec.input = JobInput::Object("roles-input".into());
+    spec.input = JobInput::ObjectIn {
+        bucket: SUBMITTER_INPUTS.into(),
+        name: "roles-input".into(),
+    };
     let via = cuzk_cli::submit::Via::JetStream;
     let result = cuzk_cli::submit::submit_and_wait(&submitter, &spec, via, support::TIMEOUT)
         .await

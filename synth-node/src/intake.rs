@@ -201,6 +201,10 @@ async fn load_input(
             let (store, stream) = (&topology.inputs, &topology.inputs_stream);
             Ok(objects::read_bounded(store, stream, name, MAX_OBJECT_INPUT).await?)
         }
+        JobInput::ObjectIn { bucket, name } => {
+            let (store, stream) = topology::open_inputs_bucket(&topology.js, bucket).await?;
+            Ok(objects::read_bounded(&store, &stream, name, MAX_OBJECT_INPUT).await?)
+        }
     }
 }
 
