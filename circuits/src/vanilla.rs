@@ -65,7 +65,10 @@ pub(crate) fn decode<T: DeserializeOwned>(
 /// The checked form of the last input a family was given, by input hash: a job's partitions
 /// are synthesized from one input, and each would otherwise decode and verify it again.
 #[derive(Default)]
-pub(crate) struct LastInput(Mutex<Option<([u8; 32], Arc<dyn Any + Send + Sync>)>>);
+pub(crate) struct LastInput(Mutex<Option<Hashed>>);
+
+/// An input's hash and its checked form.
+type Hashed = ([u8; 32], Arc<dyn Any + Send + Sync>);
 
 impl LastInput {
     /// `input`'s checked form: the cached one if `input` was the last seen, else `check`'s.
@@ -89,6 +92,16 @@ impl LastInput {
         *self.0.lock().expect("input cache poisoned") = Some((hash, checked.clone()));
         Ok(checked)
     }
+}
+
+/// The job input of `proofs` (tests of the families).
+#[cfg(test)]
+pub(crate) fn input(proofs: &[Vec<u8>]) -> Vec<u8> {
+    let b64: Vec<_> = proofs
+        .iter()
+        .map(|p| base64::engine::general_purpose::STANDARD.encode(p))
+        .collect();
+    serde_json::to_vec(&serde_json::json!({ "vanilla_proofs": b64 })).unwrap()
 }
 
 #[cfg(test)]

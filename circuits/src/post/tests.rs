@@ -1,6 +1,5 @@
 use std::sync::Arc;
 
-use base64::Engine;
 use bellperson::groth16::{prepare_verifying_key, Parameters};
 use blstrs::Bls12;
 use cuzk_prover::setup::CpuFixedBase;
@@ -10,6 +9,7 @@ use rand::SeedableRng;
 use serde_json::json;
 
 use super::*;
+use crate::vanilla::input;
 
 const RANDOMNESS: [u8; 32] = [0x2a; 32];
 const MINER: u64 = 1234;
@@ -31,14 +31,6 @@ fn params(extra: serde_json::Value) -> serde_json::Value {
         p[k] = v.clone();
     }
     p
-}
-
-fn input(proofs: &[Vec<u8>]) -> Vec<u8> {
-    let b64: Vec<_> = proofs
-        .iter()
-        .map(|p| base64::engine::general_purpose::STANDARD.encode(p))
-        .collect();
-    serde_json::to_vec(&json!({ "vanilla_proofs": b64 })).unwrap()
 }
 
 /// Two sealed 2 KiB sectors (a whole 2 KiB WindowPoSt partition) in `dir`.

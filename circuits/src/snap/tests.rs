@@ -1,24 +1,16 @@
 use std::sync::Arc;
 
-use base64::Engine;
 use rand::SeedableRng;
 use serde_json::json;
 
 use super::*;
+use crate::vanilla::input;
 
 fn family(params: serde_json::Value) -> Result<Arc<dyn CircuitFamily>, CircuitError> {
     crate::resolve(&crate::CircuitSpec {
         name: NAME.into(),
         params,
     })
-}
-
-fn input(proofs: &[Vec<u8>]) -> Vec<u8> {
-    let b64: Vec<_> = proofs
-        .iter()
-        .map(|p| base64::engine::general_purpose::STANDARD.encode(p))
-        .collect();
-    serde_json::to_vec(&json!({ "vanilla_proofs": b64 })).unwrap()
 }
 
 fn updated(dir: &std::path::Path, seed: u64) -> UpdatedSector {
