@@ -159,8 +159,10 @@ pub struct Topology {
     pub nodes_kv: kv::Store,
     pub blobs: ObjectStore,
     pub inputs: ObjectStore,
-    /// The buckets' streams, for reading objects without a consumer (`objects.rs`).
-    pub blobs_stream: Stream<()>,
+    /// The buckets' streams, for reading objects without a consumer (`objects.rs`); the blobs
+    /// bucket's on every connection the node reads blobs through
+    /// ([`Topology::add_blob_reader`]).
+    pub blob_readers: Vec<Stream<()>>,
     pub inputs_stream: Stream<()>,
 }
 
@@ -320,7 +322,7 @@ pub async fn provision(
         nodes_kv,
         blobs,
         inputs,
-        blobs_stream: bucket_stream(BLOBS_BUCKET).await?,
+        blob_readers: vec![bucket_stream(BLOBS_BUCKET).await?],
         inputs_stream: bucket_stream(INPUTS_BUCKET).await?,
     })
 }
@@ -445,6 +447,18 @@ fn work_consumer_config(durable: &str, filter: &str, ack_wait: Duration) -> pull
 
 impl Topology {
     /// The synth nodes' shared durable consumer of submitted jobs.
+    /// Reads blobs through `js`'s connection too: a striped blob's stripes are read through
+    /// the connections in turn (`objects::read_bounded`).
+    pub async fn add_blob_reader(&mut self, js: &Context) -> Result<(), TopologyError> {
+        let name = format!("OBJ_{BLOBS_BUCKET}");
+        let stream = js
+            .get_stream_no_info(&name)
+            .await
+            .map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
+        self.blob_readers.push(stream);
+        Ok(())
+    }
+
     pub async fn synth_consumer(&self) -> Result<PullConsumer, TopologyError> {
         ensure_consumer(
             &self.js,
