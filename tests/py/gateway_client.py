@@ -190,8 +190,8 @@ def srs(pb, stub, circuit_id):
             sys.exit(f"expected was_loaded={expected} and bytes freed accordingly")
     reply = stub.EvictSRS(pb.EvictSrsRequest(circuit_id="porep-32g"), timeout=30)
     say(f"EvictSRS porep-32g: was_loaded={reply.was_loaded} freed_bytes={reply.freed_bytes}")
-    expect_code("PreloadSRS wpost-32g", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="wpost-32g"), timeout=30),
-                grpc.StatusCode.UNIMPLEMENTED, "POREP_SEAL_COMMIT only")
+    expect_code("PreloadSRS snap-32g", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="snap-32g"), timeout=30),
+                grpc.StatusCode.UNIMPLEMENTED, "WINNING_POST only")
     expect_code("PreloadSRS porep-16g", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-16g"), timeout=30),
                 grpc.StatusCode.INVALID_ARGUMENT, "accepted")
     fail_on_failures()
