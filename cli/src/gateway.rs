@@ -9,7 +9,8 @@ use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::Client;
 use bytes::Bytes;
 use cuzk_common::topology::{
-    results_subject, Topology, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SRS, WORK_STREAM,
+    ledger_results_subject, results_subject, Topology, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SRS,
+    WORK_STREAM,
 };
 use cuzk_gateway::{Cluster, ClusterError, ClusterView};
 use cuzk_wire::control::{CancelReply, SrsReply, SrsRequest};
@@ -43,7 +44,7 @@ impl NatsCluster {
             .await
             .map_err(unavailable)?;
         match stream
-            .get_last_raw_message_by_subject(&results_subject(job_id))
+            .get_last_raw_message_by_subject(&ledger_results_subject(job_id))
             .await
         {
             Ok(message) => parse(&message.payload).map(Some),
@@ -131,16 +132,7 @@ impl Cluster for NatsCluster {
             .subscribe(results_subject(job_id))
             .await
             .map_err(unavailable)?;
-        if let Some(result) = self.stored_result(job_id).await? {
-            return Ok(Some(result));
-        }
-        match tokio::time::timeout(wait, live.next()).await {
-            Ok(Some(message)) => parse(&message.payload).map(Some),
-            Ok(None) => Err(ClusterError::Unavailable(
-                "the NATS connection closed".into(),
-            )),
-            Err(_) => Ok(None),
-        }
+        crate::submit::await_result(&mut live, wait, || self.stored_result(job_id), parse).await
     }
 
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError> {

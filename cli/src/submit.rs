@@ -166,16 +166,47 @@ pub async fn submit_and_wait(
             publish_job(&js, spec).await?;
         }
     }
-    // The record ends before the result is published: if it has not ended now, the result
-    // comes on the subscription made above.
-    if let Some(result) = stored_result(&js, &spec.job_id).await {
-        return Ok(result);
+    let stored = || async { anyhow::Ok(stored_result(&js, &spec.job_id).await) };
+    let parse = |payload: &[u8]| Ok(serde_json::from_slice(payload)?);
+    await_result(&mut results, timeout, stored, parse)
+        .await?
+        .with_context(|| format!("no result for job {} within {timeout:?}", spec.job_id))
+}
+
+/// How often a waiting client looks for a stored result it has not heard.
+const RESULT_RECHECK: Duration = Duration::from_secs(5);
+
+/// A job's one answer: what `stored` finds (the record ends before the result is published, so
+/// one that has not ended now answers on `live`, subscribed before this call), else the first
+/// message on `live`. `stored` is asked again every [`RESULT_RECHECK`]: the results stream
+/// republishes to clients at most once, and a stream leader that dies between storing and
+/// republishing leaves the answer only in the stream and the record. `None` once `wait` passed.
+pub async fn await_result<E, Fut>(
+    live: &mut async_nats::Subscriber,
+    wait: Duration,
+    mut stored: impl FnMut() -> Fut,
+    parse: impl Fn(&[u8]) -> Result<JobResult, E>,
+) -> Result<Option<JobResult>, E>
+where
+    Fut: std::future::Future<Output = Result<Option<JobResult>, E>>,
+{
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        if let Some(result) = stored().await? {
+            return Ok(Some(result));
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        let recheck = deadline.min(now + RESULT_RECHECK);
+        match tokio::time::timeout_at(recheck, live.next()).await {
+            Ok(Some(message)) => return parse(&message.payload).map(Some),
+            // A closed subscription hears nothing more; the stored result may still come.
+            Ok(None) => tokio::time::sleep_until(recheck).await,
+            Err(_) => {}
+        }
     }
-    let message = tokio::time::timeout(timeout, results.next())
-        .await
-        .with_context(|| format!("no result for job {} within {timeout:?}", spec.job_id))?
-        .context("results subscription closed")?;
-    Ok(serde_json::from_slice(&message.payload)?)
 }
 
 /// The result in the job's record, if the job has ended and this client may read records.

@@ -16,7 +16,9 @@ use cuzk_circuits::ShapeCache;
 use cuzk_cli::launcher::{LaunchSpec, ProcessCluster, Role};
 use cuzk_common::config::NatsArgs;
 use cuzk_common::lifecycle::Ledger;
-use cuzk_common::topology::{Topology, RESULTS_STREAM, SUBJECT_SUBMIT, WORK_STREAM};
+use cuzk_common::topology::{
+    ledger_results_subject, Topology, RESULTS_STREAM, SUBJECT_SUBMIT, WORK_STREAM,
+};
 use cuzk_wire::job::{JobInput, JobRecord, JobResult, JobSpec, JobStatus};
 use futures::StreamExt;
 use serde_json::json;
@@ -150,12 +152,16 @@ async fn try_stored_results(
     topology: &Topology,
 ) -> Result<HashMap<String, usize>, async_nats::Error> {
     let stream = topology.js.get_stream(RESULTS_STREAM).await?;
-    let mut info = stream.info_with_subjects("cuzk.results.>").await?;
+    let mut info = stream
+        .info_with_subjects(ledger_results_subject(">"))
+        .await?;
     let mut counts = HashMap::new();
     while let Some(entry) = info.next().await {
         let (subject, count) = entry?;
         counts.insert(
-            subject.trim_start_matches("cuzk.results.").to_owned(),
+            subject
+                .trim_start_matches(&ledger_results_subject(""))
+                .to_owned(),
             count,
         );
     }
@@ -165,7 +171,7 @@ async fn try_stored_results(
 async fn last_result(topology: &Topology, job_id: &str) -> JobResult {
     let stream = topology.js.get_stream(RESULTS_STREAM).await.unwrap();
     let message = stream
-        .get_last_raw_message_by_subject(&format!("cuzk.results.{job_id}"))
+        .get_last_raw_message_by_subject(&ledger_results_subject(job_id))
         .await
         .unwrap();
     serde_json::from_slice(&message.payload).unwrap()

@@ -13,7 +13,9 @@ use cuzk_cli::cancel::cancel;
 use cuzk_cli::LocalCluster;
 use cuzk_common::config::{GpuArgs, ParamArgs, SynthArgs};
 use cuzk_common::lifecycle::Ledger;
-use cuzk_common::topology::{results_subject, RESULTS_STREAM, SUBJECT_SUBMIT, WORK_STREAM};
+use cuzk_common::topology::{
+    ledger_results_subject, results_subject, RESULTS_STREAM, SUBJECT_SUBMIT, WORK_STREAM,
+};
 use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
 use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::job::{unix_ms, JobInput, JobRecord, JobResult, JobStatus, PartitionStatus};
@@ -60,7 +62,7 @@ async fn stored(cluster: &LocalCluster, job_id: &str) -> u64 {
         .await
         .unwrap();
     let mut info = stream
-        .info_with_subjects(results_subject(job_id))
+        .info_with_subjects(ledger_results_subject(job_id))
         .await
         .unwrap();
     let mut count = 0;

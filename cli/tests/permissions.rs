@@ -16,9 +16,9 @@ use async_nats::jetstream::{self, consumer::push, stream};
 use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs};
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::topology::{
-    BLOBS_BUCKET, GPU_NORMAL_CONSUMER, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM,
-    SUBJECT_CANCEL, SUBJECT_SRS, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL,
-    SYNTH_CONSUMER,
+    ledger_results_subject, results_subject, BLOBS_BUCKET, GPU_NORMAL_CONSUMER, INPUTS_BUCKET,
+    JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL, SUBJECT_SRS, SUBJECT_SUBMIT,
+    SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
 use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::job::{JobInput, JobStatus, Priority};
@@ -135,7 +135,7 @@ async fn prepare(url: &str) -> Targets {
         .unwrap()
         .sequence;
     let result_seq = admin
-        .publish("cuzk.results.target", "{}".into())
+        .publish(ledger_results_subject("target"), "{}".into())
         .await
         .unwrap()
         .await
@@ -232,7 +232,7 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
         ),
         (
             "submitter publishes a result",
-            published(&submitter, "cuzk.results.forged").await,
+            published(&submitter, &ledger_results_subject("forged")).await,
         ),
         (
             "submitter submits with high priority",
@@ -258,6 +258,11 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
                 .delete_message(t.result_seq)
                 .await
                 .is_ok(),
+        ),
+        (
+            // Past the results stream's dedup: what a retried publish would do.
+            "synth sends a result straight to the clients' subject",
+            delivered(url, "synth", "submitter", &results_subject("x")).await,
         ),
         (
             "gpu sends a cancel request",
@@ -293,7 +298,11 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
         ),
         (
             "gateway publishes a result",
-            published(&gateway, "cuzk.results.forged").await,
+            published(&gateway, &ledger_results_subject("forged")).await,
+        ),
+        (
+            "gateway sends a result straight to the clients' subject",
+            delivered(url, "gateway", "submitter", &results_subject("x")).await,
         ),
         ("gateway writes a job record", {
             let kv = gateway.get_key_value(JOBS_BUCKET).await.unwrap();

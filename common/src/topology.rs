@@ -25,6 +25,12 @@ pub const SUBJECT_WORK_NORMAL: &str = "cuzk.work.normal";
 pub const ADVISORY_MAX_DELIVERIES: &str = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES";
 /// Results of jobs whose submission carried no usable job id.
 pub const SUBJECT_RESULTS_MALFORMED: &str = "cuzk.results._malformed";
+/// The ledger publishes results here, into `CUZK_RESULTS`; the stream republishes each message
+/// it stores to `cuzk.results.<job_id>`, where clients listen. A publish retried after a lost
+/// ack is dropped by the stream's dedup window before it reaches any subscriber, which a
+/// publish straight to `cuzk.results.<job_id>` cannot promise (core subscribers get every
+/// publish, stored or not).
+const LEDGER_RESULTS: &str = "cuzk.ledger.results";
 
 /// Cancel requests (`{"job_id": ...}`, request/reply): answered by one synth node of the
 /// queue group [`CANCEL_QUEUE`], which ends the job through the ledger and deletes its blobs.
@@ -34,8 +40,15 @@ pub const CANCEL_QUEUE: &str = "cuzk-cancel";
 /// requester gathers replies until it has heard the live GPU nodes or its timeout passes.
 pub const SUBJECT_SRS: &str = "cuzk.control.srs";
 
+/// Where a job's result reaches clients.
 pub fn results_subject(job_id: &str) -> String {
     format!("cuzk.results.{job_id}")
+}
+
+/// Where the ledger publishes a job's result (`job_id` may be `_malformed`) and where the
+/// results stream stores it.
+pub fn ledger_results_subject(job_id: &str) -> String {
+    format!("{LEDGER_RESULTS}.{job_id}")
 }
 
 pub const JOBS_STREAM: &str = "CUZK_JOBS";
@@ -163,6 +176,23 @@ async fn ensure_stream(js: &Context, config: stream::Config) -> Result<Stream, T
         .map_err(|e| failed(format!("stream {name}"))(e.to_string()))
 }
 
+/// The results stream. One made by an older cuzk stores results where clients listen, without
+/// the republish, and nats-server cannot add a republish to an existing stream: refuse to run on
+/// it and say how to replace it (every result also lives in its job's record).
+async fn ensure_results_stream(js: &Context, config: stream::Config) -> Result<(), TopologyError> {
+    let stream = ensure_stream(js, config.clone()).await?;
+    let current = &stream.cached_info().config;
+    if current.subjects != config.subjects || current.republish != config.republish {
+        return Err(failed(format!("stream {RESULTS_STREAM}"))(format!(
+            "it was made by an older cuzk (subjects {:?}, no republish to cuzk.results.>); delete \
+             it (`nats stream rm {RESULTS_STREAM}`; results stay in the job records) and run \
+             `cuzk provision` as admin",
+            current.subjects
+        )));
+    }
+    Ok(())
+}
+
 async fn ensure_object_store(
     js: &Context,
     bucket: &str,
@@ -231,11 +261,16 @@ pub async fn provision(
         },
     )
     .await?;
-    ensure_stream(
+    ensure_results_stream(
         js,
         stream::Config {
             name: RESULTS_STREAM.into(),
-            subjects: vec!["cuzk.results.>".into()],
+            subjects: vec![format!("{LEDGER_RESULTS}.>")],
+            republish: Some(stream::Republish {
+                source: format!("{LEDGER_RESULTS}.>"),
+                destination: "cuzk.results.>".into(),
+                headers_only: false,
+            }),
             retention: RetentionPolicy::Limits,
             storage: StorageType::File,
             num_replicas: replicas,
@@ -443,4 +478,31 @@ pub fn jetstream_context(client: async_nats::Client, timeout: Duration) -> Conte
     jetstream::ContextBuilder::new()
         .timeout(timeout)
         .build(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local_nats::NatsServer;
+
+    /// A results stream made by an older cuzk (results stored where clients listen) is refused
+    /// with the way out (`lifecycle/publish.rs` tests the layout a fresh provisioning makes).
+    #[tokio::test]
+    async fn an_older_results_stream_is_refused_with_the_fix() {
+        let server = NatsServer::start().unwrap();
+        let client = async_nats::connect(server.url()).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        js.create_stream(stream::Config {
+            name: RESULTS_STREAM.into(),
+            subjects: vec!["cuzk.results.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let err = provision(&js, 1, DEFAULT_ACK_WAIT, Limits::local())
+            .await
+            .err()
+            .expect("an older results stream is refused");
+        assert!(err.message.contains("nats stream rm CUZK_RESULTS"), "{err}");
+    }
 }

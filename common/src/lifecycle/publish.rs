@@ -1,5 +1,6 @@
-//! Publishing results through JetStream (acknowledged, stored in `CUZK_RESULTS`). Only the
-//! ledger calls these, after the record says the job ended.
+//! Publishing results through JetStream (acknowledged, stored in `CUZK_RESULTS`, which
+//! republishes each stored result to `cuzk.results.<job_id>` for clients). Only the ledger calls
+//! these, after the record says the job ended.
 
 use async_nats::jetstream::Context;
 use async_nats::HeaderMap;
@@ -7,26 +8,22 @@ use bytes::Bytes;
 
 use super::RecordError;
 use crate::nats::{retry, RetryPolicy};
-use crate::topology::{results_subject, SUBJECT_RESULTS_MALFORMED};
+use crate::topology::ledger_results_subject;
 use cuzk_wire::job::JobResult;
 
-/// The job's result on `cuzk.results.<job_id>`, with the job id as message id: the stream keeps
-/// one copy even if a crash makes the ledger publish twice within its dedup window.
+/// The job's result, with the job id as message id: a second publication within the stream's
+/// dedup window (a retry after a lost ack, a crash between publishing and noting it) is neither
+/// stored nor republished, so clients hear one answer.
 pub(super) async fn result(js: &Context, result: &JobResult) -> Result<(), RecordError> {
-    let subject = results_subject(&result.job_id);
+    let subject = ledger_results_subject(&result.job_id);
     send(js, &subject, &result.job_id, result).await
 }
 
-/// A submission without a usable job id, on `cuzk.results._malformed`.
+/// A submission without a usable job id, reaching clients on `cuzk.results._malformed`.
 pub(super) async fn malformed(js: &Context, seq: u64, reason: &str) -> Result<(), RecordError> {
     let result = JobResult::failed("", format!("job message {seq} rejected: {reason}"));
-    send(
-        js,
-        SUBJECT_RESULTS_MALFORMED,
-        &format!("malformed-{seq}"),
-        &result,
-    )
-    .await
+    let subject = ledger_results_subject("_malformed");
+    send(js, &subject, &format!("malformed-{seq}"), &result).await
 }
 
 async fn send(
@@ -54,4 +51,49 @@ async fn send(
         job_id: result.job_id.clone(),
         message: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::local_nats::NatsServer;
+    use crate::topology::{provision, results_subject, Limits, RESULTS_STREAM};
+
+    /// A result published twice (what a retry after a lost ack does) reaches a client's plain
+    /// core subscription once, and the stream stores it once.
+    #[tokio::test]
+    async fn a_republished_result_reaches_clients_once() {
+        let server = NatsServer::start().unwrap();
+        let client = async_nats::connect(server.url()).await.unwrap();
+        let js = async_nats::jetstream::new(client.clone());
+        provision(&js, 1, Duration::from_secs(30), Limits::local())
+            .await
+            .unwrap();
+        let mut heard = client.subscribe(results_subject("j1")).await.unwrap();
+        client.flush().await.unwrap();
+
+        let done = JobResult::failed("j1", "a reason");
+        result(&js, &done).await.unwrap();
+        result(&js, &done).await.unwrap();
+
+        let first = tokio::time::timeout(Duration::from_secs(5), heard.next())
+            .await
+            .expect("the result reaches the subscriber")
+            .unwrap();
+        let got: JobResult = serde_json::from_slice(&first.payload).unwrap();
+        assert_eq!(got.error.as_deref(), Some("a reason"));
+        let second = tokio::time::timeout(Duration::from_secs(1), heard.next()).await;
+        assert!(second.is_err(), "a second copy reached the subscriber");
+
+        let stream = js.get_stream(RESULTS_STREAM).await.unwrap();
+        let stored = stream
+            .get_last_raw_message_by_subject(&ledger_results_subject("j1"))
+            .await
+            .unwrap();
+        assert_eq!(stored.sequence, 1, "stored once");
+    }
 }
