@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_nats::Client;
 use cuzk_common::nats::{retry, RetryPolicy};
-use cuzk_common::topology::{jetstream_context, staged_input_name, INPUTS_BUCKET, SUBJECT_CANCEL};
+use cuzk_common::topology::{jetstream_context, staged_input_name, SUBJECT_CANCEL};
 use cuzk_wire::control::{CancelOutcome, CancelReply, CancelRequest};
 
 #[derive(Debug, thiserror::Error)]
@@ -21,11 +21,13 @@ pub enum CancelError {
     Refused { job_id: String, message: String },
 }
 
-/// Asks the cluster to cancel `job_id`; each attempt waits up to `timeout` for an answer.
+/// Asks the cluster to cancel `job_id`; each attempt waits up to `timeout` for an answer. A
+/// job it cancels loses the input this client staged for it in `inputs_bucket`.
 pub async fn cancel(
     client: &Client,
     job_id: &str,
     timeout: Duration,
+    inputs_bucket: &str,
 ) -> Result<CancelReply, CancelError> {
     let body = serde_json::to_vec(&CancelRequest {
         job_id: job_id.to_owned(),
@@ -48,17 +50,17 @@ pub async fn cancel(
         });
     }
     if reply.outcome == CancelOutcome::Cancelled {
-        delete_staged_input(client, job_id, timeout).await;
+        delete_staged_input(client, job_id, timeout, inputs_bucket).await;
     }
     Ok(reply)
 }
 
 /// Deletes the job's staged input, if it has one. The job is cancelled either way: a failure
 /// is logged, and the bucket's age limit removes the object later.
-async fn delete_staged_input(client: &Client, job_id: &str, timeout: Duration) {
+async fn delete_staged_input(client: &Client, job_id: &str, timeout: Duration, bucket: &str) {
     let name = staged_input_name(job_id);
     let js = jetstream_context(client.clone(), timeout);
-    let deleted = match js.get_object_store(INPUTS_BUCKET).await {
+    let deleted = match js.get_object_store(bucket).await {
         Ok(store) => cuzk_common::objects::delete(&store, &name)
             .await
             .map_err(|e| e.to_string()),

@@ -23,14 +23,22 @@ pub struct NatsCluster {
     topology: Topology,
     /// Per NATS request.
     timeout: Duration,
+    /// Where inputs too large for a job message are staged.
+    inputs_bucket: String,
 }
 
 impl NatsCluster {
-    pub fn new(client: Client, topology: Topology, timeout: Duration) -> NatsCluster {
+    pub fn new(
+        client: Client,
+        topology: Topology,
+        timeout: Duration,
+        inputs_bucket: String,
+    ) -> NatsCluster {
         NatsCluster {
             client,
             topology,
             timeout,
+            inputs_bucket,
         }
     }
 
@@ -104,7 +112,8 @@ fn parse(payload: &[u8]) -> Result<JobResult, ClusterError> {
 #[tonic::async_trait]
 impl Cluster for NatsCluster {
     async fn submit(&self, spec: JobSpec, input: Bytes) -> Result<(), ClusterError> {
-        let staged = crate::submit::stage_input(&self.client, self.timeout, &spec.job_id, &input)
+        let (client, bucket) = (&self.client, &self.inputs_bucket);
+        let staged = crate::submit::stage_input(client, self.timeout, bucket, &spec.job_id, &input)
             .await
             .map_err(unavailable)?;
         drop(input);
@@ -136,7 +145,7 @@ impl Cluster for NatsCluster {
     }
 
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError> {
-        crate::cancel::cancel(&self.client, job_id, self.timeout)
+        crate::cancel::cancel(&self.client, job_id, self.timeout, &self.inputs_bucket)
             .await
             .map_err(unavailable)
     }

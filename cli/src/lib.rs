@@ -30,13 +30,16 @@ pub mod submit;
 /// Connects with the default configuration to a private server at `url` and provisions the
 /// topology with the limits for private servers.
 pub async fn connect_url(url: &str, name: &str) -> anyhow::Result<(Client, Topology)> {
-    let config = NatsArgs {
+    connect(&local_config(url, name)?).await
+}
+
+fn local_config(url: &str, name: &str) -> anyhow::Result<cuzk_common::config::NatsConfig> {
+    Ok(NatsArgs {
         urls: Some(vec![url.to_owned()]),
         limits: Some(LimitsProfile::Local),
         ..Default::default()
     }
-    .resolve(name)?;
-    connect(&config).await
+    .resolve(name)?)
 }
 
 /// Connects and provisions the topology, retrying while a fresh cluster elects its JetStream
@@ -58,10 +61,29 @@ pub async fn connect(
     Ok((client, topology))
 }
 
+/// Connections a GPU node reads blobs through: nats-server answers one connection's direct gets
+/// one at a time (`objects::read_bounded`), and a blob has up to 16 stripes.
+pub const BLOB_READ_CONNECTIONS: usize = 4;
+
+/// Opens the further connections a GPU node reads blobs through.
+pub async fn add_blob_readers(
+    topology: &mut Topology,
+    config: &cuzk_common::config::NatsConfig,
+) -> anyhow::Result<()> {
+    for _ in 1..BLOB_READ_CONNECTIONS {
+        let reader = cuzk_common::nats::connect(config).await?;
+        let js = topology::jetstream_context(reader, config.timeout);
+        topology.add_blob_reader(&js).await?;
+    }
+    Ok(())
+}
+
 /// Creates the whole topology including the durable consumers, which least-privilege worker
 /// roles may use but not create.
 pub async fn provision_all(config: &cuzk_common::config::NatsConfig) -> anyhow::Result<Topology> {
     let (_client, topology) = connect(config).await?;
+    let (js, bucket) = (&topology.js, &config.inputs_bucket);
+    topology::ensure_inputs_bucket(js, bucket, config.replicas, config.limits).await?;
     topology.synth_consumer().await?;
     topology.gpu_consumers().await?;
     Ok(topology)
@@ -83,7 +105,8 @@ impl LocalCluster {
         params: ParamConfig,
     ) -> anyhow::Result<LocalCluster> {
         let server = NatsServer::start()?;
-        let (client, topology) = connect_url(&server.url(), "cuzk-local").await?;
+        let config = local_config(&server.url(), "cuzk-local")?;
+        let (client, topology) = connect(&config).await?;
         let shutdown = CancellationToken::new();
         let mut nodes = JoinSet::new();
         let synth_node = Arc::new(cuzk_synth_node::SynthNode::new(
@@ -93,8 +116,10 @@ impl LocalCluster {
             "synth-local".into(),
         )?);
         nodes.spawn(synth_node.run(shutdown.clone()));
+        let mut gpu_topology = topology.clone();
+        add_blob_readers(&mut gpu_topology, &config).await?;
         let gpu_node = Arc::new(cuzk_gpu_node::GpuNode::new(
-            topology.clone(),
+            gpu_topology,
             gpu,
             &params,
             "gpu-local".into(),
@@ -159,7 +184,9 @@ pub fn inline_input(input: &JobInput) -> anyhow::Result<Vec<u8>> {
         JobInput::None => Vec::new(),
         JobInput::Utf8(text) => text.as_bytes().to_vec(),
         JobInput::Base64(text) => base64::engine::general_purpose::STANDARD.decode(text)?,
-        JobInput::Object(name) => bail!("input object {name} is not available locally"),
+        JobInput::Object(name) | JobInput::ObjectIn { name, .. } => {
+            bail!("input object {name} is not available locally")
+        }
     })
 }
 

@@ -350,7 +350,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 return Ok(());
             }
             init_telemetry("cuzk-gpu", &args.telemetry).await?;
-            let (_client, topology) = cuzk_cli::connect(&nats).await?;
+            let (_client, mut topology) = cuzk_cli::connect(&nats).await?;
+            cuzk_cli::add_blob_readers(&mut topology, &nats).await?;
             let drain = gpu.drain_timeout;
             let node = Arc::new(cuzk_gpu_node::GpuNode::new(
                 topology,
@@ -516,7 +517,9 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     });
     let (spec, input) = submit_job(&args)?;
     let client = cuzk_common::nats::connect(&nats).await?;
-    let input = cuzk_cli::submit::stage_input(&client, nats.timeout, &spec.job_id, &input).await?;
+    let bucket = &nats.inputs_bucket;
+    let input =
+        cuzk_cli::submit::stage_input(&client, nats.timeout, bucket, &spec.job_id, &input).await?;
     let spec = JobSpec { input, ..spec };
     let span = cuzk_cli::submit::send_span(&spec);
     let js = jetstream_context(client.clone(), nats.timeout);
@@ -584,7 +587,8 @@ async fn gateway(args: GatewayCommandArgs, file: ConfigFile) -> anyhow::Result<(
     }
     init_telemetry("cuzk-gateway", &args.telemetry).await?;
     let (client, topology) = cuzk_cli::connect(&nats).await?;
-    let cluster = cuzk_cli::gateway::NatsCluster::new(client, topology, nats.timeout);
+    let bucket = nats.inputs_bucket.clone();
+    let cluster = cuzk_cli::gateway::NatsCluster::new(client, topology, nats.timeout, bucket);
     let listen = config.listen.clone();
     let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), config);
     cuzk_gateway::serve(&listen, gateway, shutdown_on_signal(), |addr| {
@@ -655,7 +659,8 @@ async fn cancel(args: CancelArgs, file: ConfigFile) -> anyhow::Result<()> {
     use cuzk_wire::control::CancelOutcome;
     let nats = args.nats.merge(file.nats).resolve("cuzk-cancel")?;
     let client = cuzk_common::nats::connect(&nats).await?;
-    let reply = cuzk_cli::cancel::cancel(&client, &args.job_id, nats.timeout).await?;
+    let reply =
+        cuzk_cli::cancel::cancel(&client, &args.job_id, nats.timeout, &nats.inputs_bucket).await?;
     let status = reply.status.map(JobStatus::name).unwrap_or("unknown");
     match reply.outcome {
         CancelOutcome::Cancelled => println!("job {}: cancelled", reply.job_id),

@@ -22,10 +22,12 @@ use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, Priority, DEFAULT_
 use futures::StreamExt;
 
 /// The job's input as it travels: inline up to the synth nodes' default inline limit, else as
-/// an object in the inputs bucket named after the job (uploaded here).
+/// an object named after the job, uploaded here to the inputs bucket `bucket` (the shared one
+/// or the submitter's own).
 pub async fn stage_input(
     client: &Client,
     timeout: Duration,
+    bucket: &str,
     job_id: &str,
     bytes: &[u8],
 ) -> anyhow::Result<JobInput> {
@@ -35,14 +37,21 @@ pub async fn stage_input(
         ));
     }
     let js = jetstream_context(client.clone(), timeout);
-    let store = js.get_object_store(INPUTS_BUCKET).await.with_context(|| {
-        format!("the {INPUTS_BUCKET} bucket (run `cuzk provision`, and check that this user may write it)")
+    let store = js.get_object_store(bucket).await.with_context(|| {
+        format!("the {bucket} bucket (run `cuzk provision --nats-inputs-bucket {bucket}`, and check that this user may write it)")
     })?;
     let name = staged_input_name(job_id);
     cuzk_common::objects::put(&store, &name, bytes)
         .await
-        .with_context(|| format!("uploading {} bytes to {INPUTS_BUCKET}/{name}", bytes.len()))?;
-    Ok(JobInput::Object(name))
+        .with_context(|| format!("uploading {} bytes to {bucket}/{name}", bytes.len()))?;
+    Ok(if bucket == INPUTS_BUCKET {
+        JobInput::Object(name)
+    } else {
+        JobInput::ObjectIn {
+            bucket: bucket.to_owned(),
+            name,
+        }
+    })
 }
 
 /// The span of submitting a job, whose context the job message carries (the synth node's

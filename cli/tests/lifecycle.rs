@@ -14,7 +14,8 @@ use cuzk_cli::LocalCluster;
 use cuzk_common::config::{GpuArgs, ParamArgs, SynthArgs};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::topology::{
-    ledger_results_subject, results_subject, RESULTS_STREAM, SUBJECT_SUBMIT, WORK_STREAM,
+    ledger_results_subject, results_subject, INPUTS_BUCKET, RESULTS_STREAM, SUBJECT_SUBMIT,
+    WORK_STREAM,
 };
 use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
 use cuzk_wire::control::CancelOutcome;
@@ -302,9 +303,14 @@ async fn a_cancelled_job_answers_once_and_drops_its_pending_partitions() {
         assert!(Instant::now() < deadline, "no partition was queued");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let reply = cancel(&cluster.client, job_id, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let reply = cancel(
+        &cluster.client,
+        job_id,
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (reply.outcome, reply.status),
         (CancelOutcome::Cancelled, Some(JobStatus::Cancelled))
@@ -329,9 +335,14 @@ async fn a_cancelled_job_answers_once_and_drops_its_pending_partitions() {
         (JobStatus::Cancelled, proved(&cancelled), true),
         "work in flight changed the cancelled record"
     );
-    let again = cancel(&cluster.client, job_id, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let again = cancel(
+        &cluster.client,
+        job_id,
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
     assert_eq!(again.outcome, CancelOutcome::AlreadyEnded);
     if let Some(second) = listener.next(Duration::from_secs(3)).await {
         panic!("a second answer: {second:?}");
@@ -355,9 +366,14 @@ async fn cancelling_a_finished_job_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(done.status, JobStatus::Done, "{:?}", done.error);
-    let reply = cancel(&cluster.client, "done-first", Duration::from_secs(5))
-        .await
-        .unwrap();
+    let reply = cancel(
+        &cluster.client,
+        "done-first",
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (reply.outcome, reply.status),
         (CancelOutcome::AlreadyEnded, Some(JobStatus::Done))
@@ -367,9 +383,14 @@ async fn cancelling_a_finished_job_changes_nothing() {
     assert_eq!(record.status, JobStatus::Done);
     assert_eq!(stored(&cluster, "done-first").await, 1);
 
-    let unknown = cancel(&cluster.client, "never-submitted", Duration::from_secs(5))
-        .await
-        .unwrap();
+    let unknown = cancel(
+        &cluster.client,
+        "never-submitted",
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (unknown.outcome, unknown.status),
         (CancelOutcome::Unknown, None)
@@ -401,13 +422,13 @@ async fn a_job_no_synth_node_has_taken_is_cancelled_once() {
     let mut spec = job(job_id, "mimc", json!({"rounds": 64, "partitions": 2}), "");
     let input = vec![b'x'; 800 << 10];
     let timeout = Duration::from_secs(10);
-    spec.input = cuzk_cli::submit::stage_input(&client, timeout, job_id, &input)
+    spec.input = cuzk_cli::submit::stage_input(&client, timeout, INPUTS_BUCKET, job_id, &input)
         .await
         .unwrap();
     assert_eq!(spec.input, JobInput::Object(staged_input_name(job_id)));
     cuzk_cli::submit::publish_job(js, &spec).await.unwrap();
 
-    let reply = cancel(&client, job_id, Duration::from_secs(5))
+    let reply = cancel(&client, job_id, Duration::from_secs(5), INPUTS_BUCKET)
         .await
         .unwrap();
     assert_eq!(
@@ -422,9 +443,14 @@ async fn a_job_no_synth_node_has_taken_is_cancelled_once() {
         !matches!(staged, Ok(info) if !info.deleted),
         "the staged input is still there"
     );
-    let unknown = cancel(&client, "never-submitted", Duration::from_secs(5))
-        .await
-        .unwrap();
+    let unknown = cancel(
+        &client,
+        "never-submitted",
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (unknown.outcome, unknown.status),
         (CancelOutcome::Unknown, None)

@@ -27,6 +27,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const USERS: [&str; 6] = ["admin", "submitter", "priority", "synth", "gpu", "gateway"];
+/// Each submitter's own inputs bucket, as deploy/nats/auth.conf names them.
+const SUBMITTER_INPUTS: &str = "cuzk-inputs-submitter";
+const PRIORITY_INPUTS: &str = "cuzk-inputs-priority";
+const GATEWAY_INPUTS: &str = "cuzk-inputs-gateway";
 
 fn role(url: &str, user: &str) -> NatsConfig {
     NatsArgs {
@@ -125,7 +129,13 @@ struct Targets {
 }
 
 async fn prepare(url: &str) -> Targets {
-    cuzk_cli::provision_all(&role(url, "admin")).await.unwrap();
+    for bucket in [SUBMITTER_INPUTS, PRIORITY_INPUTS, GATEWAY_INPUTS] {
+        let admin = NatsConfig {
+            inputs_bucket: bucket.into(),
+            ..role(url, "admin")
+        };
+        cuzk_cli::provision_all(&admin).await.unwrap();
+    }
     let admin = quick_js(url, "admin").await;
     let job_seq = admin
         .publish(SUBJECT_SUBMIT, "{}".into())
@@ -144,6 +154,14 @@ async fn prepare(url: &str) -> Targets {
     Targets {
         job_seq,
         result_seq,
+    }
+}
+
+/// Whether an object put into `bucket` was stored.
+async fn uploaded(js: &jetstream::Context, bucket: &str) -> bool {
+    match js.get_object_store(bucket).await {
+        Ok(store) => store.put("intruder", &mut &b"x"[..]).await.is_ok(),
+        Err(_) => false,
     }
 }
 
@@ -233,6 +251,14 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
         (
             "submitter publishes a result",
             published(&submitter, &ledger_results_subject("forged")).await,
+        ),
+        (
+            "submitter uploads into another submitter's inputs bucket",
+            uploaded(&submitter, PRIORITY_INPUTS).await,
+        ),
+        (
+            "submitter uploads into the shared inputs bucket",
+            uploaded(&submitter, INPUTS_BUCKET).await,
         ),
         (
             "submitter submits with high priority",
@@ -416,7 +442,7 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         .await
         .unwrap();
     let js = jetstream::new(submitter.clone());
-    let inputs = js.get_object_store(INPUTS_BUCKET).await.unwrap();
+    let inputs = js.get_object_store(SUBMITTER_INPUTS).await.unwrap();
     inputs
         .put("roles-input", &mut &b"roles"[..])
         .await
@@ -427,7 +453,10 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         json!({"rounds": 300, "partitions": 2}),
         "",
     );
-    spec.input = JobInput::Object("roles-input".into());
+    spec.input = JobInput::ObjectIn {
+        bucket: SUBMITTER_INPUTS.into(),
+        name: "roles-input".into(),
+    };
     let via = cuzk_cli::submit::Via::JetStream;
     let result = cuzk_cli::submit::submit_and_wait(&submitter, &spec, via, support::TIMEOUT)
         .await
@@ -444,9 +473,14 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
     // A submitter cancels (a synth node answers on the submitter's inbox): the job has ended.
-    let reply = cuzk_cli::cancel::cancel(&submitter, "least-privilege", Duration::from_secs(5))
-        .await
-        .expect("a synth node answers the cancel request");
+    let reply = cuzk_cli::cancel::cancel(
+        &submitter,
+        "least-privilege",
+        Duration::from_secs(5),
+        SUBMITTER_INPUTS,
+    )
+    .await
+    .expect("a synth node answers the cancel request");
     assert_eq!(
         (reply.outcome, reply.status),
         (CancelOutcome::AlreadyEnded, Some(JobStatus::Done))
@@ -484,7 +518,9 @@ async fn gateway_serves_curio(url: &str) {
     use tonic::Request;
 
     let (connection, topology) = cuzk_cli::connect(&role(url, "gateway")).await.unwrap();
-    let cluster = cuzk_cli::gateway::NatsCluster::new(connection, topology, Duration::from_secs(5));
+    let timeout = Duration::from_secs(5);
+    let bucket = GATEWAY_INPUTS.to_owned();
+    let cluster = cuzk_cli::gateway::NatsCluster::new(connection, topology, timeout, bucket);
     let config = cuzk_common::config::GatewayArgs::default()
         .resolve()
         .unwrap();
@@ -518,7 +554,11 @@ async fn gateway_serves_curio(url: &str) {
         (spec.job_id.as_str(), spec.priority),
         (job_id.as_str(), Priority::High)
     );
-    assert_eq!(spec.input, JobInput::Object(format!("{job_id}.input")));
+    let staged = JobInput::ObjectIn {
+        bucket: GATEWAY_INPUTS.into(),
+        name: format!("{job_id}.input"),
+    };
+    assert_eq!(spec.input, staged);
 
     let awaited = proto::AwaitProofRequest {
         job_id: job_id.clone(),

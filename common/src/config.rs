@@ -139,6 +139,11 @@ pub struct NatsArgs {
     /// Bytes the inputs bucket holds at most; an upload beyond it is refused.
     #[arg(long = "nats-inputs-max-bytes", env = "CUZK_NATS_INPUTS_MAX_BYTES")]
     pub inputs_max_bytes: Option<i64>,
+    /// The inputs bucket this client stages large inputs into: `cuzk-inputs` (shared, the
+    /// default) or a submitter's own `cuzk-inputs-<submitter>`, which `cuzk provision` creates
+    /// when given this setting.
+    #[arg(long = "nats-inputs-bucket", env = "CUZK_NATS_INPUTS_BUCKET")]
+    pub inputs_bucket: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -167,6 +172,7 @@ pub struct NatsConfig {
     pub timeout: Duration,
     pub ack_wait: Duration,
     pub limits: crate::topology::Limits,
+    pub inputs_bucket: String,
 }
 
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
@@ -188,6 +194,7 @@ impl std::fmt::Debug for NatsConfig {
             .field("timeout", &self.timeout)
             .field("ack_wait", &self.ack_wait)
             .field("limits", &self.limits)
+            .field("inputs_bucket", &self.inputs_bucket)
             .finish()
     }
 }
@@ -213,7 +220,8 @@ impl NatsArgs {
             limits,
             max_queued_jobs,
             blobs_max_bytes,
-            inputs_max_bytes
+            inputs_max_bytes,
+            inputs_bucket
         );
         self
     }
@@ -294,6 +302,15 @@ impl NatsArgs {
                 "stream and bucket limits must be positive",
             ));
         }
+        let inputs_bucket = self
+            .inputs_bucket
+            .unwrap_or_else(|| crate::topology::INPUTS_BUCKET.to_owned());
+        if !crate::topology::valid_inputs_bucket(&inputs_bucket) {
+            return Err(invalid(
+                "nats.inputs_bucket",
+                "must be cuzk-inputs or cuzk-inputs-<submitter> (1-32 of A-Z a-z 0-9 _ -)",
+            ));
+        }
         Ok(NatsConfig {
             urls,
             name: self.name.unwrap_or_else(|| default_name.to_owned()),
@@ -309,6 +326,7 @@ impl NatsArgs {
             timeout: Duration::from_secs(timeout_secs),
             ack_wait,
             limits,
+            inputs_bucket,
         })
     }
 }

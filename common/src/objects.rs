@@ -154,16 +154,20 @@ async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError
     .await
 }
 
-/// Reads a whole (possibly striped) object of `store` (whose stream is `stream`) after checking
-/// its declared size against `limit`;
-/// every stripe's read is capped at its declared length, so a lying header cannot make us
-/// allocate more.
+/// Reads a whole (possibly striped) object of `store` after checking its declared size against
+/// `limit`; every stripe's read is capped at its declared length, so a lying header cannot make
+/// us allocate more. `streams` are the bucket's stream on one or more connections; stripe `i`
+/// is read through `streams[i % len]`: nats-server answers a connection's direct gets one at a
+/// time, in that connection's read loop, so stripes on one connection queue behind each other.
 pub async fn read_bounded(
     store: &ObjectStore,
-    stream: &Stream<()>,
+    streams: &[Stream<()>],
     name: &str,
     limit: u64,
 ) -> Result<Vec<u8>, ObjectError> {
+    if streams.is_empty() {
+        return Err(unavailable(name, "no connection to read it through"));
+    }
     let layout = Layout::from_info(&info(store, name).await?)?;
     if layout.total as u64 > limit {
         return Err(ObjectError::TooLarge {
@@ -172,10 +176,10 @@ pub async fn read_bounded(
             limit,
         });
     }
-    let stripes = futures::future::try_join_all(
-        (0..layout.stripes())
-            .map(|i| read_stripe(store, stream, stripe_name(name, i), layout.range(i).len())),
-    )
+    let stripes = futures::future::try_join_all((0..layout.stripes()).map(|i| {
+        let stream = &streams[i % streams.len()];
+        read_stripe(store, stream, stripe_name(name, i), layout.range(i).len())
+    }))
     .await?;
     if stripes.len() == 1 {
         return Ok(stripes.into_iter().next().unwrap_or_default());

@@ -59,8 +59,8 @@ pub const GPU_HIGH_CONSUMER: &str = "gpu-high";
 pub const GPU_NORMAL_CONSUMER: &str = "gpu-normal";
 pub const JOBS_BUCKET: &str = "cuzk-jobs";
 pub const BLOBS_BUCKET: &str = "cuzk-blobs";
-pub const INPUTS_BUCKET: &str = "cuzk-inputs";
-/// The object a client stages a job's large input under in [`INPUTS_BUCKET`] (`cuzk submit`,
+pub use cuzk_wire::job::{valid_inputs_bucket, INPUTS_BUCKET};
+/// The object a client stages a job's large input under, in its inputs bucket (`cuzk submit`,
 /// the gateway); cancelling the job deletes it (`cli/src/cancel.rs`).
 pub fn staged_input_name(job_id: &str) -> String {
     format!("{job_id}.input")
@@ -164,8 +164,10 @@ pub struct Topology {
     pub nodes_kv: kv::Store,
     pub blobs: ObjectStore,
     pub inputs: ObjectStore,
-    /// The buckets' streams, for reading objects without a consumer (`objects.rs`).
-    pub blobs_stream: Stream<()>,
+    /// The buckets' streams, for reading objects without a consumer (`objects.rs`); the blobs
+    /// bucket's on every connection the node reads blobs through
+    /// ([`Topology::add_blob_reader`]).
+    pub blob_readers: Vec<Stream<()>>,
     pub inputs_stream: Stream<()>,
 }
 
@@ -309,14 +311,7 @@ pub async fn provision(
         replicas,
     )
     .await?;
-    let inputs = ensure_object_store(
-        js,
-        INPUTS_BUCKET,
-        RETENTION,
-        limits.inputs_max_bytes,
-        replicas,
-    )
-    .await?;
+    let inputs = ensure_inputs_bucket(js, INPUTS_BUCKET, replicas, limits).await?;
     let bucket_stream = |bucket: &str| {
         let name = format!("OBJ_{bucket}");
         async move {
@@ -332,9 +327,63 @@ pub async fn provision(
         nodes_kv,
         blobs,
         inputs,
-        blobs_stream: bucket_stream(BLOBS_BUCKET).await?,
+        blob_readers: vec![bucket_stream(BLOBS_BUCKET).await?],
         inputs_stream: bucket_stream(INPUTS_BUCKET).await?,
     })
+}
+
+/// Creates (or finds) an inputs bucket: the shared one, or a submitter's own
+/// (`cuzk provision --nats-inputs-bucket cuzk-inputs-<submitter>`).
+pub async fn ensure_inputs_bucket(
+    js: &Context,
+    bucket: &str,
+    replicas: usize,
+    limits: Limits,
+) -> Result<ObjectStore, TopologyError> {
+    if !valid_inputs_bucket(bucket) {
+        return Err(failed(format!("object store {bucket}"))(format!(
+            "not an inputs bucket name ({INPUTS_BUCKET} or {INPUTS_BUCKET}-<submitter>)"
+        )));
+    }
+    ensure_object_store(js, bucket, RETENTION, limits.inputs_max_bytes, replicas).await
+}
+
+/// An inputs bucket and its stream, found (never created) for reading a job's input: a bucket
+/// that does not exist is `NotFound`, like a missing object.
+pub async fn open_inputs_bucket(
+    js: &Context,
+    bucket: &str,
+) -> Result<(ObjectStore, Stream<()>), crate::objects::ObjectError> {
+    use crate::objects::ObjectError;
+    use async_nats::jetstream::context::GetStreamErrorKind;
+    use async_nats::jetstream::ErrorCode;
+    let unavailable = |e: String| ObjectError::Unavailable {
+        name: bucket.to_owned(),
+        message: e,
+    };
+    let stream = format!("OBJ_{bucket}");
+    match js.get_stream(&stream).await {
+        Ok(_) => {}
+        Err(e) => {
+            return Err(match e.kind() {
+                GetStreamErrorKind::JetStream(j)
+                    if j.error_code() == ErrorCode::STREAM_NOT_FOUND =>
+                {
+                    ObjectError::NotFound(format!("bucket {bucket}"))
+                }
+                _ => unavailable(e.to_string()),
+            })
+        }
+    }
+    let store = js
+        .get_object_store(bucket)
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    let stream = js
+        .get_stream_no_info(stream)
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    Ok((store, stream))
 }
 
 /// A KV bucket whose backing stream is made exactly as async-nats would make it; done by hand
@@ -403,6 +452,18 @@ fn work_consumer_config(durable: &str, filter: &str, ack_wait: Duration) -> pull
 
 impl Topology {
     /// The synth nodes' shared durable consumer of submitted jobs.
+    /// Reads blobs through `js`'s connection too: a striped blob's stripes are read through
+    /// the connections in turn (`objects::read_bounded`).
+    pub async fn add_blob_reader(&mut self, js: &Context) -> Result<(), TopologyError> {
+        let name = format!("OBJ_{BLOBS_BUCKET}");
+        let stream = js
+            .get_stream_no_info(&name)
+            .await
+            .map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
+        self.blob_readers.push(stream);
+        Ok(())
+    }
+
     pub async fn synth_consumer(&self) -> Result<PullConsumer, TopologyError> {
         ensure_consumer(
             &self.js,

@@ -51,16 +51,26 @@ async fn a_large_object_is_striped_and_read_back_whole() {
         names(&store).await,
         ["blob", "blob.stripe1", "blob.stripe2", "blob.stripe3"]
     );
-    let back = objects::read_bounded(&store, &stream, "blob", bytes.len() as u64)
-        .await
-        .unwrap();
+    let back = objects::read_bounded(
+        &store,
+        std::slice::from_ref(&stream),
+        "blob",
+        bytes.len() as u64,
+    )
+    .await
+    .unwrap();
     assert!(back == bytes, "striped read differs");
 
     // The limit applies to the whole, not to a stripe.
-    let err = objects::read_bounded(&store, &stream, "blob", bytes.len() as u64 - 1)
-        .await
-        .map(|b| b.len())
-        .unwrap_err();
+    let err = objects::read_bounded(
+        &store,
+        std::slice::from_ref(&stream),
+        "blob",
+        bytes.len() as u64 - 1,
+    )
+    .await
+    .map(|b| b.len())
+    .unwrap_err();
     assert!(matches!(err, ObjectError::TooLarge { .. }), "{err}");
 
     objects::delete(&store, "blob").await.unwrap();
@@ -80,7 +90,7 @@ async fn plain_and_small_objects_are_one_object() {
     store.put("plain", &mut plain.as_slice()).await.unwrap();
     assert_eq!(names(&store).await, ["plain", "small"]);
     for (name, bytes) in [("small", &small), ("plain", &plain)] {
-        let back = objects::read_bounded(&store, &stream, name, 1 << 30)
+        let back = objects::read_bounded(&store, std::slice::from_ref(&stream), name, 1 << 30)
             .await
             .unwrap();
         assert!(&back == bytes, "{name} differs");
@@ -96,7 +106,7 @@ async fn a_missing_or_short_stripe_fails_the_read() {
     store.delete("gone.stripe2").await.unwrap();
     let err = tokio::time::timeout(
         Duration::from_secs(60),
-        objects::read_bounded(&store, &stream, "gone", 1 << 30),
+        objects::read_bounded(&store, std::slice::from_ref(&stream), "gone", 1 << 30),
     )
     .await
     .expect("a missing stripe must not hang the read")
@@ -109,7 +119,7 @@ async fn a_missing_or_short_stripe_fails_the_read() {
         .put("short.stripe1", &mut &bytes[..100])
         .await
         .unwrap();
-    let err = objects::read_bounded(&store, &stream, "short", 1 << 30)
+    let err = objects::read_bounded(&store, std::slice::from_ref(&stream), "short", 1 << 30)
         .await
         .map(|b| b.len())
         .unwrap_err();

@@ -423,7 +423,7 @@ impl GpuNode {
         let started = Instant::now();
         let bytes = objects::read_bounded(
             &self.topology.blobs,
-            &self.topology.blobs_stream,
+            &self.topology.blob_readers,
             &item.blob_object,
             self.limits.max_blob_bytes,
         )

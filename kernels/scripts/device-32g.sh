@@ -96,7 +96,7 @@ fi
 
 if step blobs 40; then
   timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 >$L/blobs.log 2>&1
-  timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight 4 2>&1 | tail -4 >>$L/blobs-4.log
+  timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight 4 2>&1 | tail -7 >>$L/blobs-4.log
   cat $L/blobs.log $L/blobs-4.log | grep "|"
   collect
 fi

@@ -54,7 +54,12 @@ def blob_bench(path):
             out["run"] = line.strip()
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[0].startswith(("one object", "striped")):
-            key = "one_object" if cells[0].startswith("one") else "striped"
+            if cells[0].startswith("one"):
+                key = "one_object"
+            elif "connections" in cells[0]:
+                key = "striped_gpu_node_connections"
+            else:
+                key = "striped_one_connection"
             out[key] = {"upload_mb_s": float(cells[1]), "fetch_mb_s": float(cells[2])}
     return out or None
 

@@ -1,6 +1,7 @@
 //! `cuzk-load blobs`: witness-blob transfer through the cluster's blobs bucket, one object per
 //! blob (the object store's own put and get, what nodes did before striping) beside cuzk's
-//! striped objects (common/src/objects.rs): same server, same incompressible bytes, one table.
+//! striped objects (common/src/objects.rs) read through one connection and through as many as a
+//! GPU node opens: same server, same incompressible bytes, one table.
 
 use std::time::{Duration, Instant};
 
@@ -35,13 +36,19 @@ pub struct BlobArgs {
 enum Layout {
     OneObject,
     Striped,
+    /// Striped, read through the GPU node's [`cuzk_cli::BLOB_READ_CONNECTIONS`] connections.
+    StripedConnections,
 }
 
 impl Layout {
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Layout::OneObject => "one object per blob",
-            Layout::Striped => "striped (objects::put / read_bounded)",
+            Layout::OneObject => "one object per blob".into(),
+            Layout::Striped => "striped, one connection".into(),
+            Layout::StripedConnections => format!(
+                "striped, read through {} connections (GPU node)",
+                cuzk_cli::BLOB_READ_CONNECTIONS
+            ),
         }
     }
 
@@ -55,14 +62,16 @@ impl Layout {
                 };
                 store.put(meta, &mut &bytes[..]).await?;
             }
-            Layout::Striped => objects::put(store, name, bytes).await?,
+            Layout::Striped | Layout::StripedConnections => {
+                objects::put(store, name, bytes).await?
+            }
         }
         Ok(())
     }
 
     async fn get(
         self,
-        (store, stream): (&ObjectStore, &Stream<()>),
+        (store, readers): (&ObjectStore, &[Stream<()>]),
         name: &str,
         len: usize,
     ) -> anyhow::Result<()> {
@@ -72,7 +81,10 @@ impl Layout {
                 store.get(name).await?.read_to_end(&mut bytes).await?;
                 bytes.len()
             }
-            Layout::Striped => objects::read_bounded(store, stream, name, len as u64)
+            Layout::Striped => objects::read_bounded(store, &readers[..1], name, len as u64)
+                .await?
+                .len(),
+            Layout::StripedConnections => objects::read_bounded(store, readers, name, len as u64)
                 .await?
                 .len(),
         };
@@ -105,14 +117,19 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| server.as_ref().map(NatsServer::url).unwrap_or_default());
     let client = async_nats::connect(&url).await?;
-    let topology = provision(
+    let mut topology = provision(
         &jetstream_context(client, Duration::from_secs(30)),
         1,
         Duration::from_secs(60),
         Limits::default(),
     )
     .await?;
-    let (store, stream) = (&topology.blobs, &topology.blobs_stream);
+    for _ in 1..cuzk_cli::BLOB_READ_CONNECTIONS {
+        let reader = async_nats::connect(&url).await?;
+        let js = jetstream_context(reader, Duration::from_secs(30));
+        topology.add_blob_reader(&js).await?;
+    }
+    let (store, readers) = (&topology.blobs, &topology.blob_readers[..]);
     let len = args.mb * 1_000_000;
     let blobs: Vec<Vec<u8>> = (0..args.count)
         .map(|_| {
@@ -129,7 +146,11 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
     );
     println!("| layout | upload MB/s | fetch MB/s |\n|---|---|---|");
     let mut rates = Vec::new();
-    for layout in [Layout::OneObject, Layout::Striped] {
+    for layout in [
+        Layout::OneObject,
+        Layout::Striped,
+        Layout::StripedConnections,
+    ] {
         let name = |i: usize| format!("blob-bench-{tag}-{}-{i}", layout as u8);
         let up = timed(args.count, args.in_flight, |i| {
             let (name, bytes) = (name(i), &blobs[i]);
@@ -138,7 +159,7 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         .await?;
         let down = timed(args.count, args.in_flight, |i| {
             let name = name(i);
-            async move { layout.get((store, stream), &name, len).await }
+            async move { layout.get((store, readers), &name, len).await }
         })
         .await?;
         for i in 0..args.count {
@@ -148,10 +169,15 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         println!("| {} | {:.0} | {:.0} |", layout.name(), rate.0, rate.1);
         rates.push(rate);
     }
-    println!(
-        "| ratio striped / one object | {:.2} | {:.2} |",
-        rates[1].0 / rates[0].0,
-        rates[1].1 / rates[0].1
-    );
+    for (i, what) in [
+        (1, "striped, one connection"),
+        (2, "striped, GPU node's connections"),
+    ] {
+        println!(
+            "| ratio {what} / one object | {:.2} | {:.2} |",
+            rates[i].0 / rates[0].0,
+            rates[i].1 / rates[0].1
+        );
+    }
     Ok(())
 }

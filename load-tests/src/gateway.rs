@@ -103,6 +103,7 @@ async fn start_gateway(cluster: &LocalCluster, stop: CancellationToken) -> anyho
         cluster.client.clone(),
         cluster.topology.clone(),
         NATS_TIMEOUT,
+        cuzk_common::topology::INPUTS_BUCKET.into(),
     );
     let config = cuzk_common::config::GatewayArgs {
         listen: Some(cuzk_gateway::ListenAddr::Tcp("127.0.0.1:0".into())),
@@ -129,7 +130,9 @@ async fn via_nats(cluster: &LocalCluster, request: SubmitProofRequest) -> anyhow
     let (spec, input) = cuzk_gateway::job_for(request)?;
     let client = &cluster.client;
     let mut results = client.subscribe(results_subject(&spec.job_id)).await?;
-    let input = cuzk_cli::submit::stage_input(client, NATS_TIMEOUT, &spec.job_id, &input).await?;
+    let bucket = cuzk_common::topology::INPUTS_BUCKET;
+    let input =
+        cuzk_cli::submit::stage_input(client, NATS_TIMEOUT, bucket, &spec.job_id, &input).await?;
     let spec = cuzk_wire::job::JobSpec { input, ..spec };
     let js = jetstream_context(client.clone(), NATS_TIMEOUT);
     cuzk_cli::submit::publish_job(&js, &spec).await?;

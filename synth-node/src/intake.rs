@@ -199,7 +199,13 @@ async fn load_input(
             .map_err(|e| StepError::Fatal(format!("input is not valid base64: {e}"))),
         JobInput::Object(name) => {
             let (store, stream) = (&topology.inputs, &topology.inputs_stream);
-            Ok(objects::read_bounded(store, stream, name, MAX_OBJECT_INPUT).await?)
+            let streams = std::slice::from_ref(stream);
+            Ok(objects::read_bounded(store, streams, name, MAX_OBJECT_INPUT).await?)
+        }
+        JobInput::ObjectIn { bucket, name } => {
+            let (store, stream) = topology::open_inputs_bucket(&topology.js, bucket).await?;
+            let streams = std::slice::from_ref(&stream);
+            Ok(objects::read_bounded(&store, streams, name, MAX_OBJECT_INPUT).await?)
         }
     }
 }

@@ -42,8 +42,31 @@ pub enum JobInput {
     Utf8(String),
     /// Standard base64.
     Base64(String),
-    /// An object in the inputs object store bucket (for inputs larger than a NATS message).
+    /// An object in the shared inputs bucket [`INPUTS_BUCKET`] (for inputs larger than a NATS
+    /// message).
     Object(String),
+    /// An object in a submitter's own inputs bucket, `cuzk-inputs-<submitter>`: NATS
+    /// permissions name subjects, and an object's subjects do not carry its name's prefix, so a
+    /// bucket per submitter is what keeps submitters out of each other's inputs.
+    ObjectIn { bucket: String, name: String },
+}
+
+/// The shared inputs bucket; a submitter's own is `cuzk-inputs-<submitter>`.
+pub const INPUTS_BUCKET: &str = "cuzk-inputs";
+
+/// Whether `bucket` is an inputs bucket: the shared one, or `cuzk-inputs-<submitter>` with the
+/// submitter's name 1–32 of `[A-Za-z0-9_-]` (bucket names allow no more).
+pub fn valid_inputs_bucket(bucket: &str) -> bool {
+    match bucket.strip_prefix(INPUTS_BUCKET) {
+        Some("") => true,
+        Some(rest) => rest.strip_prefix('-').is_some_and(|owner| {
+            (1..=32).contains(&owner.len())
+                && owner
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        }),
+        None => false,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -98,10 +121,20 @@ impl JobSpec {
         if spec.version != JOB_SPEC_VERSION {
             return Err(fail(JobSpecError::Version(spec.version)));
         }
-        if let JobInput::Object(name) = &spec.input {
+        let object = match &spec.input {
+            JobInput::Object(name) => Some((INPUTS_BUCKET, name)),
+            JobInput::ObjectIn { bucket, name } => Some((bucket.as_str(), name)),
+            _ => None,
+        };
+        if let Some((bucket, name)) = object {
             if name.is_empty() || name.len() > 255 {
                 return Err(fail(JobSpecError::Input(format!(
                     "bad object name {name:?}"
+                ))));
+            }
+            if !valid_inputs_bucket(bucket) {
+                return Err(fail(JobSpecError::Input(format!(
+                    "{bucket:?} is not an inputs bucket ({INPUTS_BUCKET} or {INPUTS_BUCKET}-<submitter>)"
                 ))));
             }
         }
@@ -495,6 +528,41 @@ mod tests {
         assert_eq!(id, None);
         assert!(matches!(err, JobSpecError::JobId(_)));
         assert!(!valid_job_id(&"x".repeat(65)));
+    }
+
+    #[test]
+    fn inputs_come_from_inputs_buckets_only() {
+        let with = |input: &str| {
+            JobSpec::parse(
+                format!(r#"{{"version":1,"job_id":"i","circuit":"x","input":{input}}}"#).as_bytes(),
+            )
+        };
+        let spec = with(r#"{"object_in":{"bucket":"cuzk-inputs-alice","name":"c1.json"}}"#);
+        assert_eq!(
+            spec.unwrap().input,
+            JobInput::ObjectIn {
+                bucket: "cuzk-inputs-alice".into(),
+                name: "c1.json".into()
+            }
+        );
+        for bucket in [
+            "cuzk-blobs",
+            "cuzk-inputs-",
+            "cuzk-inputsx",
+            "cuzk-inputs-a.b",
+        ] {
+            let input = format!(r#"{{"object_in":{{"bucket":"{bucket}","name":"n"}}}}"#);
+            let (_, err) = with(&input).unwrap_err();
+            assert!(
+                err.to_string().contains("not an inputs bucket"),
+                "{bucket}: {err}"
+            );
+        }
+        assert!(valid_inputs_bucket(INPUTS_BUCKET));
+        assert!(!valid_inputs_bucket(&format!(
+            "cuzk-inputs-{}",
+            "a".repeat(33)
+        )));
     }
 
     #[test]
