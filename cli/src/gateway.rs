@@ -145,7 +145,7 @@ impl Cluster for NatsCluster {
     }
 
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError> {
-        crate::cancel::cancel(&self.client, job_id, self.timeout)
+        crate::cancel::cancel(&self.client, job_id, self.timeout, &self.inputs_bucket)
             .await
             .map_err(unavailable)
     }

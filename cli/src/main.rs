@@ -24,7 +24,8 @@ mod bench;
     about = "Distributed Groth16 proving cluster on NATS JetStream"
 )]
 struct Cli {
-    /// TOML config file with [nats], [synth] and [gpu] tables (flags and env override it).
+    /// TOML config file with [nats], [synth], [gpu], [params] and [gateway] tables (flags and
+    /// env override it).
     #[arg(long, env = "CUZK_CONFIG", global = true)]
     config: Option<PathBuf>,
     #[command(subcommand)]
@@ -59,25 +60,23 @@ enum Command {
     Launch(LaunchArgs),
     /// Serve Curio's proving API (gRPC `cuzk.v1.ProvingEngine`) in front of the cluster: point
     /// Curio's `[Cuzk] Address` here (docs/gateway.md).
-    Gateway(GatewayArgs),
+    Gateway(GatewayCommandArgs),
 }
 
 #[derive(Args)]
-struct GatewayArgs {
+struct GatewayCommandArgs {
     #[command(flatten)]
     nats: NatsArgs,
     #[command(flatten)]
     telemetry: TelemetryArgs,
-    /// host:port, or unix:PATH for a unix socket.
-    #[arg(long, env = "CUZK_GATEWAY_LISTEN", default_value = "127.0.0.1:9820")]
-    listen: cuzk_gateway::ListenAddr,
-    /// Longest wait of a Prove call, or of an AwaitProof without a timeout (a client's gRPC
-    /// deadline cuts either shorter).
-    #[arg(long, env = "CUZK_GATEWAY_MAX_WAIT_SECS", default_value_t = 24 * 3600)]
-    max_wait_secs: u64,
+    #[command(flatten)]
+    gateway: cuzk_common::config::GatewayArgs,
     /// Print the served services, their methods and messages with field numbers, and exit.
     #[arg(long, env = "CUZK_GATEWAY_DESCRIBE")]
     describe: bool,
+    /// Validate the configuration, print it and exit.
+    #[arg(long, env = "CUZK_CHECK_CONFIG")]
+    check_config: bool,
 }
 
 #[derive(Args)]
@@ -569,22 +568,30 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn gateway(args: GatewayArgs, file: ConfigFile) -> anyhow::Result<()> {
+async fn gateway(args: GatewayCommandArgs, file: ConfigFile) -> anyhow::Result<()> {
     if args.describe {
         print!("{}", cuzk_gateway::describe()?);
         return Ok(());
     }
     let nats = args.nats.merge(file.nats).resolve("cuzk-gateway")?;
+    let config = args.gateway.merge(file.gateway).resolve()?;
+    if args.check_config {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "nats": nats, "gateway": config,
+                "metrics_addr": args.telemetry.metrics_addr()?
+            }))?
+        );
+        return Ok(());
+    }
     init_telemetry("cuzk-gateway", &args.telemetry).await?;
     let (client, topology) = cuzk_cli::connect(&nats).await?;
     let bucket = nats.inputs_bucket.clone();
     let cluster = cuzk_cli::gateway::NatsCluster::new(client, topology, nats.timeout, bucket);
-    let limits = cuzk_gateway::Limits {
-        max_wait: Duration::from_secs(args.max_wait_secs),
-        ..Default::default()
-    };
-    let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), limits);
-    cuzk_gateway::serve(&args.listen, gateway, shutdown_on_signal(), |addr| {
+    let listen = config.listen.clone();
+    let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), config);
+    cuzk_gateway::serve(&listen, gateway, shutdown_on_signal(), |addr| {
         // The line scripts and tests wait for.
         println!("cuzk gateway listening on {addr}");
     })
@@ -652,7 +659,8 @@ async fn cancel(args: CancelArgs, file: ConfigFile) -> anyhow::Result<()> {
     use cuzk_wire::control::CancelOutcome;
     let nats = args.nats.merge(file.nats).resolve("cuzk-cancel")?;
     let client = cuzk_common::nats::connect(&nats).await?;
-    let reply = cuzk_cli::cancel::cancel(&client, &args.job_id, nats.timeout).await?;
+    let reply =
+        cuzk_cli::cancel::cancel(&client, &args.job_id, nats.timeout, &nats.inputs_bucket).await?;
     let status = reply.status.map(JobStatus::name).unwrap_or("unknown");
     match reply.outcome {
         CancelOutcome::Cancelled => println!("job {}: cancelled", reply.job_id),

@@ -15,8 +15,8 @@ use base64::Engine;
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::nats::{retry, RetryPolicy};
 use cuzk_common::topology::{
-    jetstream_context, results_subject, INPUTS_BUCKET, JOBS_BUCKET, SUBJECT_SUBMIT,
-    SUBJECT_SUBMIT_HIGH,
+    jetstream_context, results_subject, staged_input_name, INPUTS_BUCKET, JOBS_BUCKET,
+    SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH,
 };
 use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, Priority, DEFAULT_MAX_INLINE_INPUT};
 use futures::StreamExt;
@@ -40,7 +40,7 @@ pub async fn stage_input(
     let store = js.get_object_store(bucket).await.with_context(|| {
         format!("the {bucket} bucket (run `cuzk provision --nats-inputs-bucket {bucket}`, and check that this user may write it)")
     })?;
-    let name = format!("{job_id}.input");
+    let name = staged_input_name(job_id);
     cuzk_common::objects::put(&store, &name, bytes)
         .await
         .with_context(|| format!("uploading {} bytes to {bucket}/{name}", bytes.len()))?;

@@ -1,28 +1,33 @@
-//! The parameter directory `cuzk gpu-node --check-config` resolves: the flag, then
-//! `CUZK_PARAM_CACHE`, then `FIL_PROOFS_PARAMETER_CACHE` (filecoin-proofs' name, which lotus and
-//! Curio hosts already set), then the config file; the file's key is below both environment
-//! twins. Each case runs the binary with exactly the environment it names.
+//! What `--check-config` resolves, flag > environment > file > default: the parameter
+//! directory of `cuzk gpu-node` — the flag, then `CUZK_PARAM_CACHE`, then
+//! `FIL_PROOFS_PARAMETER_CACHE` (filecoin-proofs' name, which lotus and Curio hosts already
+//! set), then the config file; the file's key is below both environment twins — and the
+//! `[gateway]` table of `cuzk gateway`. Each case runs the binary with exactly the environment
+//! it names.
 
 use std::process::Command;
 
-fn resolved_param_cache(env: &[(&str, &str)], args: &[&str]) -> serde_json::Value {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cuzk"));
-    command
-        .env_clear()
+/// `cuzk COMMAND --check-config ARGS` under `env` only: the resolved configuration.
+fn check_config(command: &str, env: &[(&str, &str)], args: &[&str]) -> serde_json::Value {
+    let mut cuzk = Command::new(env!("CARGO_BIN_EXE_cuzk"));
+    cuzk.env_clear()
         .env("HOME", "/home/operator")
-        .args(["gpu-node", "--check-config"])
+        .args([command, "--check-config"])
         .args(args);
     for (key, value) in env {
-        command.env(key, value);
+        cuzk.env(key, value);
     }
-    let output = command.output().unwrap();
+    let output = cuzk.output().unwrap();
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let config: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    config["params"]["cache"].clone()
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn resolved_param_cache(env: &[(&str, &str)], args: &[&str]) -> serde_json::Value {
+    check_config("gpu-node", env, args)["params"]["cache"].clone()
 }
 
 #[test]
@@ -47,5 +52,50 @@ fn param_cache_twins_rank_between_flag_and_file() {
     assert_eq!(
         resolved_param_cache(&[fil, cuzk], &["--param-cache", "/from/flag"]),
         "/from/flag"
+    );
+}
+
+#[test]
+fn gateway_settings_rank_flag_env_file_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cuzk.toml");
+    std::fs::write(
+        &file,
+        "[gateway]\nlisten = \"unix:/from/file.sock\"\nmax_wait_secs = 30\nsrs_timeout_secs = 40\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let resolved = |env: &[(&str, &str)], args: &[&str]| {
+        let config = check_config("gateway", env, args)["gateway"].clone();
+        (
+            config["listen"].as_str().unwrap().to_owned(),
+            config["max_wait"]["secs"].as_u64().unwrap(),
+            config["srs_timeout"]["secs"].as_u64().unwrap(),
+            config["max_message_bytes"].as_u64().unwrap(),
+        )
+    };
+    let listen = |s: &str| s.to_owned();
+    assert_eq!(
+        resolved(&[], &[]),
+        (listen("127.0.0.1:9820"), 24 * 3600, 600, 256 << 20)
+    );
+    assert_eq!(
+        resolved(&[], &["--config", file]),
+        (listen("unix:/from/file.sock"), 30, 40, 256 << 20)
+    );
+    let env = [
+        ("CUZK_GATEWAY_LISTEN", "127.0.0.1:7000"),
+        ("CUZK_GATEWAY_MAX_WAIT_SECS", "20"),
+        ("CUZK_GATEWAY_MAX_MESSAGE_BYTES", "8388608"),
+    ];
+    assert_eq!(
+        resolved(&env, &["--config", file]),
+        (listen("127.0.0.1:7000"), 20, 40, 8 << 20)
+    );
+    let flags = ["--config", file, "--listen", "unix:///from/flag.sock"];
+    let flags = [&flags[..], &["--max-wait-secs", "10"]].concat();
+    assert_eq!(
+        resolved(&env, &flags),
+        (listen("unix:/from/flag.sock"), 10, 40, 8 << 20)
     );
 }

@@ -14,7 +14,8 @@ use cuzk_cli::LocalCluster;
 use cuzk_common::config::{GpuArgs, ParamArgs, SynthArgs};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::topology::{
-    ledger_results_subject, results_subject, RESULTS_STREAM, SUBJECT_SUBMIT, WORK_STREAM,
+    ledger_results_subject, results_subject, INPUTS_BUCKET, RESULTS_STREAM, SUBJECT_SUBMIT,
+    WORK_STREAM,
 };
 use cuzk_wire::blob::{encode_blob, BlobHeaderInfo, EncodeOptions};
 use cuzk_wire::control::CancelOutcome;
@@ -302,9 +303,14 @@ async fn a_cancelled_job_answers_once_and_drops_its_pending_partitions() {
         assert!(Instant::now() < deadline, "no partition was queued");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let reply = cancel(&cluster.client, job_id, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let reply = cancel(
+        &cluster.client,
+        job_id,
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (reply.outcome, reply.status),
         (CancelOutcome::Cancelled, Some(JobStatus::Cancelled))
@@ -329,9 +335,14 @@ async fn a_cancelled_job_answers_once_and_drops_its_pending_partitions() {
         (JobStatus::Cancelled, proved(&cancelled), true),
         "work in flight changed the cancelled record"
     );
-    let again = cancel(&cluster.client, job_id, Duration::from_secs(5))
-        .await
-        .unwrap();
+    let again = cancel(
+        &cluster.client,
+        job_id,
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
     assert_eq!(again.outcome, CancelOutcome::AlreadyEnded);
     if let Some(second) = listener.next(Duration::from_secs(3)).await {
         panic!("a second answer: {second:?}");
@@ -355,9 +366,14 @@ async fn cancelling_a_finished_job_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(done.status, JobStatus::Done, "{:?}", done.error);
-    let reply = cancel(&cluster.client, "done-first", Duration::from_secs(5))
-        .await
-        .unwrap();
+    let reply = cancel(
+        &cluster.client,
+        "done-first",
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (reply.outcome, reply.status),
         (CancelOutcome::AlreadyEnded, Some(JobStatus::Done))
@@ -367,12 +383,98 @@ async fn cancelling_a_finished_job_changes_nothing() {
     assert_eq!(record.status, JobStatus::Done);
     assert_eq!(stored(&cluster, "done-first").await, 1);
 
-    let unknown = cancel(&cluster.client, "never-submitted", Duration::from_secs(5))
-        .await
-        .unwrap();
+    let unknown = cancel(
+        &cluster.client,
+        "never-submitted",
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (unknown.outcome, unknown.status),
         (CancelOutcome::Unknown, None)
     );
     cluster.stop().await.unwrap();
+}
+
+/// A job still waiting in the jobs stream behind another (no synth node runs; only the cancel
+/// service answers): the cancel ends it — one `cancelled` answer on a core subscription, its
+/// staged input deleted — and the synth node started afterwards acknowledges its message and
+/// skips it: no second answer. An id never submitted stays `unknown`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_no_synth_node_has_taken_is_cancelled_once() {
+    use cuzk_common::topology::{staged_input_name, JOBS_STREAM};
+    cuzk_common::telemetry::init_logging();
+    let server = cuzk_common::local_nats::NatsServer::start().unwrap();
+    let (client, topology) = cuzk_cli::connect_url(&server.url(), "test").await.unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let answering = tokio::spawn(cuzk_synth_node::cancel::serve(
+        topology.clone(),
+        Ledger::new(&topology),
+        shutdown.clone(),
+    ));
+    let js = &topology.js;
+    let before = job("before", "mimc", json!({"rounds": 64, "partitions": 1}), "");
+    cuzk_cli::submit::publish_job(js, &before).await.unwrap();
+    let job_id = "queued";
+    let mut listener = Listener::new(&client, job_id).await;
+    let mut spec = job(job_id, "mimc", json!({"rounds": 64, "partitions": 2}), "");
+    let input = vec![b'x'; 800 << 10];
+    let timeout = Duration::from_secs(10);
+    spec.input = cuzk_cli::submit::stage_input(&client, timeout, INPUTS_BUCKET, job_id, &input)
+        .await
+        .unwrap();
+    assert_eq!(spec.input, JobInput::Object(staged_input_name(job_id)));
+    cuzk_cli::submit::publish_job(js, &spec).await.unwrap();
+
+    let reply = cancel(&client, job_id, Duration::from_secs(5), INPUTS_BUCKET)
+        .await
+        .unwrap();
+    assert_eq!(
+        (reply.outcome, reply.status),
+        (CancelOutcome::Cancelled, Some(JobStatus::Cancelled))
+    );
+    let answer = listener.next(TIMEOUT).await.expect("a result");
+    assert_eq!(answer.status, JobStatus::Cancelled);
+    // A deleted object's info is its tombstone.
+    let staged = topology.inputs.info(&staged_input_name(job_id)).await;
+    assert!(
+        !matches!(staged, Ok(info) if !info.deleted),
+        "the staged input is still there"
+    );
+    let unknown = cancel(
+        &client,
+        "never-submitted",
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (unknown.outcome, unknown.status),
+        (CancelOutcome::Unknown, None)
+    );
+
+    let params = ParamArgs::default().resolve(true);
+    let synth = synth_args(&[]).resolve().unwrap();
+    let node = cuzk_synth_node::SynthNode::new(topology.clone(), synth, &params, "late".into());
+    let node = tokio::spawn(std::sync::Arc::new(node.unwrap()).run(shutdown.clone()));
+    let started = Instant::now();
+    while topology.stream_depth(JOBS_STREAM).await.unwrap() > 0 {
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "the job messages were not acknowledged"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if let Some(second) = listener.next(Duration::from_secs(3)).await {
+        panic!("a second answer: first {answer:?}, then {second:?}");
+    }
+    let record = Ledger::new(&topology).get(job_id).await.unwrap().unwrap();
+    assert_eq!(record.status, JobStatus::Cancelled);
+    assert!(record.partitions.is_empty(), "a synth node took the job");
+    shutdown.cancel();
+    node.await.unwrap().unwrap();
+    answering.await.unwrap();
 }

@@ -1,7 +1,8 @@
 //! The shipped least-privilege config (deploy/nats/auth.conf): each role's credentials can do
 //! its job — a whole job, its input uploaded to the inputs bucket by the submitter, runs
-//! through synth and GPU nodes connected as `synth` and `gpu` — and are refused what they must
-//! not do. Every refusal is checked twice: refused under the shipped config, and allowed under
+//! through synth and GPU nodes connected as `synth` and `gpu`, and a gateway connected as
+//! `gateway` serves Curio's calls (a PoSt job submitted at high priority with its input staged,
+//! awaited, cancelled; status; a proving-key preload) — and are refused what they must not do. Every refusal is checked twice: refused under the shipped config, and allowed under
 //! a copy that gives every user every subject, so no check passes for another reason (a
 //! message that is not there, an API the stream does not offer).
 
@@ -15,20 +16,21 @@ use async_nats::jetstream::{self, consumer::push, stream};
 use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs};
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::topology::{
-    ledger_results_subject, results_subject, BLOBS_BUCKET, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM,
-    RESULTS_STREAM, SUBJECT_CANCEL, SUBJECT_SRS, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH,
-    SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
+    ledger_results_subject, results_subject, BLOBS_BUCKET, GPU_NORMAL_CONSUMER, INPUTS_BUCKET,
+    JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL, SUBJECT_SRS, SUBJECT_SUBMIT,
+    SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
-use cuzk_wire::control::{CancelOutcome, SrsOp, SrsRequest};
+use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::job::{JobInput, JobStatus, Priority};
 use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-const USERS: [&str; 5] = ["admin", "submitter", "priority", "synth", "gpu"];
+const USERS: [&str; 6] = ["admin", "submitter", "priority", "synth", "gpu", "gateway"];
 /// Each submitter's own inputs bucket, as deploy/nats/auth.conf names them.
 const SUBMITTER_INPUTS: &str = "cuzk-inputs-submitter";
 const PRIORITY_INPUTS: &str = "cuzk-inputs-priority";
+const GATEWAY_INPUTS: &str = "cuzk-inputs-gateway";
 
 fn role(url: &str, user: &str) -> NatsConfig {
     NatsArgs {
@@ -127,7 +129,7 @@ struct Targets {
 }
 
 async fn prepare(url: &str) -> Targets {
-    for bucket in [SUBMITTER_INPUTS, PRIORITY_INPUTS] {
+    for bucket in [SUBMITTER_INPUTS, PRIORITY_INPUTS, GATEWAY_INPUTS] {
         let admin = NatsConfig {
             inputs_bucket: bucket.into(),
             ..role(url, "admin")
@@ -177,13 +179,20 @@ async fn delivered(url: &str, from: &str, to: &str, subject: &str) -> bool {
     let (sender, receiver) = (client(url, from).await, client(url, to).await);
     let mut sub = receiver.subscribe(subject.to_owned()).await.unwrap();
     receiver.flush().await.unwrap();
-    sender
-        .publish(subject.to_owned(), "{}".into())
-        .await
-        .unwrap();
-    let _ = sender.flush().await;
-    // Long enough for a loaded CI box (1 s once missed a delivery the loosened config allows).
-    let arrived = tokio::time::timeout(Duration::from_secs(3), sub.next()).await;
+    // async-nats' flush does not wait for the server: the subscription may be registered after
+    // a first publish from the other connection (seen missing on a loaded box), so publish
+    // again until one arrives or the wait is over.
+    let publishing = async {
+        loop {
+            let _ = sender.publish(subject.to_owned(), "{}".into()).await;
+            let _ = sender.flush().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let arrived = tokio::select! {
+        arrived = tokio::time::timeout(Duration::from_secs(3), sub.next()) => arrived,
+        never = publishing => never,
+    };
     matches!(arrived, Ok(Some(_)))
 }
 
@@ -196,6 +205,7 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
     let gpu = quick_js(url, "gpu").await;
     let submitter = quick_js(url, "submitter").await;
     let synth = quick_js(url, "synth").await;
+    let gateway = quick_js(url, "gateway").await;
     let stream = |js: &jetstream::Context, name: &str| {
         let (js, name) = (js.clone(), name.to_owned());
         async move { js.get_stream_no_info(name).await.unwrap() }
@@ -293,6 +303,46 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
             delivered(url, "submitter", "admin", SUBJECT_SRS).await,
         ),
         (
+            "gateway reads a job message",
+            stream(&gateway, JOBS_STREAM)
+                .await
+                .get_raw_message(t.job_seq)
+                .await
+                .is_ok(),
+        ),
+        (
+            "gateway uses a GPU consumer",
+            stream(&gateway, cuzk_common::topology::WORK_STREAM)
+                .await
+                .consumer_info(GPU_NORMAL_CONSUMER)
+                .await
+                .is_ok(),
+        ),
+        (
+            "gateway enqueues work",
+            published(&gateway, SUBJECT_WORK_NORMAL).await,
+        ),
+        (
+            "gateway publishes a result",
+            published(&gateway, &ledger_results_subject("forged")).await,
+        ),
+        (
+            "gateway sends a result straight to the clients' subject",
+            delivered(url, "gateway", "submitter", &results_subject("x")).await,
+        ),
+        ("gateway writes a job record", {
+            let kv = gateway.get_key_value(JOBS_BUCKET).await.unwrap();
+            kv.put("forged", "{}".into()).await.is_ok()
+        }),
+        (
+            "gateway receives cancel requests (and could answer them)",
+            delivered(url, "admin", "gateway", SUBJECT_CANCEL).await,
+        ),
+        (
+            "gateway receives proving-key commands",
+            delivered(url, "admin", "gateway", SUBJECT_SRS).await,
+        ),
+        (
             "synth creates a stream",
             synth
                 .create_stream(stream::Config {
@@ -315,6 +365,14 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
     checks.push((
         "gpu purges the results",
         stream(&gpu, RESULTS_STREAM).await.purge().await.is_ok(),
+    ));
+    checks.push((
+        "gateway purges the blobs bucket",
+        stream(&gateway, &format!("OBJ_{BLOBS_BUCKET}"))
+            .await
+            .purge()
+            .await
+            .is_ok(),
     ));
     checks.push((
         "synth purges the inputs bucket",
@@ -415,30 +473,20 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
     // A submitter cancels (a synth node answers on the submitter's inbox): the job has ended.
-    let reply = cuzk_cli::cancel::cancel(&submitter, "least-privilege", Duration::from_secs(5))
-        .await
-        .expect("a synth node answers the cancel request");
+    let reply = cuzk_cli::cancel::cancel(
+        &submitter,
+        "least-privilege",
+        Duration::from_secs(5),
+        SUBMITTER_INPUTS,
+    )
+    .await
+    .expect("a synth node answers the cancel request");
     assert_eq!(
         (reply.outcome, reply.status),
         (CancelOutcome::AlreadyEnded, Some(JobStatus::Done))
     );
 
-    // The admin preloads the job's shape: the GPU node answers on the admin's inbox.
-    let (admin, admin_topology) = cuzk_cli::connect(&role(&url, "admin")).await.unwrap();
-    let preload = SrsRequest {
-        op: SrsOp::Preload,
-        circuit: "mimc".into(),
-        params: json!({"rounds": 300, "partitions": 2}),
-    };
-    let wait = Duration::from_secs(10);
-    let replies = cuzk_cli::gateway::gpu_command(&admin, &admin_topology, &preload, wait)
-        .await
-        .unwrap();
-    assert_eq!(replies.len(), 1, "{replies:?}");
-    assert!(
-        replies[0].was_loaded && replies[0].error.is_none(),
-        "{replies:?}"
-    );
+    gateway_serves_curio(&url).await;
 
     let refused = &violations(&log)[refusals_before.len()..];
     assert!(
@@ -457,6 +505,90 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     shutdown.cancel();
     synth_task.await.unwrap().unwrap();
     gpu_task.await.unwrap().unwrap();
+}
+
+/// A gateway connected as `gateway`, called as Curio calls it (the service in process: the
+/// NATS side is what the permissions decide): a WindowPoSt request without a priority goes to
+/// the high-priority subject with its input staged in the inputs bucket, its result (failed:
+/// the vanilla proofs are not proofs) is awaited, the ended job's cancel is answered, the
+/// cluster's status is read, and a proving-key preload reaches the GPU node and is answered.
+async fn gateway_serves_curio(url: &str) {
+    use cuzk_gateway::proto::proving_engine_server::ProvingEngine;
+    use cuzk_gateway::proto::{self, await_proof_response::Status};
+    use tonic::Request;
+
+    let (connection, topology) = cuzk_cli::connect(&role(url, "gateway")).await.unwrap();
+    let timeout = Duration::from_secs(5);
+    let bucket = GATEWAY_INPUTS.to_owned();
+    let cluster = cuzk_cli::gateway::NatsCluster::new(connection, topology, timeout, bucket);
+    let config = cuzk_common::config::GatewayArgs::default()
+        .resolve()
+        .unwrap();
+    let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), config);
+
+    let admin = client(url, "admin").await;
+    let mut high = admin.subscribe(SUBJECT_SUBMIT_HIGH).await.unwrap();
+    admin.flush().await.unwrap();
+    let request = proto::SubmitProofRequest {
+        request_id: "wdpost-roles".into(),
+        proof_kind: proto::ProofKind::WindowPostPartition as i32,
+        registered_proof: 10,
+        miner_id: 1234,
+        randomness: vec![1; 32].into(),
+        // Over what a job message carries inline: staged in the inputs bucket.
+        vanilla_proofs: vec![vec![7u8; 420 << 10].into(); 2],
+        ..Default::default()
+    };
+    let job_id = gateway
+        .submit_proof(Request::new(request))
+        .await
+        .expect("the gateway role submits")
+        .into_inner()
+        .job_id;
+    let submitted = tokio::time::timeout(support::TIMEOUT, high.next())
+        .await
+        .expect("the PoSt job arrives on the high-priority subject")
+        .unwrap();
+    let spec: cuzk_wire::job::JobSpec = serde_json::from_slice(&submitted.payload).unwrap();
+    assert_eq!(
+        (spec.job_id.as_str(), spec.priority),
+        (job_id.as_str(), Priority::High)
+    );
+    let staged = JobInput::ObjectIn {
+        bucket: GATEWAY_INPUTS.into(),
+        name: format!("{job_id}.input"),
+    };
+    assert_eq!(spec.input, staged);
+
+    let awaited = proto::AwaitProofRequest {
+        job_id: job_id.clone(),
+        timeout_ms: support::TIMEOUT.as_millis() as u64,
+    };
+    let reply = gateway
+        .await_proof(Request::new(awaited))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.status(), Status::Failed, "{}", reply.error_message);
+    let cancel = proto::CancelProofRequest {
+        job_id: job_id.clone(),
+    };
+    let cancelled = gateway.cancel_proof(Request::new(cancel)).await.unwrap();
+    assert!(!cancelled.into_inner().was_running);
+    let status = gateway
+        .get_status(Request::new(proto::GetStatusRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.gpus.len(), 1, "{status:?}");
+
+    let circuit_id = json!({"circuit": "mimc", "params": {"rounds": 300, "partitions": 2}});
+    let preload = proto::PreloadSrsRequest {
+        circuit_id: circuit_id.to_string(),
+    };
+    let loaded = gateway.preload_srs(Request::new(preload)).await.unwrap();
+    // The job above loaded the key: the GPU node had it.
+    assert!(loaded.into_inner().already_loaded);
 }
 
 /// The same checks against a copy of the config that allows everyone everything: each one

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod lifecycle;
+pub mod listen;
 pub mod local_nats;
 pub mod metrics;
 pub mod nats;

@@ -6,13 +6,12 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use opentelemetry::KeyValue;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::metrics;
-use crate::topology::{Topology, JOBS_STREAM, WORK_STREAM};
+use crate::topology::{Topology, JOBS_STREAM, NODES_BUCKET, WORK_STREAM};
 use cuzk_wire::job::unix_ms;
 
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
@@ -158,15 +157,40 @@ pub async fn heartbeat(
     let _ = topology.nodes_kv.delete(&info.node).await;
 }
 
-/// The live nodes' heartbeats.
+/// Most heartbeat entries [`list`] reads: far more nodes than a cluster has.
+const MAX_LISTED_NODES: usize = 10_000;
+
+/// The live nodes' heartbeats, read in stream order by direct gets: no consumer, so roles that
+/// may not create one (the gateway) can list them too.
 pub async fn list(topology: &Topology) -> Result<Vec<NodeInfo>, async_nats::Error> {
-    let mut keys = topology.nodes_kv.keys().await?;
+    use async_nats::jetstream::stream::DirectGetErrorKind;
+    let stream = topology
+        .js
+        .get_stream_no_info(format!("KV_{NODES_BUCKET}"))
+        .await?;
+    let subjects = format!("$KV.{NODES_BUCKET}.>");
     let mut nodes = Vec::new();
-    while let Some(key) = keys.next().await {
-        if let Some(value) = topology.nodes_kv.get(key?).await? {
-            if let Ok(info) = serde_json::from_slice::<NodeInfo>(&value) {
-                nodes.push(info);
-            }
+    let mut next = 1;
+    for _ in 0..MAX_LISTED_NODES {
+        let message = match stream
+            .direct_get_next_for_subject(subjects.as_str(), Some(next))
+            .await
+        {
+            Ok(message) => message,
+            Err(e) if e.kind() == DirectGetErrorKind::NotFound => break,
+            Err(e) => return Err(e.into()),
+        };
+        next = message.sequence + 1;
+        // A node that stopped deletes its entry (a delete marker stays until it ages out).
+        let deleted = message
+            .headers
+            .get("KV-Operation")
+            .is_some_and(|op| op.as_str() != "PUT");
+        if let (false, Ok(info)) = (
+            deleted,
+            serde_json::from_slice::<NodeInfo>(&message.payload),
+        ) {
+            nodes.push(info);
         }
     }
     nodes.sort_by(|a, b| (&a.role, &a.node).cmp(&(&b.role, &b.node)));

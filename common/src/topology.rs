@@ -60,6 +60,11 @@ pub const GPU_NORMAL_CONSUMER: &str = "gpu-normal";
 pub const JOBS_BUCKET: &str = "cuzk-jobs";
 pub const BLOBS_BUCKET: &str = "cuzk-blobs";
 pub use cuzk_wire::job::{valid_inputs_bucket, INPUTS_BUCKET};
+/// The object a client stages a job's large input under, in its inputs bucket (`cuzk submit`,
+/// the gateway); cancelling the job deletes it (`cli/src/cancel.rs`).
+pub fn staged_input_name(job_id: &str) -> String {
+    format!("{job_id}.input")
+}
 /// Node heartbeats (see `nodes.rs`): an entry lives `NODES_MAX_AGE` unless its node re-puts it.
 pub const NODES_BUCKET: &str = "cuzk-nodes";
 pub const NODES_MAX_AGE: Duration = Duration::from_secs(30);

@@ -17,9 +17,9 @@ mod srs;
 
 pub use cluster::{Cluster, ClusterError, ClusterView};
 pub use describe::describe;
-pub use listen::{serve, ListenAddr, ServeError, MAX_MESSAGE_BYTES};
+pub use listen::{serve, ListenAddr, ServeError};
 pub use request::{job_for, RequestError};
-pub use service::{Gateway, Limits};
+pub use service::Gateway;
 
 /// The messages and service generated from the proto.
 pub mod proto {

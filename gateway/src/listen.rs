@@ -1,9 +1,9 @@
-//! Where the gateway listens: `host:port` (TCP) or `unix:PATH` (also `unix://PATH`, the form
-//! Curio's `[Cuzk] Address` takes), and the server on it.
+//! The gateway's server on its listen address (`cuzk_common::listen::ListenAddr`: TCP or a
+//! unix socket).
 
-use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
+
+pub use cuzk_common::listen::ListenAddr;
 
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -11,44 +11,6 @@ use tonic::transport::Server;
 
 use crate::proto::proving_engine_server::ProvingEngineServer;
 use crate::Gateway;
-
-/// Curio's client sends and accepts messages up to this size (a 64 GiB sector's C1 output is
-/// ~100 MB of JSON).
-pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListenAddr {
-    Tcp(String),
-    Unix(PathBuf),
-}
-
-impl FromStr for ListenAddr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ListenAddr, String> {
-        if let Some(path) = s
-            .strip_prefix("unix://")
-            .or_else(|| s.strip_prefix("unix:"))
-        {
-            if path.is_empty() {
-                return Err(format!("{s}: the unix socket path is empty"));
-            }
-            return Ok(ListenAddr::Unix(path.into()));
-        }
-        match s.rsplit_once(':') {
-            Some((_, port)) if port.parse::<u16>().is_ok() => Ok(ListenAddr::Tcp(s.to_owned())),
-            _ => Err(format!("{s}: expected host:port or unix:PATH")),
-        }
-    }
-}
-
-impl std::fmt::Display for ListenAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ListenAddr::Tcp(addr) => f.write_str(addr),
-            ListenAddr::Unix(path) => write!(f, "unix:{}", path.display()),
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -79,9 +41,10 @@ pub async fn serve(
     shutdown: CancellationToken,
     bound: impl FnOnce(String),
 ) -> Result<(), ServeError> {
+    let max_message_bytes = gateway.config().max_message_bytes;
     let service = ProvingEngineServer::new(gateway)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        .max_decoding_message_size(max_message_bytes)
+        .max_encoding_message_size(max_message_bytes);
     // Both reflection versions: grpcurl asks v1 first, older clients (and grpcio's Python
     // reflection client) only v1alpha.
     let reflection = || {
@@ -130,29 +93,4 @@ pub async fn serve(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn addresses_parse() {
-        assert_eq!(
-            "127.0.0.1:9820".parse(),
-            Ok(ListenAddr::Tcp("127.0.0.1:9820".into()))
-        );
-        assert_eq!("[::1]:0".parse(), Ok(ListenAddr::Tcp("[::1]:0".into())));
-        assert_eq!(
-            "unix:/run/cuzk.sock".parse(),
-            Ok(ListenAddr::Unix("/run/cuzk.sock".into()))
-        );
-        assert_eq!(
-            "unix:///run/cuzk.sock".parse(),
-            Ok(ListenAddr::Unix("/run/cuzk.sock".into()))
-        );
-        assert!("unix:".parse::<ListenAddr>().is_err());
-        assert!("localhost".parse::<ListenAddr>().is_err());
-        assert!("localhost:http".parse::<ListenAddr>().is_err());
-    }
 }

@@ -82,7 +82,7 @@ pub fn cancel_response(
     let status = match (reply.outcome, reply.status) {
         (CancelOutcome::Unknown, _) | (_, None) => {
             return Err(tonic::Status::not_found(format!(
-                "no job {} (never submitted, or no synth node has taken it yet)",
+                "no job {} (never submitted)",
                 reply.job_id
             )))
         }

@@ -72,10 +72,7 @@ pub fn job_for(request: SubmitProofRequest) -> Result<(JobSpec, Bytes), RequestE
         ProofKind::WindowPostPartition => post_job(PostKind::Window, &request)?,
         ProofKind::WinningPost => post_job(PostKind::Winning, &request)?,
     };
-    let priority = match request.priority() {
-        proto::Priority::High | proto::Priority::Critical => Priority::High,
-        _ => Priority::Normal,
-    };
+    let priority = priority(kind, request.priority());
     let spec = JobSpec {
         version: JOB_SPEC_VERSION,
         job_id: job_id(&request.request_id),
@@ -85,6 +82,21 @@ pub fn job_for(request: SubmitProofRequest) -> Result<(JobSpec, Bytes), RequestE
         priority,
     };
     Ok((spec, input))
+}
+
+/// Curio's priority as ours: HIGH and CRITICAL are high, LOW and NORMAL normal (the cluster has
+/// no lower class), and an unspecified one follows the kind — PoSt has a deadline on chain
+/// (WinningPoSt within the epoch), so it is high; PoRep and SnapDeals are normal. A high job is
+/// published on the high-priority submit subject (`cuzk_cli::submit::submit_subject`).
+fn priority(kind: ProofKind, requested: proto::Priority) -> Priority {
+    match requested {
+        proto::Priority::High | proto::Priority::Critical => Priority::High,
+        proto::Priority::Low | proto::Priority::Normal => Priority::Normal,
+        proto::Priority::Unspecified => match kind {
+            ProofKind::WindowPostPartition | ProofKind::WinningPost => Priority::High,
+            _ => Priority::Normal,
+        },
+    }
 }
 
 /// A fresh job id that shows the caller's request id where it can: a retried request is a new
@@ -476,6 +488,31 @@ mod tests {
         assert_eq!(spec.circuit, "winning-post");
         assert_eq!(spec.params["proof"], "StackedDrgWinning32GiBV1");
         assert!(spec.params.get("partition_index").is_none());
+    }
+
+    #[test]
+    fn priorities_follow_curio_and_the_proof_kind() {
+        let with = |request: SubmitProofRequest, priority: proto::Priority| {
+            let mut request = request;
+            request.set_priority(priority);
+            job_for(request).unwrap().0.priority
+        };
+        let winning = SubmitProofRequest {
+            proof_kind: ProofKind::WinningPost as i32,
+            registered_proof: 0,
+            partition_index: 0,
+            ..window(1)
+        };
+        use proto::Priority as Curio;
+        for post in [window(1), winning] {
+            assert_eq!(with(post.clone(), Curio::Unspecified), Priority::High);
+            assert_eq!(with(post.clone(), Curio::Critical), Priority::High);
+            assert_eq!(with(post.clone(), Curio::Normal), Priority::Normal);
+            assert_eq!(with(post, Curio::Low), Priority::Normal);
+        }
+        assert_eq!(with(porep(lotus(7)), Curio::Unspecified), Priority::Normal);
+        assert_eq!(with(porep(lotus(7)), Curio::High), Priority::High);
+        assert_eq!(with(porep(lotus(7)), Curio::Low), Priority::Normal);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cuzk_common::config::GatewayConfig;
 use cuzk_wire::job::{unix_ms, valid_job_id};
 use tonic::{Request, Response, Status};
 
@@ -15,42 +16,25 @@ use crate::proto::*;
 use crate::{reply, request, srs};
 use cuzk_wire::control::{SrsOp, SrsReply, SrsRequest};
 
-/// How long the gateway waits for things on the caller's behalf.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// `AwaitProof` with `timeout_ms` 0 ("no limit") and `Prove` wait at most this long (a
-    /// gRPC deadline set by the client cuts either shorter).
-    pub max_wait: Duration,
-    /// Reading the cluster for `GetStatus` and `GetMetrics`.
-    pub status_timeout: Duration,
-    /// `PreloadSRS` / `EvictSRS`: how long to wait for the GPU nodes (loading a 32 GiB key
-    /// from disk takes minutes).
-    pub srs_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_wait: Duration::from_secs(24 * 3600),
-            status_timeout: Duration::from_secs(10),
-            srs_timeout: Duration::from_secs(600),
-        }
-    }
-}
-
 pub struct Gateway {
     cluster: Arc<dyn Cluster>,
-    limits: Limits,
+    /// How long the gateway waits for things on the caller's behalf, and its message limit
+    /// (`[gateway]` in the config, common/src/config.rs).
+    config: GatewayConfig,
     started_ms: u64,
 }
 
 impl Gateway {
-    pub fn new(cluster: Arc<dyn Cluster>, limits: Limits) -> Gateway {
+    pub fn new(cluster: Arc<dyn Cluster>, config: GatewayConfig) -> Gateway {
         Gateway {
             cluster,
-            limits,
+            config,
             started_ms: unix_ms(),
         }
+    }
+
+    pub fn config(&self) -> &GatewayConfig {
+        &self.config
     }
 
     async fn submit(&self, request: SubmitProofRequest) -> Result<String, Status> {
@@ -77,12 +61,12 @@ impl Gateway {
     }
 
     async fn view(&self) -> Result<crate::ClusterView, Status> {
-        tokio::time::timeout(self.limits.status_timeout, self.cluster.view())
+        tokio::time::timeout(self.config.status_timeout, self.cluster.view())
             .await
             .map_err(|_| {
                 Status::unavailable(format!(
                     "the cluster did not answer within {:?}",
-                    self.limits.status_timeout
+                    self.config.status_timeout
                 ))
             })?
             .map_err(cluster_status)
@@ -97,7 +81,7 @@ impl Gateway {
         };
         tracing::info!(?op, circuit_id, "proving-key command");
         self.cluster
-            .srs(request, self.limits.srs_timeout)
+            .srs(request, self.config.srs_timeout)
             .await
             .map_err(cluster_status)
     }
@@ -134,8 +118,8 @@ impl ProvingEngine for Gateway {
             )));
         }
         let wait = match timeout_ms {
-            0 => self.limits.max_wait,
-            ms => Duration::from_millis(ms).min(self.limits.max_wait),
+            0 => self.config.max_wait,
+            ms => Duration::from_millis(ms).min(self.config.max_wait),
         };
         Ok(Response::new(self.wait(&job_id, wait).await?))
     }
@@ -149,7 +133,7 @@ impl ProvingEngine for Gateway {
             .submit
             .ok_or_else(|| Status::invalid_argument("ProveRequest.submit is required"))?;
         let job_id = self.submit(submit).await?;
-        let result = self.wait(&job_id, self.limits.max_wait).await?;
+        let result = self.wait(&job_id, self.config.max_wait).await?;
         Ok(Response::new(ProveResponse {
             result: Some(result),
         }))

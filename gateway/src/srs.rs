@@ -1,8 +1,9 @@
 //! `PreloadSRS` / `EvictSRS`: Curio's `circuit_id` as a circuit the GPU nodes can resolve, and
 //! the nodes' answers folded into Curio's replies. Accepted ids:
-//! - Curio's own (`extern/cuzk` in Curio): `porep-32g`, `porep-64g`, `snap-32g`, `snap-64g`;
-//!   its `wpost-32g`, `winning-32g` name kinds this cluster does not prove yet;
-//! - our PoRep shape keys, `porep-c2-<size>` (`2KiB`, `8MiB`, `512MiB`, `32GiB`, `64GiB`);
+//! - Curio's own (`extern/cuzk` in Curio): `porep-32g`, `porep-64g`, `snap-32g`, `snap-64g`,
+//!   `wpost-32g`, `wpost-64g`, `winning-32g`, `winning-64g`;
+//! - our shape keys, `porep-c2-<size>`, `snap-deals-<size>`, `window-post-<size>`,
+//!   `winning-post-<size>` (`2KiB`, `8MiB`, `512MiB`, `32GiB`, `64GiB`);
 //! - a circuit as a job names it, as JSON: `{"circuit": "mimc", "params": {"rounds": 64, "partitions": 1}}`.
 
 use cuzk_wire::control::SrsReply;
@@ -11,38 +12,57 @@ use tonic::Status;
 
 use crate::proto::{EvictSrsResponse, PreloadSrsResponse};
 
-const CURIO_UNSUPPORTED: &[&str] = &["wpost-32g", "winning-32g"];
-const POREP_SIZES: &[&str] = &["2KiB", "8MiB", "512MiB", "32GiB", "64GiB"];
+const SIZES: &[&str] = &["2KiB", "8MiB", "512MiB", "32GiB", "64GiB"];
+
+/// The circuit `circuit` (`porep-c2`, `snap-deals`, `window-post`, `winning-post`) for sectors
+/// of `size`. A shape depends on neither the sector, the prover, the randomness, the
+/// commitments nor the partition.
+fn shape(circuit: &str, size: &str) -> (String, serde_json::Value) {
+    let zeros = "00".repeat(32);
+    let params = match circuit {
+        "porep-c2" => json!({"sector_size": size, "sector_id": 0, "prover_id": zeros}),
+        "snap-deals" => {
+            // Commitments must be nonzero field elements; any such will do.
+            let one = "01".repeat(32);
+            json!({"sector_size": size, "comm_r_old": one, "comm_r_new": one, "comm_d_new": one})
+        }
+        "window-post" => {
+            json!({"sector_size": size, "randomness": zeros, "prover_id": zeros, "partition_index": 0})
+        }
+        _ => json!({"sector_size": size, "randomness": zeros, "prover_id": zeros}),
+    };
+    (circuit.to_owned(), params)
+}
+
+/// Curio's ids: `<kind>-<32g|64g>`.
+fn curio_id(circuit_id: &str) -> Option<(String, serde_json::Value)> {
+    let (kind, size) = circuit_id.rsplit_once('-')?;
+    let size = match size {
+        "32g" => "32GiB",
+        "64g" => "64GiB",
+        _ => return None,
+    };
+    let circuit = match kind {
+        "porep" => "porep-c2",
+        "snap" => "snap-deals",
+        "wpost" => "window-post",
+        "winning" => "winning-post",
+        _ => return None,
+    };
+    Some(shape(circuit, size))
+}
 
 /// The circuit name and parameters `circuit_id` stands for.
 pub fn circuit_for(circuit_id: &str) -> Result<(String, serde_json::Value), Status> {
-    let porep = |size: &str| {
-        // The shape does not depend on the sector or the prover.
-        let params = json!({"sector_size": size, "sector_id": 0, "prover_id": "00".repeat(32)});
-        Ok(("porep-c2".to_owned(), params))
-    };
-    let snap = |size: &str| {
-        // The shape depends on the sector size alone; any commitments do.
-        let one = "01".repeat(32);
-        let params =
-            json!({"sector_size": size, "comm_r_old": one, "comm_r_new": one, "comm_d_new": one});
-        Ok(("snap-deals".to_owned(), params))
-    };
-    match circuit_id {
-        "porep-32g" => return porep("32GiB"),
-        "porep-64g" => return porep("64GiB"),
-        "snap-32g" => return snap("32GiB"),
-        "snap-64g" => return snap("64GiB"),
-        id if CURIO_UNSUPPORTED.contains(&id) => {
-            return Err(Status::unimplemented(format!(
-                "{id}: this cluster proves POREP_SEAL_COMMIT only"
-            )))
-        }
-        _ => {}
+    if let Some(found) = curio_id(circuit_id) {
+        return Ok(found);
     }
-    if let Some(size) = circuit_id.strip_prefix("porep-c2-") {
-        if POREP_SIZES.contains(&size) {
-            return porep(size);
+    for circuit in ["porep-c2", "snap-deals", "window-post", "winning-post"] {
+        let size = circuit_id
+            .strip_prefix(circuit)
+            .and_then(|rest| rest.strip_prefix('-'));
+        if let Some(size) = size.filter(|s| SIZES.contains(s)) {
+            return Ok(shape(circuit, size));
         }
     }
     #[derive(serde::Deserialize)]
@@ -54,7 +74,7 @@ pub fn circuit_for(circuit_id: &str) -> Result<(String, serde_json::Value), Stat
     }
     let invalid = |why: String| {
         Status::invalid_argument(format!(
-            "circuit_id {circuit_id:?}: {why}; accepted: porep-32g, porep-64g, snap-32g, snap-64g, porep-c2-<2KiB|8MiB|512MiB|32GiB|64GiB>, or {{\"circuit\": ..., \"params\": {{...}}}}"
+            "circuit_id {circuit_id:?}: {why}; accepted: porep-32g, porep-64g, snap-32g, snap-64g, wpost-32g, wpost-64g, winning-32g, winning-64g, <porep-c2|snap-deals|window-post|winning-post>-<2KiB|8MiB|512MiB|32GiB|64GiB>, or {{\"circuit\": ..., \"params\": {{...}}}}"
         ))
     };
     let named: Named = serde_json::from_str(circuit_id).map_err(|_| invalid("unknown".into()))?;
@@ -117,23 +137,12 @@ mod tests {
         let mimc =
             circuit_for(r#"{"circuit":"mimc","params":{"rounds":64,"partitions":1}}"#).unwrap();
         assert_eq!(mimc.0, "mimc");
-        let (name, params) = circuit_for("snap-64g").unwrap();
-        assert_eq!(
-            (name.as_str(), &params["sector_size"]),
-            ("snap-deals", &json!("64GiB"))
-        );
-        let spec = cuzk_circuits::CircuitSpec { name, params };
-        assert_eq!(
-            cuzk_circuits::resolve(&spec).unwrap().shape_key(),
-            "snap-deals-64GiB"
-        );
-        assert_eq!(
-            circuit_for("wpost-32g").unwrap_err().code(),
-            tonic::Code::Unimplemented
-        );
         for bad in [
             "porep-16g",
+            "wpost-2g",
             "porep-c2-1KiB",
+            "window-post-1KiB",
+            "window-post2KiB",
             r#"{"circuit":"groth-bogus"}"#,
             "",
         ] {
@@ -141,6 +150,33 @@ mod tests {
                 circuit_for(bad).unwrap_err().code(),
                 tonic::Code::InvalidArgument
             );
+        }
+    }
+
+    /// Curio's PoSt and SnapDeals ids and our shape keys name those circuits, with parameters
+    /// the families take (the GPU nodes resolve them as they would a job's).
+    #[cfg(feature = "porep")]
+    #[test]
+    fn post_and_snap_ids_map_to_their_circuits() {
+        for (id, circuit, size) in [
+            ("wpost-32g", "window-post", "32GiB"),
+            ("wpost-64g", "window-post", "64GiB"),
+            ("winning-32g", "winning-post", "32GiB"),
+            ("winning-64g", "winning-post", "64GiB"),
+            ("window-post-2KiB", "window-post", "2KiB"),
+            ("snap-32g", "snap-deals", "32GiB"),
+            ("snap-64g", "snap-deals", "64GiB"),
+            ("snap-deals-2KiB", "snap-deals", "2KiB"),
+            ("winning-post-8MiB", "winning-post", "8MiB"),
+        ] {
+            let (name, params) = circuit_for(id).unwrap();
+            assert_eq!(
+                (name.as_str(), &params["sector_size"]),
+                (circuit, &json!(size))
+            );
+            let spec = cuzk_circuits::CircuitSpec { name, params };
+            let resolved = cuzk_circuits::resolve(&spec);
+            assert!(resolved.is_ok(), "{id}: {:?}", resolved.err());
         }
     }
 

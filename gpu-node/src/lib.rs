@@ -473,6 +473,13 @@ impl GpuNode {
         mut prepared: Prepared,
     ) {
         let witness = std::mem::take(&mut prepared.witness);
+        // A prefetched item waited while the one before it was proved: its job may have ended
+        // meanwhile (cancelled, failed). Then it is acknowledged and skipped, not proved.
+        if !still_to_prove(&self.ledger, &prepared.item).await {
+            self.buffers.put(witness);
+            self.save(&prepared, Outcome::Skipped).await;
+            return;
+        }
         let outcome = match self
             .prove(backend, pool, keys, label, &prepared, witness)
             .await
@@ -621,6 +628,25 @@ impl GpuNode {
 }
 
 /// The circuit family a work item names, checked against the item's shape.
+/// Whether the item's partition still waits for its proof. A record that cannot be read does
+/// not stop the proof: one that lands on an ended job changes nothing.
+async fn still_to_prove(ledger: &Ledger, item: &WorkItem) -> bool {
+    match ledger.get(&item.job_id).await {
+        Ok(Some(record)) => {
+            let state = machine::partition_state(&record, item.partition as usize);
+            if state != Proved::Recorded {
+                info!(job_id = %item.job_id, partition = item.partition, ?state, "prefetched, but nothing to prove now; skipping");
+            }
+            state == Proved::Recorded
+        }
+        Ok(None) => false,
+        Err(e) => {
+            warn!(job_id = %item.job_id, err = %e, "cannot read the job record before proving; proving");
+            true
+        }
+    }
+}
+
 fn family_of(item: &WorkItem) -> Result<Arc<dyn CircuitFamily>, PartitionError> {
     let params_value: serde_json::Value = serde_json::from_str(&item.params_json)
         .map_err(|e| PartitionError::Fatal(format!("work item params: {e}")))?;
@@ -648,4 +674,56 @@ async fn next_work(
         return Ok(Some(message));
     }
     pull_one(normal, Duration::from_secs(2)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuzk_common::local_nats::NatsServer;
+    use cuzk_common::topology::{provision, Limits, DEFAULT_ACK_WAIT};
+
+    fn item(job_id: &str, partition: u32) -> WorkItem {
+        WorkItem {
+            version: 1,
+            job_id: job_id.into(),
+            partition,
+            partitions: 2,
+            circuit: "mimc".into(),
+            params_json: "{}".into(),
+            shape_key: "mimc-r64".into(),
+            blob_object: format!("{job_id}/0/{partition}"),
+            published_at_ms: 0,
+            timings: Default::default(),
+        }
+    }
+
+    /// What a worker checks just before proving an item it prefetched: a partition still
+    /// queued is proved; one of a job that has ended since (cancelled), one already proved, or
+    /// one of a job without a record is skipped.
+    #[tokio::test]
+    async fn a_prefetched_item_of_an_ended_job_is_not_proved() {
+        let server = NatsServer::start().unwrap();
+        let client = async_nats::connect(server.url()).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let topology = provision(&js, 1, DEFAULT_ACK_WAIT, Limits::local())
+            .await
+            .unwrap();
+        let ledger = Ledger::new(&topology);
+        let record = serde_json::json!({
+            "job_id": "pre", "circuit": "mimc", "params": {}, "status": "proving",
+            "submission_seq": 1, "submitted_at_ms": 0, "synth_started_at_ms": 0,
+            "updated_at_ms": 0,
+            "partitions": [
+                {"status": "proved", "proof": "ab".repeat(192), "attempts": 1, "prover": "gpu/0", "verified": true},
+                {"status": "queued"},
+            ],
+        });
+        let body = serde_json::to_vec(&record).unwrap();
+        topology.jobs_kv.create("pre", body.into()).await.unwrap();
+        assert!(still_to_prove(&ledger, &item("pre", 1)).await);
+        assert!(!still_to_prove(&ledger, &item("pre", 0)).await);
+        assert!(!still_to_prove(&ledger, &item("no-record", 0)).await);
+        ledger.cancel("pre", "cancelled on request").await.unwrap();
+        assert!(!still_to_prove(&ledger, &item("pre", 1)).await);
+    }
 }

@@ -105,8 +105,13 @@ async fn start_gateway(cluster: &LocalCluster, stop: CancellationToken) -> anyho
         NATS_TIMEOUT,
         cuzk_common::topology::INPUTS_BUCKET.into(),
     );
-    let gateway = cuzk_gateway::Gateway::new(Arc::new(nats), Default::default());
-    let listen: cuzk_gateway::ListenAddr = "127.0.0.1:0".parse().map_err(anyhow::Error::msg)?;
+    let config = cuzk_common::config::GatewayArgs {
+        listen: Some(cuzk_gateway::ListenAddr::Tcp("127.0.0.1:0".into())),
+        ..Default::default()
+    }
+    .resolve()?;
+    let listen = config.listen.clone();
+    let gateway = cuzk_gateway::Gateway::new(Arc::new(nats), config);
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         let served = cuzk_gateway::serve(&listen, gateway, stop, |addr| {

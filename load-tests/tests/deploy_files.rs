@@ -340,7 +340,11 @@ fn k8s_runs_the_image_the_dockerfile_builds() {
         dockerfile.contains("--bin cuzk "),
         "and builds the cuzk binary"
     );
-    for manifest in ["deploy/k8s/gpu.yaml", "deploy/k8s/synth.yaml"] {
+    for manifest in [
+        "deploy/k8s/gpu.yaml",
+        "deploy/k8s/synth.yaml",
+        "deploy/k8s/gateway.yaml",
+    ] {
         assert_eq!(setting(manifest, "image"), [tag.as_str()], "{manifest}");
     }
 }

@@ -8,7 +8,7 @@
 
 mod abandoned;
 pub mod budget;
-mod cancel;
+pub mod cancel;
 pub mod executor;
 pub mod intake;
 pub mod saver;

@@ -5,7 +5,7 @@ same file, and every call prints a transcript line.
 Usage:
   gateway_client.py ADDRESS PROTO_DIR checks
       Lists the served services by reflection (grpcurl-style), reads GetStatus and GetMetrics,
-      and checks the refusals: kinds the cluster lacks and unknown kinds are UNIMPLEMENTED, a
+      and checks the refusals: unknown proof kinds are UNIMPLEMENTED, a
       malformed C1 is INVALID_ARGUMENT, an AwaitProof that ends before the job does says
       TIMEOUT.
   gateway_client.py ADDRESS PROTO_DIR cancel RUNNING_JOB DONE_JOB
@@ -14,7 +14,7 @@ Usage:
       cuzk-job-status metadata), of an unknown id (NOT_FOUND) and of a malformed one.
   gateway_client.py ADDRESS PROTO_DIR srs CIRCUIT_ID
       PreloadSRS (loads), again (already loaded), EvictSRS (frees), again (nothing loaded);
-      Curio's ids of kinds the cluster lacks are UNIMPLEMENTED, unknown ids INVALID_ARGUMENT.
+      unknown ids are INVALID_ARGUMENT.
   gateway_client.py ADDRESS PROTO_DIR srs-refused CIRCUIT_ID
       PreloadSRS where a GPU node lacks the shape's parameters and may not generate test
       ones: FAILED_PRECONDITION naming that node's reason.
@@ -190,8 +190,6 @@ def srs(pb, stub, circuit_id):
             sys.exit(f"expected was_loaded={expected} and bytes freed accordingly")
     reply = stub.EvictSRS(pb.EvictSrsRequest(circuit_id="porep-32g"), timeout=30)
     say(f"EvictSRS porep-32g: was_loaded={reply.was_loaded} freed_bytes={reply.freed_bytes}")
-    expect_code("PreloadSRS wpost-32g", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="wpost-32g"), timeout=30),
-                grpc.StatusCode.UNIMPLEMENTED, "POREP_SEAL_COMMIT only")
     expect_code("PreloadSRS porep-16g", lambda: stub.PreloadSRS(pb.PreloadSrsRequest(circuit_id="porep-16g"), timeout=30),
                 grpc.StatusCode.INVALID_ARGUMENT, "accepted")
     fail_on_failures()

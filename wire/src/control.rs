@@ -51,7 +51,8 @@ pub enum CancelOutcome {
     Cancelled,
     /// The job had already ended (`status` says how); nothing changed.
     AlreadyEnded,
-    /// No job with this id is known: never submitted, or not yet taken by a synth node.
+    /// No job with this id is known: no record, and no submission of it waits in the jobs
+    /// stream (never submitted; `common/src/lifecycle/queued.rs` says how far it looks).
     Unknown,
 }
 

@@ -7,6 +7,7 @@
 
 pub mod machine;
 mod publish;
+pub mod queued;
 mod store;
 pub mod sweep;
 
@@ -245,29 +246,48 @@ impl Ledger {
     /// Cancels the job unless it has ended: the record becomes final `cancelled` first, then
     /// the one result says so. Returns what happened and the record as it stands. Partitions
     /// already queued or being proved meet the final record and are skipped; a proof that
-    /// lands later changes nothing (`machine::proved`).
+    /// lands later changes nothing (`machine::proved`). A job no synth node has taken yet (its
+    /// message waits in the jobs stream, it has no record) gets a final record for that
+    /// submission, created by compare-and-set: the synth node that takes the message meets it
+    /// and skips the job. An id with neither a record nor a waiting message is `Unknown`.
     pub async fn cancel(
         &self,
         job_id: &str,
         reason: &str,
     ) -> Result<(CancelOutcome, Option<JobRecord>), RecordError> {
-        let mut result = JobResult::cancelled(job_id, reason);
-        let updated = store::update(&self.kv, job_id, |r| {
-            result.circuit = Some(r.circuit.clone());
-            result.partitions = r.partitions.len() as u32;
-            result.synthetic = r.synthetic;
-            machine::finish(r, &result)
-        })
-        .await?;
-        match updated {
-            None => Ok((CancelOutcome::Unknown, None)),
-            Some((record, true)) => {
-                tracing::info!(job_id, reason, "job cancelled");
-                self.report(&result, &labels(&record)).await?;
-                Ok((CancelOutcome::Cancelled, Some(record)))
+        // A record created between the two steps is cancelled on the next round.
+        for _ in 0..3 {
+            let mut result = JobResult::cancelled(job_id, reason);
+            let updated = store::update(&self.kv, job_id, |r| {
+                result.circuit = Some(r.circuit.clone());
+                result.partitions = r.partitions.len() as u32;
+                result.synthetic = r.synthetic;
+                machine::finish(r, &result)
+            })
+            .await?;
+            match updated {
+                Some((record, true)) => {
+                    tracing::info!(job_id, reason, "job cancelled");
+                    self.report(&result, &labels(&record)).await?;
+                    return Ok((CancelOutcome::Cancelled, Some(record)));
+                }
+                Some((record, false)) => return Ok((CancelOutcome::AlreadyEnded, Some(record))),
+                None => {}
             }
-            Some((record, false)) => Ok((CancelOutcome::AlreadyEnded, Some(record))),
+            let Some(queued) = queued::find(&self.js, job_id).await? else {
+                return Ok((CancelOutcome::Unknown, None));
+            };
+            result.circuit = queued.circuit;
+            let record = machine::ended(&result, queued.seq, queued.published_ms, unix_ms());
+            if store::create(&self.kv, &record).await? {
+                tracing::info!(job_id, reason, seq = queued.seq, "queued job cancelled");
+                self.report(&result, &labels(&record)).await?;
+                return Ok((CancelOutcome::Cancelled, Some(record)));
+            }
         }
+        Err(RecordError::Unavailable(format!(
+            "the record of {job_id} kept changing while it was being cancelled"
+        )))
     }
 
     /// Fails the job if it is still open and has made no progress for `no_progress` (checked
