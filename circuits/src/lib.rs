@@ -46,6 +46,37 @@ pub enum Synthesized {
     Recording(Assignment),
 }
 
+/// [`run`] on the circuit `build` makes, a panic while building or synthesizing becoming
+/// `panicked`: filecoin-proofs asserts rather than returns errors in places, and a panic must
+/// fail the job, not the synthesis pool.
+#[cfg(feature = "porep")]
+pub(crate) fn run_guarded<C: bellperson::Circuit<Scalar>>(
+    shape: String,
+    partition: usize,
+    mode: Synthesis,
+    build: impl FnOnce() -> Result<C, CircuitError>,
+    panicked: CircuitError,
+) -> Result<Synthesized, CircuitError> {
+    let guarded = std::panic::AssertUnwindSafe(|| run(shape, partition, mode, build()?));
+    std::panic::catch_unwind(guarded).unwrap_or(Err(panicked))
+}
+
+/// bellperson's own proof of `circuit` (`create_proof_batch` with the given r, s): what our
+/// prover's proof must equal byte for byte. `err` words a failure for the family.
+#[cfg(feature = "porep")]
+pub(crate) fn bellperson_proof<C: bellperson::Circuit<Scalar> + Send>(
+    circuit: C,
+    params: &bellperson::groth16::Parameters<blstrs::Bls12>,
+    r: Scalar,
+    s: Scalar,
+    err: impl Fn(String) -> CircuitError,
+) -> Result<bellperson::groth16::Proof<blstrs::Bls12>, CircuitError> {
+    bellperson::groth16::create_proof_batch(vec![circuit], params, vec![r], vec![s])
+        .map_err(|e| err(format!("bellperson could not prove: {e}")))?
+        .pop()
+        .ok_or_else(|| err("bellperson returned no proof".into()))
+}
+
 /// Synthesizes one partition's circuit as `mode` says, naming the shape and partition in any
 /// error.
 pub(crate) fn run<C: bellperson::Circuit<Scalar>>(

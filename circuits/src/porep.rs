@@ -719,21 +719,13 @@ impl PorepC2Family {
         index: usize,
         mode: Synthesis,
     ) -> Result<Synthesized, CircuitError> {
-        // filecoin-proofs asserts rather than returns errors in places; a panic here must fail
-        // the job, not the synthesis pool.
-        catch_unwind(AssertUnwindSafe(|| {
-            crate::run(
-                shape_key(self.size),
-                index,
-                mode,
-                self.circuit::<Tree>(input, index)?,
-            )
-        }))
-        .unwrap_or_else(|_| {
-            Err(input_err(format!(
-                "partition {index}'s circuit construction panicked"
-            )))
-        })
+        crate::run_guarded(
+            shape_key(self.size),
+            index,
+            mode,
+            || self.circuit::<Tree>(input, index),
+            input_err(format!("partition {index}'s circuit construction panicked")),
+        )
     }
 
     /// bellperson's own proof of partition `index` (`create_proof_batch` with the given r, s):
@@ -758,10 +750,7 @@ impl PorepC2Family {
         s: Scalar,
     ) -> Result<bellperson::groth16::Proof<blstrs::Bls12>, CircuitError> {
         let circuit = self.circuit::<Tree>(input, index)?;
-        bellperson::groth16::create_proof_batch(vec![circuit], params, vec![r], vec![s])
-            .map_err(|e| input_err(format!("bellperson could not prove partition {index}: {e}")))?
-            .pop()
-            .ok_or_else(|| input_err("bellperson returned no proof"))
+        crate::bellperson_proof(circuit, params, r, s, input_err)
     }
 
     fn inputs<Tree: 'static + MerkleTreeTrait>(

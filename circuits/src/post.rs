@@ -366,15 +366,13 @@ impl PostFamily {
         mode: Synthesis,
     ) -> Result<Synthesized, CircuitError> {
         self.check_index(index)?;
-        catch_unwind(AssertUnwindSafe(|| {
-            crate::run(
-                shape_key(self.proof),
-                index,
-                mode,
-                self.circuit::<Tree>(input)?,
-            )
-        }))
-        .unwrap_or_else(|_| Err(self.err("circuit construction panicked")))
+        crate::run_guarded(
+            shape_key(self.proof),
+            index,
+            mode,
+            || self.circuit::<Tree>(input),
+            self.err("circuit construction panicked"),
+        )
     }
 
     fn check_index(&self, index: usize) -> Result<(), CircuitError> {
@@ -428,10 +426,7 @@ impl PostFamily {
     ) -> Result<bellperson::groth16::Proof<blstrs::Bls12>, CircuitError> {
         with_tree!(self.proof.size, Tree => {
             let circuit = self.circuit::<Tree>(input)?;
-            bellperson::groth16::create_proof_batch(vec![circuit], params, vec![r], vec![s])
-                .map_err(|e| self.err(format!("bellperson could not prove: {e}")))?
-                .pop()
-                .ok_or_else(|| self.err("bellperson returned no proof"))
+            crate::bellperson_proof(circuit, params, r, s, |e| self.err(e))
         })
     }
 }

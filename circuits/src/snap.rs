@@ -320,19 +320,13 @@ impl SnapFamily {
         index: usize,
         mode: Synthesis,
     ) -> Result<Synthesized, CircuitError> {
-        catch_unwind(AssertUnwindSafe(|| {
-            crate::run(
-                shape_key(self.size),
-                index,
-                mode,
-                self.circuit::<Tree>(input, index)?,
-            )
-        }))
-        .unwrap_or_else(|_| {
-            Err(input_err(format!(
-                "partition {index}'s circuit construction panicked"
-            )))
-        })
+        crate::run_guarded(
+            shape_key(self.size),
+            index,
+            mode,
+            || self.circuit::<Tree>(input, index),
+            input_err(format!("partition {index}'s circuit construction panicked")),
+        )
     }
 
     /// bellperson's own proof of partition `index` (`create_proof_batch` with the given r, s):
@@ -347,10 +341,7 @@ impl SnapFamily {
     ) -> Result<bellperson::groth16::Proof<blstrs::Bls12>, CircuitError> {
         with_tree!(self.size, Tree => {
             let circuit = self.circuit::<Tree>(input, index)?;
-            bellperson::groth16::create_proof_batch(vec![circuit], params, vec![r], vec![s])
-                .map_err(|e| input_err(format!("bellperson could not prove partition {index}: {e}")))?
-                .pop()
-                .ok_or_else(|| input_err("bellperson returned no proof"))
+            crate::bellperson_proof(circuit, params, r, s, input_err)
         })
     }
 }
