@@ -139,6 +139,7 @@ async fn auth_config_starts_and_admits_only_known_users() {
         ("CUZK_PRIORITY_PASSWORD", "priority-pw"),
         ("CUZK_SYNTH_PASSWORD", "synth-pw"),
         ("CUZK_GPU_PASSWORD", "gpu-pw"),
+        ("CUZK_GATEWAY_PASSWORD", "gateway-pw"),
     ];
     let _server = start(&config, &["-p".into(), port.to_string()], &envs, port);
     let url = format!("nats://127.0.0.1:{port}");
