@@ -431,14 +431,9 @@ impl ShapeCache {
 
 /// Generates parameters for `m` into `path` on the CPU.
 fn write_generated(m: &ShapeMatrices, rng: &mut ChaCha20Rng, path: &Path) -> Result<(), String> {
-    let file = File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 22, file);
-    setup::generate(m, rng, &CpuFixedBase::new(), &mut out).map_err(|e| e.to_string())?;
-    let file = out
-        .into_inner()
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    file.sync_all()
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    setup::generate_file(m, rng, &CpuFixedBase::new(), path)
+        .map(|_| ())
+        .map_err(|e| format!("generating {}: {e}", path.display()))
 }
 
 /// Persists a rename; losing it only costs a rebuild, so best effort.

@@ -64,22 +64,11 @@ pub(crate) fn install_test_parameters(
         let started = std::time::Instant::now();
         let tmp = path.with_extension(format!("params.tmp-{}", std::process::id()));
         let write = || -> Result<(), CircuitError> {
-            let file = File::create(&tmp)
-                .map_err(|e| err(format!("cannot create {}: {e}", tmp.display())))?;
-            let mut out = std::io::BufWriter::with_capacity(1 << 22, file);
-            cuzk_prover::setup::generate(&matrices, &mut rand::rngs::OsRng, engine, &mut out)
-                .map_err(|e| err(format!("generation failed: {e}")))?;
-            let file = out
-                .into_inner()
-                .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))?;
-            // Timed apart: what the disk still owes once the page cache has taken the file.
-            let syncing = std::time::Instant::now();
-            file.sync_all()
-                .map_err(|e| err(format!("cannot write {}: {e}", tmp.display())))?;
-            tracing::info!(
-                secs = syncing.elapsed().as_secs_f64(),
-                "parameters synced to disk"
-            );
+            let (_, _, synced) =
+                cuzk_prover::setup::generate_file(&matrices, &mut rand::rngs::OsRng, engine, &tmp)
+                    .map_err(|e| err(format!("generating {}: {e}", tmp.display())))?;
+            // Timed apart: what the disk still owed once generation ended.
+            tracing::info!(secs = synced.as_secs_f64(), "parameters synced to disk");
             Ok(())
         };
         write().inspect_err(|_| {

@@ -32,9 +32,8 @@ use cuzk_circuits::porep::{generate_test_parameters, parameter_path, PorepC2Fami
 use cuzk_circuits::porep_c1;
 use cuzk_circuits::CircuitFamily;
 use cuzk_circuits::{ShapeCache, FILECOIN_CACHE_ENV};
-use cuzk_cli::submit_and_wait;
 use cuzk_prover::{proof_bytes, prove, Backend, CpuBackend, ProvingKey};
-use cuzk_wire::job::{JobInput, JobSpec, JobStatus};
+use cuzk_wire::job::{JobInput, JobSpec};
 use ff::Field;
 use filecoin_proofs_api::seal::{self, SealCommitPhase1Output};
 use filecoin_proofs_api::{PieceInfo, RegisteredSealProof, UnpaddedBytesAmount};

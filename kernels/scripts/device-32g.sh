@@ -3,6 +3,8 @@
 # partition beside SupraSeal, blob transfer, all collected into $OUT/h200.json (the object
 # docs/results/h200.json holds) by kernels/scripts/h200-results.py. Steps, in order, each skipped
 # when the call's time (TOTAL seconds, default 585) would run out before it:
+#   blobs     witness-blob MB/s through the blobs bucket, one object vs striped read through 1 to
+#             16 connections (`cuzk-load blobs`)
 #   params32  32 GiB test parameters on the GPU (constraint matrices captured first)
 #   drain32x1 a synthetic 32 GiB C1; its 10 partitions synthesized into the queue, then drained
 #             by one GPU node on one GPU (`cuzk-porep drain`): a partition's GPU-node time and
@@ -10,7 +12,6 @@
 #   drain32   the same on every visible GPU: one sector's wall time on all of them
 #   2k        2 KiB: parameters (GPU), our prove vs SupraSeal on the same file and C1, and the
 #             one-box throughput of 40 real jobs (synth node + GPU node on this host)
-#   blobs     witness-blob MB/s through the blobs bucket, one object vs striped (`cuzk-load blobs`)
 #   ss32      SupraSeal (the anchor's 32 GiB build, ssa32) on partition 0 of the synthetic C1
 # STEPS picks a subset (default: all, in the order above). Files live in /tmp/cuzk-32g, so a
 # later call on the same warm machine reuses the parameters and C1.
@@ -21,7 +22,7 @@ W=/tmp/cuzk-32g; L=$W/logs; mkdir -p $W/params $L
 # One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
 export FIL_PROOFS_PARAMETER_CACHE=$W/params CUZK_PARAM_CACHE=$W/params NATS_SERVER=$B/nats-server TMPDIR=$W
 TOTAL=${TOTAL:-585}
-STEPS=${STEPS:-params32 drain32x1 drain32 2k blobs ss32}
+STEPS=${STEPS:-blobs params32 drain32x1 drain32 2k ss32}
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 echo "cpus $(nproc); $(grep MemTotal /proc/meminfo); disk: $(df -h $W | tail -1)"
 json() { python3 - "$@" <<'PY'
@@ -48,6 +49,14 @@ since() { python3 -c "import sys, time; print(round(time.time() - float(sys.argv
 # Results so far, every step: a call cut short still returns what it measured.
 # The logs travel as one archive: the device tool returns a handful of files per call.
 collect() { tar czf $OUT/logs.tgz -C $L . 2>/dev/null; cp $R $OUT/results.json 2>/dev/null; python3 kernels/scripts/h200-results.py $R $L $OUT/h200.json >/dev/null; }
+
+if step blobs 60; then
+  conns=--read-connections=1,2,4,8,16
+  timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 $conns >$L/blobs.log 2>&1
+  timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight 4 $conns 2>&1 | grep "|" >$L/blobs-4.log
+  cat $L/blobs.log $L/blobs-4.log | grep "|"
+  collect
+fi
 
 if step params32 150; then
   # What the disk writes once the page cache is full: the floor under writing a 47 GB file.
@@ -94,12 +103,6 @@ if step 2k 100; then
   collect
 fi
 
-if step blobs 40; then
-  timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 >$L/blobs.log 2>&1
-  timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight 4 2>&1 | tail -7 >>$L/blobs-4.log
-  cat $L/blobs.log $L/blobs-4.log | grep "|"
-  collect
-fi
 
 if [ -x $B/ssa32 ] && step ss32 120; then
   timeout $(( $(left) - 5 )) $B/ssa32 prove-ss $W/syn32.json 1 0 0 >$L/ss32.log 2>&1; echo "ssa32 rc=$?"

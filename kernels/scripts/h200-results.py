@@ -54,12 +54,13 @@ def blob_bench(path):
             out["run"] = line.strip()
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[0].startswith(("one object", "striped")):
+            conns = re.search(r"through (\d+) connection", cells[0])
             if cells[0].startswith("one"):
                 key = "one_object"
-            elif "connections" in cells[0]:
-                key = "striped_gpu_node_connections"
+            elif conns:
+                key = f"striped_{conns.group(1)}_connections"
             else:
-                key = "striped_one_connection"
+                continue
             out[key] = {"upload_mb_s": float(cells[1]), "fetch_mb_s": float(cells[2])}
     return out or None
 

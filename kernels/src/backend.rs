@@ -3,6 +3,7 @@
 //! once, and its evaluations, H and the packed MSM scalars never leave the device.
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use blstrs::{G1Affine, G2Affine, Scalar};
 use cuzk_prover::backend::{Backend, BackendError, MsmResults};
@@ -202,6 +203,16 @@ impl CudaBackend {
             accounted: self.resident.clone(),
         };
         g.synchronize()?;
+        // Otherwise a key's first partition pays for page-locking the witness staging (1.5 s
+        // for a 32 GiB partition's 4.2 GB) and for mapping its working buffers into the memory
+        // pool (docs/gpu.md, run 8); here the node is still loading.
+        g.reserve_staging(working.witness as usize)?;
+        // Only for the device's first key: no partition's buffers compete with it yet.
+        if resident.keys == 0 {
+            if let Err(e) = g.warm_pool(working.peak() as usize) {
+                tracing::warn!(device = %g.name(), err = %e, "could not map the working buffers ahead");
+            }
+        }
         resident.keys += bytes;
         resident.working = resident.working.max(working.peak());
         Ok(key)
@@ -243,13 +254,16 @@ impl Backend for CudaBackend {
     }
 
     fn evaluate(&self, key: &CudaKey, w: &DevWitness) -> Result<[DevScalars; 3], BackendError> {
-        let _job = self.lock();
         let g = &self.gpu;
+        let started = Instant::now();
+        let _job = self.lock();
+        let mut started = g.note_slow("waiting for the device lock", started);
         let m = key.info.m;
-        let run = || -> Result<[DevScalars; 3], CudaError> {
+        let mut run = || -> Result<[DevScalars; 3], CudaError> {
             let mut out = Vec::with_capacity(3);
             for matrix in &key.matrices {
                 let buf = g.alloc(m * 32)?;
+                started = g.note_slow("evaluation allocation", started);
                 g.spmv(matrix, &key.coeffs, &w.buf, &buf, m)?;
                 out.push(DevScalars {
                     buf,
@@ -259,6 +273,7 @@ impl Backend for CudaBackend {
             let [a, b, c] = <[DevScalars; 3]>::try_from(out).ok().expect("three");
             // Its own stage in the timings, not folded into the next one's first wait.
             g.synchronize()?;
+            g.note_slow("SpMV kernels", started);
             Ok([a, b, c])
         };
         Ok(run()?)

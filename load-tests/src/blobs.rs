@@ -1,7 +1,8 @@
 //! `cuzk-load blobs`: witness-blob transfer through the cluster's blobs bucket, one object per
 //! blob (the object store's own put and get, what nodes did before striping) beside cuzk's
-//! striped objects (common/src/objects.rs) read through one connection and through as many as a
-//! GPU node opens: same server, same incompressible bytes, one table.
+//! striped objects (common/src/objects.rs) read through each of `--read-connections` connection
+//! counts (a GPU node opens [`cuzk_cli::BLOB_READ_CONNECTIONS`]): same server, same
+//! incompressible bytes, one table.
 
 use std::time::{Duration, Instant};
 
@@ -30,25 +31,26 @@ pub struct BlobArgs {
     /// Blobs moving at once (a synth node uploads several partitions at a time).
     #[arg(long, default_value_t = 1)]
     in_flight: usize,
+    /// Connection counts to read striped blobs through, one row each.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, cuzk_cli::BLOB_READ_CONNECTIONS])]
+    read_connections: Vec<usize>,
 }
 
 #[derive(Clone, Copy)]
 enum Layout {
     OneObject,
-    Striped,
-    /// Striped, read through the GPU node's [`cuzk_cli::BLOB_READ_CONNECTIONS`] connections.
-    StripedConnections,
+    /// Striped, read through this many connections.
+    Striped(usize),
 }
 
 impl Layout {
     fn name(self) -> String {
         match self {
             Layout::OneObject => "one object per blob".into(),
-            Layout::Striped => "striped, one connection".into(),
-            Layout::StripedConnections => format!(
-                "striped, read through {} connections (GPU node)",
-                cuzk_cli::BLOB_READ_CONNECTIONS
-            ),
+            Layout::Striped(n) if n == cuzk_cli::BLOB_READ_CONNECTIONS => {
+                format!("striped, read through {n} connection(s) (GPU node)")
+            }
+            Layout::Striped(n) => format!("striped, read through {n} connection(s)"),
         }
     }
 
@@ -62,9 +64,7 @@ impl Layout {
                 };
                 store.put(meta, &mut &bytes[..]).await?;
             }
-            Layout::Striped | Layout::StripedConnections => {
-                objects::put(store, name, bytes).await?
-            }
+            Layout::Striped(_) => objects::put(store, name, bytes).await?,
         }
         Ok(())
     }
@@ -81,10 +81,7 @@ impl Layout {
                 store.get(name).await?.read_to_end(&mut bytes).await?;
                 bytes.len()
             }
-            Layout::Striped => objects::read_bounded(store, &readers[..1], name, len as u64)
-                .await?
-                .len(),
-            Layout::StripedConnections => objects::read_bounded(store, readers, name, len as u64)
+            Layout::Striped(n) => objects::read_bounded(store, &readers[..n], name, len as u64)
                 .await?
                 .len(),
         };
@@ -117,20 +114,31 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| server.as_ref().map(NatsServer::url).unwrap_or_default());
     let client = async_nats::connect(&url).await?;
+    let len = args.mb * 1_000_000;
+    // A bucket for this run's blobs (one layout's at a time), not the production 16 GiB that
+    // nats-server would have to reserve on the disk.
+    let limits = Limits {
+        blobs_max_bytes: (2 * len * args.count).max(1 << 30) as i64,
+        ..Limits::local()
+    };
     let mut topology = provision(
         &jetstream_context(client, Duration::from_secs(30)),
         1,
         Duration::from_secs(60),
-        Limits::default(),
+        limits,
     )
     .await?;
-    for _ in 1..cuzk_cli::BLOB_READ_CONNECTIONS {
+    let connections = args.read_connections.iter().copied().max().unwrap_or(1);
+    anyhow::ensure!(
+        (1..=64).contains(&connections) && !args.read_connections.contains(&0),
+        "--read-connections: counts from 1 to 64"
+    );
+    for _ in 1..connections {
         let reader = async_nats::connect(&url).await?;
         let js = jetstream_context(reader, Duration::from_secs(30));
         topology.add_blob_reader(&js).await?;
     }
     let (store, readers) = (&topology.blobs, &topology.blob_readers[..]);
-    let len = args.mb * 1_000_000;
     let blobs: Vec<Vec<u8>> = (0..args.count)
         .map(|_| {
             let mut bytes = vec![0u8; len];
@@ -146,12 +154,11 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
     );
     println!("| layout | upload MB/s | fetch MB/s |\n|---|---|---|");
     let mut rates = Vec::new();
-    for layout in [
-        Layout::OneObject,
-        Layout::Striped,
-        Layout::StripedConnections,
-    ] {
-        let name = |i: usize| format!("blob-bench-{tag}-{}-{i}", layout as u8);
+    let layouts: Vec<Layout> = std::iter::once(Layout::OneObject)
+        .chain(args.read_connections.iter().map(|&n| Layout::Striped(n)))
+        .collect();
+    for (l, &layout) in layouts.iter().enumerate() {
+        let name = |i: usize| format!("blob-bench-{tag}-{l}-{i}");
         let up = timed(args.count, args.in_flight, |i| {
             let (name, bytes) = (name(i), &blobs[i]);
             async move { layout.put(store, &name, bytes).await }
@@ -169,14 +176,12 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         println!("| {} | {:.0} | {:.0} |", layout.name(), rate.0, rate.1);
         rates.push(rate);
     }
-    for (i, what) in [
-        (1, "striped, one connection"),
-        (2, "striped, GPU node's connections"),
-    ] {
+    for (layout, rate) in layouts.iter().zip(&rates).skip(1) {
         println!(
-            "| ratio {what} / one object | {:.2} | {:.2} |",
-            rates[i].0 / rates[0].0,
-            rates[i].1 / rates[0].1
+            "| ratio {} / one object | {:.2} | {:.2} |",
+            layout.name(),
+            rate.0 / rates[0].0,
+            rate.1 / rates[0].1
         );
     }
     Ok(())

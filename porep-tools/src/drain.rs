@@ -134,8 +134,10 @@ fn wait_for_log(
     Ok(())
 }
 
-/// The drain's blobs bucket: the production default, where a launched cluster's is 1 GiB.
-const BLOBS_BUCKET_BYTES: u64 = 16 << 30;
+/// The drain's blobs bucket, where a launched cluster's is 1 GiB: a 32 GiB sector's ten blobs
+/// (0.8 GB) with room for one incompressible one (4.2 GB). No larger: nats-server reserves it on
+/// a disk that the 32 GiB parameters and matrices (55 GB) leave 9 GB of on the one-GPU host.
+const BLOBS_BUCKET_BYTES: u64 = 6 << 30;
 
 pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -251,7 +253,12 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         result.error,
         cluster.log_tails(4000)
     );
-    let gpus = gpu_count(&cluster.log(&gpu));
+    let gpu_log = cluster.log(&gpu);
+    let gpus = gpu_count(&gpu_log);
+    // The device steps that stalled (kernels/src/gpu/mod.rs `note_slow`), with their partitions.
+    for line in gpu_log.lines().filter(|l| l.contains("slow device step")) {
+        println!("{line}");
+    }
     report(
         sector,
         &result,

@@ -13,6 +13,7 @@ pub mod r1cs;
 pub mod recording;
 pub mod setup;
 pub mod witness_cs;
+mod write_behind;
 
 pub use backend::{Backend, BackendError, MsmResults};
 pub use cpu::CpuBackend;

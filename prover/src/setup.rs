@@ -15,6 +15,7 @@
 //! weight at τ fails the run instead of drifting from that plan.
 
 use std::io::{self, Write};
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,7 @@ use rayon::prelude::*;
 use crate::backend::BackendError;
 use crate::ntt::{domain_size, omega};
 use crate::r1cs::{Matrix, ShapeMatrices};
+use crate::write_behind::WriteBehind;
 
 /// Points per engine call and write: bounds the host memory of a streamed query.
 const CHUNK: usize = 1 << 20;
@@ -137,6 +139,23 @@ pub fn generate(
         );
         Ok((vk, written))
     })
+}
+
+/// [`generate`] into a new file at `path`, synced; also returns how long that final sync took:
+/// what the disk still owed when generation ended.
+pub fn generate_file(
+    m: &ShapeMatrices,
+    rng: &mut dyn RngCore,
+    engine: &dyn FixedBase,
+    path: &Path,
+) -> Result<(VerifyingKey<Bls12>, Written, Duration), SetupError> {
+    let file = WriteBehind::new(std::fs::File::create(path)?)?;
+    let mut out = io::BufWriter::with_capacity(1 << 22, file);
+    let (vk, written) = generate(m, rng, engine, &mut out)?;
+    let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    let syncing = Instant::now();
+    file.finish()?;
+    Ok((vk, written, syncing.elapsed()))
 }
 
 /// Chunks queued for the writer thread: two keep the disk busy while the next one is made.

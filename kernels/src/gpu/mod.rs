@@ -6,6 +6,7 @@ pub use ntt::NttKind;
 pub use spmv::DeviceMatrix;
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use blstrs::Scalar;
 use cudarc::driver::{
@@ -122,6 +123,9 @@ struct CurveFuncs {
     to_jacobian: CudaFunction,
 }
 
+/// A device step taking longer than this is logged (`Gpu::note_slow`).
+const SLOW_STEP: Duration = Duration::from_millis(300);
+
 struct Twiddles {
     log: u32,
     fwd: DevBuf,
@@ -131,6 +135,8 @@ struct Twiddles {
 /// Page-locked staging for scalar uploads, grown on demand and reused.
 struct Staging {
     buf: Option<PinnedHostSlice<u8>>,
+    /// What last took it: named when another upload waits long for it.
+    holder: &'static str,
 }
 
 /// One GPU: context, streams, the loaded module and cached tables.
@@ -271,7 +277,10 @@ impl Gpu {
             _module: module,
             f,
             tw: Mutex::new(None),
-            staging: Mutex::new(Staging { buf: None }),
+            staging: Mutex::new(Staging {
+                buf: None,
+                holder: "nothing",
+            }),
             fb: Mutex::new(None),
             name,
         })
@@ -324,19 +333,35 @@ impl Gpu {
     /// copy stream, and waits for the copy: the buffer is ready for any stream.
     pub fn upload_concat(&self, parts: &[&[Scalar]]) -> Result<DevBuf> {
         let total: usize = parts.iter().map(|p| p.len() * 32).sum();
+        let started = Instant::now();
         let mut d = DevBuf {
             buf: unsafe { self.copy.alloc::<u8>(total.max(1)) }?,
         };
-        self.with_staging(total, |pinned| {
+        self.note_slow("witness allocation", started);
+        self.with_staging(total, "a witness upload", |pinned| {
+            let started = Instant::now();
             let mut off = 0;
             for p in parts {
                 self.stage_upload(pinned, off, as_bytes(p), &mut d, off)?;
                 off += p.len() * 32;
             }
+            let started = self.note_slow("copy into the pinned staging", started);
             self.copy.synchronize()?;
+            self.note_slow("witness upload", started);
             Ok(())
         })?;
         Ok(d)
+    }
+
+    /// Names a device step that took far longer than it should: the two-GPU drain saw partitions
+    /// stall for seconds in h2d and SpMV (docs/gpu.md, run 7). Returns the time it was called.
+    pub fn note_slow(&self, step: &str, started: Instant) -> Instant {
+        let now = Instant::now();
+        if now - started > SLOW_STEP {
+            tracing::warn!(device = %self.name, step, ms = (now - started).as_millis() as u64,
+                "slow device step");
+        }
+        now
     }
 
     /// `v` into a new buffer of `len >= v.len()` scalars, zero past `v`, through pinned staging.
@@ -348,7 +373,7 @@ impl Gpu {
         }
         // The allocation and zeroing on the compute stream come before the copy.
         self.copy.wait(&self.stream.record_event(None)?)?;
-        self.with_staging(v.len() * 32, |pinned| {
+        self.with_staging(v.len() * 32, "a padded upload", |pinned| {
             self.stage_upload(pinned, 0, as_bytes(v), &mut d, 0)?;
             self.copy.synchronize()?;
             Ok(())
@@ -363,18 +388,44 @@ impl Gpu {
         Ok(out)
     }
 
-    /// Runs `f` with a pinned staging buffer of at least `bytes`.
+    /// Grows the pinned staging to `bytes` now, ahead of the upload that needs it.
+    pub fn reserve_staging(&self, bytes: usize) -> Result<()> {
+        self.with_staging(bytes, "a reservation", |_| Ok(()))
+    }
+
+    /// Maps `bytes` of device memory into the stream-ordered pool now: freed, they stay there
+    /// (`keep_pool_memory`) for the buffers of the partitions to come.
+    pub fn warm_pool(&self, bytes: usize) -> Result<()> {
+        drop(self.alloc(bytes)?);
+        self.synchronize()
+    }
+
+    /// Runs `f` with a pinned staging buffer of at least `bytes`, for `what`.
     fn with_staging<R>(
         &self,
         bytes: usize,
+        what: &'static str,
         f: impl FnOnce(&mut PinnedHostSlice<u8>) -> Result<R>,
     ) -> Result<R> {
+        let started = Instant::now();
         // A panic elsewhere while holding the lock leaves a buffer that is still fine to reuse.
         let mut st = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+        if started.elapsed() > SLOW_STEP {
+            self.note_slow(
+                &format!("{what} waiting for the pinned staging after {}", st.holder),
+                started,
+            );
+        }
+        st.holder = what;
         if st.buf.as_ref().is_none_or(|b| b.len() < bytes) {
+            let started = Instant::now();
             st.buf = None;
             // write-combined page-locked memory: fast to fill and to upload.
             st.buf = Some(unsafe { self.ctx.alloc_pinned::<u8>(bytes.max(1 << 20)) }?);
+            self.note_slow(
+                &format!("growing the pinned staging to {bytes} bytes for {what}"),
+                started,
+            );
         }
         f(st.buf.as_mut().unwrap())
     }

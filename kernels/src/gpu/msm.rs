@@ -41,7 +41,7 @@ impl Gpu {
             buf: unsafe { self.copy.alloc::<u8>(len * ab) }?,
         };
         let corrupt = |e: String| CudaError::Shape(format!("parameter file: {e}"));
-        self.with_staging(CHUNK * ab, |pinned| {
+        self.with_staging(CHUNK * ab, "parameter points", |pinned| {
             for (i, chunk) in raw.chunks(CHUNK * file_bytes).enumerate() {
                 let n = chunk.len() / file_bytes;
                 let host = &mut pinned.as_mut_slice()?[..n * ab];
@@ -248,7 +248,7 @@ impl Gpu {
     /// Uploads scalars through the pinned staging buffer.
     pub fn upload_scalars(&self, scalars: &[Scalar]) -> Result<DevBuf> {
         let mut d = self.alloc(scalars.len() * 32)?;
-        self.with_staging(scalars.len() * 32, |p| {
+        self.with_staging(scalars.len() * 32, "a scalar upload", |p| {
             let ev = self.stage_upload(p, 0, as_bytes(scalars), &mut d, 0)?;
             self.stream.wait(&ev)?;
             self.copy.synchronize()?;
@@ -277,7 +277,7 @@ impl Gpu {
             .iter()
             .map(|v| self.alloc(v.len() * 32))
             .collect::<Result<_>>()?;
-        self.with_staging(total, |p| {
+        self.with_staging(total, "scalar uploads", |p| {
             let mut off = 0;
             let mut evs = Vec::new();
             for (v, d) in vecs.iter().zip(out.iter_mut()) {
