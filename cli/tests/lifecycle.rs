@@ -261,6 +261,22 @@ async fn a_job_without_progress_is_ended_by_the_sweeper() {
 }
 
 /// The job's record as the ledger reads it.
+/// A cancel of an id nobody submitted answers `unknown`, with no status.
+async fn never_submitted_is_unknown(client: &Client) {
+    let unknown = cancel(
+        client,
+        "never-submitted",
+        Duration::from_secs(5),
+        INPUTS_BUCKET,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (unknown.outcome, unknown.status),
+        (CancelOutcome::Unknown, None)
+    );
+}
+
 async fn record(cluster: &LocalCluster, job_id: &str) -> Option<JobRecord> {
     Ledger::new(&cluster.topology).get(job_id).await.unwrap()
 }
@@ -383,18 +399,7 @@ async fn cancelling_a_finished_job_changes_nothing() {
     assert_eq!(record.status, JobStatus::Done);
     assert_eq!(stored(&cluster, "done-first").await, 1);
 
-    let unknown = cancel(
-        &cluster.client,
-        "never-submitted",
-        Duration::from_secs(5),
-        INPUTS_BUCKET,
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        (unknown.outcome, unknown.status),
-        (CancelOutcome::Unknown, None)
-    );
+    never_submitted_is_unknown(&cluster.client).await;
     cluster.stop().await.unwrap();
 }
 
@@ -443,18 +448,7 @@ async fn a_job_no_synth_node_has_taken_is_cancelled_once() {
         !matches!(staged, Ok(info) if !info.deleted),
         "the staged input is still there"
     );
-    let unknown = cancel(
-        &client,
-        "never-submitted",
-        Duration::from_secs(5),
-        INPUTS_BUCKET,
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        (unknown.outcome, unknown.status),
-        (CancelOutcome::Unknown, None)
-    );
+    never_submitted_is_unknown(&client).await;
 
     let params = ParamArgs::default().resolve(true);
     let synth = synth_args(&[]).resolve().unwrap();
