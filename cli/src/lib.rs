@@ -61,8 +61,10 @@ pub async fn connect(
     Ok((client, topology))
 }
 
-/// Connections a GPU node reads blobs through: nats-server answers one connection's direct gets
-/// one at a time (`objects::read_bounded`), and a blob has up to 16 stripes.
+/// Connections a GPU node reads blobs through (`objects::read_bounded`): one connection's
+/// stripes share its socket and its reading task; past 2–4 the blobs stream itself is the limit
+/// (nats-server 2.9 delivers all of a stream's messages from one goroutine: ~750 MB/s on the
+/// 16-core H200 box).
 pub const BLOB_READ_CONNECTIONS: usize = 4;
 
 /// Opens the further connections a GPU node reads blobs through.
@@ -73,7 +75,7 @@ pub async fn add_blob_readers(
     for _ in 1..BLOB_READ_CONNECTIONS {
         let reader = cuzk_common::nats::connect(config).await?;
         let js = topology::jetstream_context(reader, config.timeout);
-        topology.add_blob_reader(&js).await?;
+        topology.add_blob_reader(js);
     }
     Ok(())
 }

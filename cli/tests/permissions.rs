@@ -2,7 +2,8 @@
 //! its job — a whole job, its input uploaded to the inputs bucket by the submitter, runs
 //! through synth and GPU nodes connected as `synth` and `gpu`, and a gateway connected as
 //! `gateway` serves Curio's calls (a PoSt job submitted at high priority with its input staged,
-//! awaited, cancelled; status; a proving-key preload) — and are refused what they must not do. Every refusal is checked twice: refused under the shipped config, and allowed under
+//! awaited, cancelled; status; a proving-key preload), a GPU node reads a striped blob through
+//! two connections — and are refused what they must not do. Every refusal is checked twice: refused under the shipped config, and allowed under
 //! a copy that gives every user every subject, so no check passes for another reason (a
 //! message that is not there, an API the stream does not offer).
 
@@ -15,6 +16,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::push, stream};
 use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs};
 use cuzk_common::local_nats::{free_port, NatsServer};
+use cuzk_common::objects;
 use cuzk_common::topology::{
     ledger_results_subject, results_subject, BLOBS_BUCKET, GPU_NORMAL_CONSUMER, INPUTS_BUCKET,
     JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL, SUBJECT_SRS, SUBJECT_SUBMIT,
@@ -214,6 +216,13 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
         deliver_subject: deliver.to_owned(),
         ..Default::default()
     };
+    // As `objects::read_bounded` creates them: named, so that the filter is in the subject.
+    let named_push = |filter: &str| push::Config {
+        name: Some("rogue".into()),
+        deliver_subject: "_INBOX_gpu.rogue".into(),
+        filter_subject: filter.to_owned(),
+        ..Default::default()
+    };
     let mut checks = vec![
         ("gpu submits a job", published(&gpu, SUBJECT_SUBMIT).await),
         (
@@ -233,10 +242,34 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
                 .is_ok(),
         ),
         (
-            "gpu creates a consumer on the blobs bucket",
+            "gpu creates an unfiltered consumer on the blobs bucket",
             stream(&gpu, &format!("OBJ_{BLOBS_BUCKET}"))
                 .await
                 .create_consumer(ephemeral_push("_INBOX_gpu.rogue"))
+                .await
+                .is_ok(),
+        ),
+        (
+            "gpu creates a blobs consumer of object metadata",
+            stream(&gpu, &format!("OBJ_{BLOBS_BUCKET}"))
+                .await
+                .create_consumer(named_push(&format!("$O.{BLOBS_BUCKET}.M.x")))
+                .await
+                .is_ok(),
+        ),
+        (
+            "gpu creates a chunk consumer on the inputs bucket",
+            stream(&gpu, &format!("OBJ_{INPUTS_BUCKET}"))
+                .await
+                .create_consumer(named_push(&format!("$O.{INPUTS_BUCKET}.C.x")))
+                .await
+                .is_ok(),
+        ),
+        (
+            "gpu creates a consumer on the results stream",
+            stream(&gpu, RESULTS_STREAM)
+                .await
+                .create_consumer(named_push(&ledger_results_subject("x")))
                 .await
                 .is_ok(),
         ),
@@ -487,6 +520,7 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     );
 
     gateway_serves_curio(&url).await;
+    gpu_reads_a_striped_blob(&url).await;
 
     let refused = &violations(&log)[refusals_before.len()..];
     assert!(
@@ -505,6 +539,32 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     shutdown.cancel();
     synth_task.await.unwrap().unwrap();
     gpu_task.await.unwrap().unwrap();
+}
+
+/// A blob written as a synth node writes it, large enough to be striped, read back as a GPU node
+/// reads it: through two connections as `gpu`, each stripe through an ordered consumer of its
+/// own; then deleted, as a proved partition's blob is.
+async fn gpu_reads_a_striped_blob(url: &str) {
+    let synth = quick_js(url, "synth").await;
+    let bytes: Vec<u8> = (0..2 * objects::STRIPE_BYTES + 1)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let written = synth.get_object_store(BLOBS_BUCKET).await.unwrap();
+    objects::put(&written, "roles-striped", &bytes)
+        .await
+        .expect("the synth role writes a striped blob");
+    let gpu = role(url, "gpu");
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let client = cuzk_common::nats::connect(&gpu).await.unwrap();
+        let js = cuzk_common::topology::jetstream_context(client, gpu.timeout);
+        readers.push(js);
+    }
+    let store = readers[0].get_object_store(BLOBS_BUCKET).await.unwrap();
+    let read = objects::read_bounded(&store, &readers, "roles-striped", bytes.len() as u64);
+    let back = read.await.expect("the gpu role reads a striped blob");
+    assert!(back == bytes, "the striped blob read back differs");
+    objects::delete(&store, "roles-striped").await.unwrap();
 }
 
 /// A gateway connected as `gateway`, called as Curio calls it (the service in process: the

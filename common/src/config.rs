@@ -510,7 +510,8 @@ pub enum BackendKind {
 pub struct GpuArgs {
     #[arg(long = "gpu-backend", env = "CUZK_GPU_BACKEND", value_enum)]
     pub backend: Option<BackendKind>,
-    /// Proving workers per device (per node for the CPU backend).
+    /// Proving workers per device (per node for the CPU backend). Default: 2 on a GPU (one
+    /// uploads its witness while the other proves), 1 on the CPU.
     #[arg(long = "gpu-workers", env = "CUZK_GPU_WORKERS")]
     pub workers: Option<usize>,
     /// Partitions fetched and decoded ahead of the one being proved, per worker.
@@ -543,7 +544,8 @@ pub struct GpuArgs {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuConfig {
     pub backend: BackendKind,
-    pub workers: usize,
+    /// `None`: by backend (`workers`).
+    pub workers: Option<usize>,
     pub prefetch: usize,
     pub cpu_threads: usize,
     pub memory_budget: Option<u64>,
@@ -551,6 +553,13 @@ pub struct GpuConfig {
     pub params_files: Vec<(String, PathBuf)>,
     pub preload: Vec<serde_json::Value>,
     pub drain_timeout: Duration,
+}
+
+impl GpuConfig {
+    /// Proving workers per device on a GPU (`cuda`) or per node on the CPU.
+    pub fn workers(&self, cuda: bool) -> usize {
+        self.workers.unwrap_or(if cuda { 2 } else { 1 })
+    }
 }
 
 impl GpuArgs {
@@ -574,7 +583,7 @@ impl GpuArgs {
     pub fn resolve(self) -> Result<GpuConfig, ConfigError> {
         let config = GpuConfig {
             backend: self.backend.unwrap_or(BackendKind::Auto),
-            workers: self.workers.unwrap_or(1),
+            workers: self.workers,
             prefetch: self.prefetch.unwrap_or(1),
             cpu_threads: self.cpu_threads.unwrap_or_else(default_threads),
             memory_budget: self.memory_budget,
@@ -583,7 +592,7 @@ impl GpuArgs {
             preload: parse_preload(self.preload.as_deref())?,
             drain_timeout: Duration::from_secs(self.drain_timeout_secs.unwrap_or(120)),
         };
-        if config.workers == 0 || config.cpu_threads == 0 {
+        if config.workers == Some(0) || config.cpu_threads == 0 {
             return Err(invalid(
                 "gpu.workers",
                 "workers and threads must be at least 1",

@@ -164,11 +164,9 @@ pub struct Topology {
     pub nodes_kv: kv::Store,
     pub blobs: ObjectStore,
     pub inputs: ObjectStore,
-    /// The buckets' streams, for reading objects without a consumer (`objects.rs`); the blobs
-    /// bucket's on every connection the node reads blobs through
-    /// ([`Topology::add_blob_reader`]).
-    pub blob_readers: Vec<Stream<()>>,
-    pub inputs_stream: Stream<()>,
+    /// The JetStream contexts of the connections the node reads blobs through
+    /// ([`Topology::add_blob_reader`], `objects::read_bounded`): `js`'s first.
+    pub blob_readers: Vec<Context>,
 }
 
 async fn ensure_stream(js: &Context, config: stream::Config) -> Result<Stream, TopologyError> {
@@ -312,14 +310,6 @@ pub async fn provision(
     )
     .await?;
     let inputs = ensure_inputs_bucket(js, INPUTS_BUCKET, replicas, limits).await?;
-    let bucket_stream = |bucket: &str| {
-        let name = format!("OBJ_{bucket}");
-        async move {
-            js.get_stream_no_info(&name)
-                .await
-                .map_err(|e| failed(format!("stream {name}"))(e.to_string()))
-        }
-    };
     Ok(Topology {
         js: js.clone(),
         ack_wait,
@@ -327,8 +317,7 @@ pub async fn provision(
         nodes_kv,
         blobs,
         inputs,
-        blob_readers: vec![bucket_stream(BLOBS_BUCKET).await?],
-        inputs_stream: bucket_stream(INPUTS_BUCKET).await?,
+        blob_readers: vec![js.clone()],
     })
 }
 
@@ -348,12 +337,12 @@ pub async fn ensure_inputs_bucket(
     ensure_object_store(js, bucket, RETENTION, limits.inputs_max_bytes, replicas).await
 }
 
-/// An inputs bucket and its stream, found (never created) for reading a job's input: a bucket
-/// that does not exist is `NotFound`, like a missing object.
+/// An inputs bucket, found (never created) for reading a job's input: a bucket that does not
+/// exist is `NotFound`, like a missing object.
 pub async fn open_inputs_bucket(
     js: &Context,
     bucket: &str,
-) -> Result<(ObjectStore, Stream<()>), crate::objects::ObjectError> {
+) -> Result<ObjectStore, crate::objects::ObjectError> {
     use crate::objects::ObjectError;
     use async_nats::jetstream::context::GetStreamErrorKind;
     use async_nats::jetstream::ErrorCode;
@@ -375,15 +364,9 @@ pub async fn open_inputs_bucket(
             })
         }
     }
-    let store = js
-        .get_object_store(bucket)
+    js.get_object_store(bucket)
         .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    let stream = js
-        .get_stream_no_info(stream)
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    Ok((store, stream))
+        .map_err(|e| unavailable(e.to_string()))
 }
 
 /// A KV bucket whose backing stream is made exactly as async-nats would make it; done by hand
@@ -451,19 +434,13 @@ fn work_consumer_config(durable: &str, filter: &str, ack_wait: Duration) -> pull
 }
 
 impl Topology {
-    /// The synth nodes' shared durable consumer of submitted jobs.
     /// Reads blobs through `js`'s connection too: a striped blob's stripes are read through
     /// the connections in turn (`objects::read_bounded`).
-    pub async fn add_blob_reader(&mut self, js: &Context) -> Result<(), TopologyError> {
-        let name = format!("OBJ_{BLOBS_BUCKET}");
-        let stream = js
-            .get_stream_no_info(&name)
-            .await
-            .map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
-        self.blob_readers.push(stream);
-        Ok(())
+    pub fn add_blob_reader(&mut self, js: Context) {
+        self.blob_readers.push(js);
     }
 
+    /// The synth nodes' shared durable consumer of submitted jobs.
     pub async fn synth_consumer(&self) -> Result<PullConsumer, TopologyError> {
         ensure_consumer(
             &self.js,

@@ -2,12 +2,15 @@
 //!
 //!   cuzk-gpu-check [--max-log N] [--bench-max-log N] [--no-bench] [--no-check] [--reps N] (--help)
 //!                  [--partition-logs 20,22] [--partition-rounds R1,R2] [--g1-logs 24]
+//!                  [--large-logs 27] [--msm-windows 19,22]
 //!
 //! `--partition-logs`: whole-partition Groth16 proves of a MiMC circuit (cuzk-circuits, 2
 //! constraints per round; rounds 2^(L-1) - 16 unless `--partition-rounds` says) with parameters
 //! from our generator: CPU and CUDA backends run side by side (`Dual`: every step's output
 //! compared, proofs byte-identical and verified), then h2d / SpMV / H / MSM / total per backend.
 //! `--g1-logs`: G1 MSM only (scalars on device), median of `--reps`.
+//! `--large-logs 27 [--msm-windows 19,22]`: the H pipeline and the G1 MSM at a 32 GiB
+//! partition's size, the MSM checked exactly against the CPU (gpu-check/src/large.rs).
 //!
 //! Exit status: 0 all checks passed, 1 a check failed, 2 no CUDA device / no kernels.
 
@@ -15,6 +18,8 @@
 mod inputs;
 #[cfg(cuzk_fatbin)]
 mod kernels;
+#[cfg(cuzk_fatbin)]
+mod large;
 #[cfg(cuzk_fatbin)]
 mod partition;
 
@@ -49,6 +54,13 @@ pub struct Args {
     /// G1 MSM only (scalars on device) at these log2 sizes, median of `--reps`.
     #[arg(long, env = "CUZK_CHECK_G1_LOGS", value_delimiter = ',')]
     pub g1_logs: Vec<u32>,
+    /// The H pipeline and the G1 MSM at these log2 sizes (e.g. 27, a 32 GiB partition's),
+    /// vectors on the device, median of `--reps`.
+    #[arg(long, env = "CUZK_CHECK_LARGE_LOGS", value_delimiter = ',')]
+    pub large_logs: Vec<u32>,
+    /// Window widths the large G1 MSMs are run at, side by side (default: chosen by size).
+    #[arg(long, env = "CUZK_CHECK_MSM_WINDOWS", value_delimiter = ',')]
+    pub msm_windows: Vec<u32>,
 }
 
 pub struct Report {
@@ -63,6 +75,15 @@ impl Report {
             self.fails += 1;
         }
         println!("{} {name}", if ok { "PASS" } else { "FAIL" });
+    }
+}
+
+/// A titled markdown table of rows printed as they were measured.
+#[cfg(cuzk_fatbin)]
+fn table(title: String, header: String, rule: String, rows: &[String]) {
+    println!("\n{title}\n{header}\n{rule}");
+    for r in rows {
+        println!("{r}");
     }
 }
 
@@ -81,7 +102,7 @@ fn main() {
         use rand::RngCore;
         let seed = rand::rngs::OsRng.next_u64();
         let be = std::sync::Arc::new(
-            cuzk_kernels::CudaBackend::new(0, None).expect("open CUDA device 0"),
+            cuzk_kernels::CudaBackend::new(0, None, 1).expect("open CUDA device 0"),
         );
         let (free, total) = be.gpu().mem_info().unwrap();
         println!(
@@ -119,37 +140,51 @@ fn main() {
             kernels::run_g1_bench(&args, &be, seed, &mut rep, &mut grows);
         }
         if !rows.is_empty() {
-            println!(
-                "\nbenchmark on {} (median of {} after a warm-up; CPU: rayon, {} threads)",
-                be.device_name(),
-                args.reps,
-                rayon::current_num_threads()
+            table(
+                format!(
+                    "benchmark on {} (median of {} after a warm-up; CPU: rayon, {} threads)",
+                    be.device_name(),
+                    args.reps,
+                    rayon::current_num_threads()
+                ),
+                format!(
+                    "| {:<38} | {:>10} | {:>10} | {:>7} |",
+                    "what", "GPU ms", "CPU ms", "CPU/GPU"
+                ),
+                format!("|{:-<40}|{:->12}|{:->12}|{:->9}|", "", "", "", ""),
+                &rows,
             );
-            println!(
-                "| {:<38} | {:>10} | {:>10} | {:>7} |",
-                "what", "GPU ms", "CPU ms", "CPU/GPU"
-            );
-            println!("|{:-<40}|{:->12}|{:->12}|{:->9}|", "", "", "", "");
-            for r in &rows {
-                println!("{r}");
-            }
         }
         if !prows.is_empty() {
-            println!("\nwhole-partition prove on {} (CUDA: median of {} after a warm-up; CPU backend: one run, {} threads)", be.device_name(), args.reps.max(1), rayon::current_num_threads());
-            println!(
-                "| {:<32} | {:<5} | {:>10} | {:>9} | {:>8} |",
-                "partition", "stage", "CPU ms", "GPU ms", "CPU/GPU"
+            table(
+                format!("whole-partition prove on {} (CUDA: median of {} after a warm-up; CPU backend: one run, {} threads)", be.device_name(), args.reps.max(1), rayon::current_num_threads()),
+                format!(
+                    "| {:<32} | {:<5} | {:>10} | {:>9} | {:>8} |",
+                    "partition", "stage", "CPU ms", "GPU ms", "CPU/GPU"
+                ),
+                format!("|{:-<34}|{:-<7}|{:->12}|{:->11}|{:->10}|", "", "", "", "", ""),
+                &prows,
             );
-            println!(
-                "|{:-<34}|{:-<7}|{:->12}|{:->11}|{:->10}|",
-                "", "", "", "", ""
-            );
-            for r in &prows {
-                println!("{r}");
-            }
         }
         for r in &grows {
             println!("{r}");
+        }
+        if !args.large_logs.is_empty() {
+            let mut lrows = Vec::new();
+            large::run(&args, &be, seed, &mut rep, &mut lrows);
+            table(
+                format!(
+                    "large sizes on {} (ms; median, min, max of {} after a warm-up)",
+                    be.device_name(),
+                    args.reps.max(1)
+                ),
+                format!(
+                    "| {:<40} | {:>9} | {:>9} | {:>9} |",
+                    "what", "median", "min", "max"
+                ),
+                format!("|{:-<42}|{:->11}|{:->11}|{:->11}|", "", "", "", ""),
+                &lrows,
+            );
         }
         if rep.checks > 0 {
             println!("checks: {} run, {} failed", rep.checks, rep.fails);

@@ -95,7 +95,8 @@ impl GpuNode {
             .with_parameter_files(config.params_files.iter().cloned().collect());
         // One buffer per partition a worker can hold (proving plus prefetched), per device.
         let devices = cuzk_kernels::device_count().max(1);
-        let buffers = WitnessBuffers::new(devices * config.workers * (1 + config.prefetch));
+        let workers = config.workers(true).max(config.workers(false));
+        let buffers = WitnessBuffers::new(devices * workers * (1 + config.prefetch));
         Ok(GpuNode {
             ledger: Ledger::new(&topology),
             topology,
@@ -144,6 +145,7 @@ impl GpuNode {
                 let backend = Arc::new(cuzk_kernels::CudaBackend::new(
                     device,
                     self.config.memory_budget,
+                    self.config.workers(true),
                 )?);
                 let keys = Arc::new(Keys::new(backend.key_budget()));
                 ready.push((device, backend, keys));
@@ -162,7 +164,7 @@ impl GpuNode {
                     &mut workers,
                     backend,
                     keys,
-                    &format!("cuda{device}"),
+                    (&format!("cuda{device}"), self.config.workers(true)),
                     &pool,
                     &consumers,
                     &shutdown,
@@ -182,7 +184,7 @@ impl GpuNode {
                 &mut workers,
                 backend,
                 keys,
-                "cpu",
+                ("cpu", self.config.workers(false)),
                 &pool,
                 &consumers,
                 &shutdown,
@@ -234,20 +236,20 @@ impl GpuNode {
         Ok(())
     }
 
-    /// `--workers` proving workers on one backend, labelled `{prefix}.{index}`, sharing its
-    /// proving keys.
+    /// `count` proving workers on one backend, labelled `{prefix}.{index}`, sharing its proving
+    /// keys.
     #[allow(clippy::too_many_arguments)]
     fn spawn_workers<B: Backend>(
         self: &Arc<Self>,
         workers: &mut JoinSet<()>,
         backend: Arc<B>,
         keys: Arc<Keys<B>>,
-        prefix: &str,
+        (prefix, count): (&str, usize),
         pool: &Arc<rayon::ThreadPool>,
         consumers: &Arc<[PullConsumer; 2]>,
         shutdown: &CancellationToken,
     ) {
-        for w in 0..self.config.workers {
+        for w in 0..count {
             workers.spawn(self.clone().worker(
                 backend.clone(),
                 keys.clone(),

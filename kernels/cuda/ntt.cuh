@@ -1,5 +1,7 @@
-// NTT over BLS12-381 Fr, in place, natural order in and out: bit-reversal permutation, then
-// radix-2 Cooley–Tukey (DIT) stages done in groups of up to 10 inside shared memory.
+// NTT over BLS12-381 Fr, in place, stages done in groups of up to 10 inside shared memory.
+// Natural order in and out: bit-reversal permutation, then radix-2 Cooley–Tukey (DIT) stages.
+// The H pipeline skips the permutations: Gentleman–Sande (DIF) stages take natural order to
+// bit-reversed, DIT stages take bit-reversed back to natural.
 #pragma once
 #include "field.cuh"
 
@@ -19,23 +21,13 @@ extern "C" __global__ void ntt_bitrev(Fr* x, uint32_t logn) {
 // One group of stages s0 .. s0+k-1. A block owns 2^k "rows" (index bits s0..s0+k-1) times
 // 2^lb consecutive "columns" (low index bits, lb <= s0) for one value of the high bits.
 // tw[i] = w_N^i for the table's domain N = 2^logtw (i < N/2); w_n = w_N^(N/n).
-extern "C" __global__ void __launch_bounds__(256) ntt_pass(Fr* x, const Fr* tw, uint32_t logn,
-                                                           uint32_t logtw, uint32_t s0,
-                                                           uint32_t k, uint32_t lb) {
-    extern __shared__ Fr sm[];
+// `dif`: the stages top down with Gentleman–Sande butterflies (the caller runs groups top down).
+__device__ __forceinline__ void ntt_stages(Fr* sm, const Fr* tw, uint32_t logtw, uint32_t s0,
+                                           uint32_t k, uint32_t lb, uint64_t lo_base, bool dif) {
     const uint32_t E = 1u << (k + lb);
-    const uint32_t tiles_bits = s0 - lb;
-    const uint64_t blk = blockIdx.x;
-    const uint64_t lo_base = (blk & ((1ull << tiles_bits) - 1)) << lb;
-    const uint64_t hi = blk >> tiles_bits;
     const uint32_t lmask = (1u << lb) - 1;
-
-    for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) {
-        const uint64_t g = (hi << (s0 + k)) | ((uint64_t)(e >> lb) << s0) | (lo_base + (e & lmask));
-        sm[e] = ld(x + g);
-    }
-    __syncthreads();
-    for (uint32_t ls = 0; ls < k; ls++) {
+    for (uint32_t it = 0; it < k; it++) {
+        const uint32_t ls = dif ? k - 1 - it : it;
         const uint32_t s = s0 + ls;
         const uint32_t shift = logtw - 1 - s;
         for (uint32_t q = threadIdx.x; q < E / 2; q += blockDim.x) {
@@ -48,16 +40,55 @@ extern "C" __global__ void __launch_bounds__(256) ntt_pass(Fr* x, const Fr* tw, 
             const uint64_t ktw = ((uint64_t)m_lo << s0) | (lo_base + t);
             const Fr w = ld(tw + (ktw << shift));
             const Fr u = sm[e0];
-            const Fr v = sm[e1] * w;
-            sm[e0] = u + v;
-            sm[e1] = u - v;
+            if (dif) {
+                const Fr v = sm[e1];
+                sm[e0] = u + v;
+                sm[e1] = (u - v) * w;
+            } else {
+                const Fr v = sm[e1] * w;
+                sm[e0] = u + v;
+                sm[e1] = u - v;
+            }
         }
         __syncthreads();
     }
-    for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) {
-        const uint64_t g = (hi << (s0 + k)) | ((uint64_t)(e >> lb) << s0) | (lo_base + (e & lmask));
-        st(x + g, sm[e]);
+}
+
+#define NTT_DIF 1u
+#define NTT_DIT 2u
+
+// One group of stages on blocks of E = 2^(k+lb) elements in shared memory: DIF stages with
+// `tw_dif` (mode & NTT_DIF), then, when `lo` is set, every element times lo[j & 4095] *
+// hi[j >> 12] with j its index (its bit reversal over rev_bits bits when rev_bits != 0), then
+// DIT stages with `tw_dit` (mode & NTT_DIT). The H pipeline runs the inverse transform's last
+// group, the coset factors and the forward transform's first group as one pass.
+extern "C" __global__ void __launch_bounds__(256)
+    ntt_pass(Fr* x, const Fr* tw_dif, const Fr* tw_dit, uint32_t logtw, uint32_t s0, uint32_t k,
+             uint32_t lb, uint32_t mode, const Fr* lo, const Fr* hi, uint32_t rev_bits) {
+    extern __shared__ Fr sm[];
+    const uint32_t E = 1u << (k + lb);
+    const uint32_t tiles_bits = s0 - lb;
+    const uint64_t blk = blockIdx.x;
+    const uint64_t lo_base = (blk & ((1ull << tiles_bits) - 1)) << lb;
+    const uint64_t hi_bits = blk >> tiles_bits;
+    const uint32_t lmask = (1u << lb) - 1;
+    const auto index = [&](uint32_t e) {
+        return (hi_bits << (s0 + k)) | ((uint64_t)(e >> lb) << s0) | (lo_base + (e & lmask));
+    };
+
+    for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) sm[e] = ld(x + index(e));
+    __syncthreads();
+    if (mode & NTT_DIF) ntt_stages(sm, tw_dif, logtw, s0, k, lb, lo_base, true);
+    if (lo) {
+        for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) {
+            const uint64_t g = index(e);
+            const uint64_t j = rev_bits ? __brevll(g) >> (64 - rev_bits) : g;
+            sm[e] = sm[e] * (ld(lo + (j & 4095)) * ld(hi + (j >> 12)));
+        }
+        __syncthreads();
     }
+    if (mode & NTT_DIT) ntt_stages(sm, tw_dit, logtw, s0, k, lb, lo_base, false);
+    for (uint32_t e = threadIdx.x; e < E; e += blockDim.x) st(x + index(e), sm[e]);
 }
 
 // out[i] = lo[i & 4095] * hi[i >> 12]  (powers of a base, optionally times a constant in hi)

@@ -13,6 +13,10 @@
 #   2k        2 KiB: parameters (GPU), our prove vs SupraSeal on the same file and C1, and the
 #             one-box throughput of 40 real jobs (synth node + GPU node on this host)
 #   ss32      SupraSeal (the anchor's 32 GiB build, ssa32) on partition 0 of the synthetic C1
+#   kernels   the kernels at a 32 GiB partition's sizes without its parameters: GPU-vs-CPU checks
+#             up to 2^22, the 2 KiB partition proved by both backends (every step compared,
+#             verify_seal), then H and the G1 MSM at 2^27 (MSM windows side by side, each checked
+#             exactly) and every H kernel's time under ncu (`cuzk-gpu-check --large-logs 27`)
 # STEPS picks a subset (default: all, in the order above). Files live in /tmp/cuzk-32g, so a
 # later call on the same warm machine reuses the parameters and C1.
 cd "$(dirname "$0")/.."
@@ -22,7 +26,7 @@ W=/tmp/cuzk-32g; L=$W/logs; mkdir -p $W/params $L
 # One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
 export FIL_PROOFS_PARAMETER_CACHE=$W/params CUZK_PARAM_CACHE=$W/params NATS_SERVER=$B/nats-server TMPDIR=$W
 TOTAL=${TOTAL:-585}
-STEPS=${STEPS:-blobs params32 drain32x1 drain32 2k ss32}
+STEPS=${STEPS:-kernels blobs params32 drain32x1 drain32 2k ss32}
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 echo "cpus $(nproc); $(grep MemTotal /proc/meminfo); disk: $(df -h $W | tail -1)"
 json() { python3 - "$@" <<'PY'
@@ -50,8 +54,38 @@ since() { python3 -c "import sys, time; print(round(time.time() - float(sys.argv
 # The logs travel as one archive: the device tool returns a handful of files per call.
 collect() { tar czf $OUT/logs.tgz -C $L . 2>/dev/null; cp $R $OUT/results.json 2>/dev/null; python3 kernels/scripts/h200-results.py $R $L $OUT/h200.json >/dev/null; }
 
+if step kernels 240; then
+  timeout 150 $B/cuzk-gpu-check --no-bench --max-log 22 --g2-max-log 20 >$L/check.log 2>&1
+  echo "checks rc=$?"; grep -E "FAIL|checks:" $L/check.log | tail -5
+  $B/cuzk-porep params --sector-size 2KiB --engine cuda --force-insecure >$L/params2k.log 2>&1
+  timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 5 >$L/check2k.log 2>&1
+  echo "2 KiB prove rc=$?"; grep -v -E " INFO | DEBUG" $L/check2k.log | tail -8
+  timeout $(( $(left) - 100 )) $B/cuzk-gpu-check --no-check --no-bench --reps 3 --large-logs 27 \
+    --msm-windows ${MSM_WINDOWS:-19,20,22,24} >$L/large.log 2>&1
+  echo "large rc=$?"; grep -E "FAIL|PASS|^\|" $L/large.log
+  # Every H kernel at 2^27, one run (ms per H: the warm-up and the timed run are both profiled).
+  timeout $(( $(left) - 20 )) ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+    -k regex:'ntt_|fr_|h_pointwise' $B/cuzk-gpu-check --no-check --no-bench --reps 1 \
+    --large-logs 27 --msm-windows 19 >$L/h-kernels.csv 2>$L/ncu.err
+  python3 - $L/h-kernels.csv <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if rows:
+    hdr = rows[0]; ki = hdr.index("Kernel Name"); vi = hdr.index("Metric Value"); ui = hdr.index("Metric Unit")
+    scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0, "s": 1e3, "second": 1e3}
+    tot = collections.Counter(); cnt = collections.Counter()
+    for r in rows[1:]:
+        name = r[ki].split("(")[0]; tot[name] += float(r[vi].replace(",", "")) * scale[r[ui]]; cnt[name] += 1
+    runs = 2
+    print(f"H kernels 2^27: {sum(tot.values()) / runs:.1f} ms per H")
+    for k, v in tot.most_common():
+        print(f"  {k:20s} {cnt[k] // runs:3d} launches {v / runs:8.2f} ms")
+PY
+  collect
+fi
+
 if step blobs 60; then
-  conns=--read-connections=1,2,4,8,16
+  conns=--read-connections=${READ_CONNECTIONS:-1,2,4,8,16}
   timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 $conns >$L/blobs.log 2>&1
   timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight 4 $conns 2>&1 | grep "|" >$L/blobs-4.log
   cat $L/blobs.log $L/blobs-4.log | grep "|"
@@ -75,7 +109,8 @@ fi
 drain() {
   local name=$1 key=$2; shift 2
   [ -f $W/syn32.json ] || $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json
-  env "$@" timeout $(( $(left) - 10 )) $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
+  # cuzk_kernels=debug: the GPU node logs each MSM's time, which the drain prints.
+  env RUST_LOG=info,cuzk_kernels=debug "$@" timeout $(( $(left) - 10 )) $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
     --synth-partitions-in-flight ${SYNTH_IN_FLIGHT:-8} --gpu-args="--gpu-backend=cuda" --json $L/$name.json \
     >$L/$name.log 2>&1; echo "$name rc=$?"
   grep -v -E " INFO | WARN |DEBUG" $L/$name.log | tail -30

@@ -65,6 +65,31 @@ def blob_bench(path):
     return out or None
 
 
+def msm_times(path):
+    """Median ms of each MSM over a drain's partitions (the GPU node's "MSM times" lines)."""
+    if not os.path.exists(path):
+        return None
+    samples = {}
+    for line in open(path, errors="replace"):
+        if "MSM times" in line:
+            line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+            for k, v in re.findall(r"(\w+)_ms=([0-9.]+)", line):
+                samples.setdefault(k, []).append(float(v))
+    return {k: round(statistics.median(v), 1) for k, v in samples.items()} or None
+
+
+def large_sizes(path):
+    """`cuzk-gpu-check --large-logs` rows: median ms per what."""
+    if not os.path.exists(path):
+        return None
+    out = {}
+    for line in open(path, errors="replace"):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith(("H pipeline", "G1 MSM")):
+            out[cells[0]] = float(cells[1])
+    return out or None
+
+
 def params_phases(path):
     """Where the 32 GiB parameter run's time went: capture, generation phases, disk sync."""
     if not os.path.exists(path):
@@ -133,6 +158,12 @@ def main():
             if d.get(src) is not None:
                 h[key] = round(d[src], digits) if digits else int(d[src])
         h[name] = d
+        msms = msm_times(f"{logs}/{'drain32x1' if name.endswith('x1') else 'drain32'}.log")
+        if msms:
+            h[f"msm_32gib_ms{'_x1' if name.endswith('x1') else ''}"] = msms
+    large = large_sizes(f"{logs}/large.log")
+    if large:
+        h["kernels_2_27_ms"] = large
     phases = params_phases(f"{logs}/params32.log")
     if phases:
         h["params_gen_32gib_phases_s"] = phases

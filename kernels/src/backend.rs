@@ -2,7 +2,7 @@
 //! matrices, MSM packing maps — is resident in device memory; a partition's witness goes up
 //! once, and its evaluations, H and the packed MSM scalars never leave the device.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use blstrs::{G1Affine, G2Affine, Scalar};
@@ -69,6 +69,37 @@ pub struct DevWitness {
     buf: DevBuf,
     inputs: usize,
     aux: usize,
+    /// The device's turn, from its evaluation to the end of its MSMs (or until it is dropped).
+    turn: Mutex<Option<Turn>>,
+}
+
+/// One partition at a time between evaluation and MSMs: the working-memory plan counts one
+/// partition's evaluations, H and MSM scratch, while workers' uploads overlap it.
+#[derive(Default)]
+struct Turns {
+    busy: Mutex<bool>,
+    free: Condvar,
+}
+
+/// A partition's turn on the device; handed back when dropped.
+struct Turn(Arc<Turns>);
+
+impl Turns {
+    fn take(self: &Arc<Self>) -> Turn {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        while *busy {
+            busy = self.free.wait(busy).unwrap_or_else(|e| e.into_inner());
+        }
+        *busy = true;
+        Turn(self.clone())
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        *self.0.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.0.free.notify_one();
+    }
 }
 
 /// Scalars on the device; the buffer may be longer than `len` (padding of the domain).
@@ -84,13 +115,20 @@ pub struct CudaBackend {
     resident: Arc<Mutex<Resident>>,
     /// One proving step at a time on this device (they share the compute stream and scratch).
     job: Mutex<()>,
+    turns: Arc<Turns>,
+    /// Workers proving on this device: each may hold an uploaded witness.
+    workers: usize,
 }
 
 impl CudaBackend {
-    /// Opens device `ordinal`. `memory_budget_bytes` caps the device memory proving takes —
-    /// resident keys plus the working buffers of a partition (default: the device's memory less
-    /// 2 GiB).
-    pub fn new(ordinal: usize, memory_budget_bytes: Option<u64>) -> Result<Self, CudaError> {
+    /// Opens device `ordinal` for `workers` proving workers. `memory_budget_bytes` caps the
+    /// device memory proving takes — resident keys plus the working buffers of a partition and
+    /// the workers' witnesses (default: the device's memory less 2 GiB).
+    pub fn new(
+        ordinal: usize,
+        memory_budget_bytes: Option<u64>,
+        workers: usize,
+    ) -> Result<Self, CudaError> {
         let gpu = Gpu::new(ordinal)?;
         let (_free, total) = gpu.mem_info()?;
         let budget = memory_budget_bytes.unwrap_or((total as u64).saturating_sub(DEFAULT_RESERVE));
@@ -99,6 +137,8 @@ impl CudaBackend {
             budget,
             resident: Arc::default(),
             job: Mutex::new(()),
+            turns: Arc::default(),
+            workers: workers.max(1),
         })
     }
 
@@ -133,14 +173,16 @@ impl CudaBackend {
     }
 
     /// The device memory a key of `pk` and its partitions' working buffers take.
-    pub fn key_plan(pk: &ProvingKey) -> (u64, Working) {
+    pub fn key_plan(&self, pk: &ProvingKey) -> (u64, Working) {
         let i = &pk.info;
-        let working = Working::new(i.inputs + i.aux, i.m, pk.a_vars.len(), pk.b_vars.len());
+        let vars = i.inputs + i.aux;
+        let (a, b) = (pk.a_vars.len(), pk.b_vars.len());
+        let working = Working::new(vars, i.m, a, b, self.workers);
         (pk.device_bytes(), working)
     }
 
     fn load(&self, pk: &ProvingKey) -> Result<CudaKey, CudaError> {
-        let (bytes, working) = Self::key_plan(pk);
+        let (bytes, working) = self.key_plan(pk);
         let need = bytes + working.peak();
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         if need > self.budget {
@@ -238,7 +280,7 @@ impl Backend for CudaBackend {
     }
 
     fn memory_for(&self, key: &ProvingKey) -> u64 {
-        let (bytes, working) = Self::key_plan(key);
+        let (bytes, working) = self.key_plan(key);
         bytes + working.peak()
     }
 
@@ -250,14 +292,21 @@ impl Backend for CudaBackend {
             buf,
             inputs: w.input.len(),
             aux: w.aux.len(),
+            turn: Mutex::new(None),
         })
     }
 
     fn evaluate(&self, key: &CudaKey, w: &DevWitness) -> Result<[DevScalars; 3], BackendError> {
         let g = &self.gpu;
         let started = Instant::now();
+        {
+            let mut turn = w.turn.lock().unwrap_or_else(|e| e.into_inner());
+            if turn.is_none() {
+                *turn = Some(self.turns.take());
+            }
+        }
         let _job = self.lock();
-        let mut started = g.note_slow("waiting for the device lock", started);
+        let mut started = g.note_slow("waiting for the device", started);
         let m = key.info.m;
         let mut run = || -> Result<[DevScalars; 3], CudaError> {
             let mut out = Vec::with_capacity(3);
@@ -301,12 +350,34 @@ impl Backend for CudaBackend {
             let a_s = g.gather(&w.buf, &key.a_vars.0, key.a_vars.1)?;
             let b_s = g.gather(&w.buf, &key.b_vars.0, key.b_vars.1)?;
             let aux_at = g.ptr_at(&w.buf, w.inputs * 32);
+            // Each MSM returns its point to the host, so the clocks between them are its time.
+            let mut clock = Instant::now();
+            let mut lap = || {
+                let now = Instant::now();
+                let ms = (now - clock).as_secs_f64() * 1e3;
+                clock = now;
+                ms
+            };
+            lap();
+            let h = g.msm_g1_device(&key.h, &h.buf, h.len)?;
+            let h_ms = lap();
+            let l = g.msm_g1_ptr(&key.l, aux_at, w.aux)?;
+            let l_ms = lap();
+            let a = g.msm_g1_device(&key.a, &a_s, key.a_vars.1)?;
+            let a_ms = lap();
+            let b_g1 = g.msm_g1_device(&key.b_g1, &b_s, key.b_vars.1)?;
+            let b_g1_ms = lap();
+            let b_g2 = g.msm_g2_device(&key.b_g2, &b_s, key.b_vars.1)?;
+            let b_g2_ms = lap();
+            tracing::debug!(device = %g.name(), h_ms, l_ms, a_ms, b_g1_ms, b_g2_ms, "MSM times");
+            // The next partition's evaluation may start.
+            drop(w.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
             Ok(MsmResults {
-                h: g.msm_g1_device(&key.h, &h.buf, h.len)?,
-                l: g.msm_g1_ptr(&key.l, aux_at, w.aux)?,
-                a: g.msm_g1_device(&key.a, &a_s, key.a_vars.1)?,
-                b_g1: g.msm_g1_device(&key.b_g1, &b_s, key.b_vars.1)?,
-                b_g2: g.msm_g2_device(&key.b_g2, &b_s, key.b_vars.1)?,
+                h,
+                l,
+                a,
+                b_g1,
+                b_g2,
             })
         };
         Ok(run()?)
@@ -328,5 +399,33 @@ impl FixedBase for CudaBackend {
     fn g2(&self, scalars: &[Scalar]) -> Result<Vec<G2Affine>, BackendError> {
         let _job = self.lock();
         Ok(self.gpu.fixed_base_g2(scalars)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    #[test]
+    fn one_turn_at_a_time() {
+        let turns = Arc::new(Turns::default());
+        let first = turns.take();
+        let (tx, rx) = mpsc::channel();
+        let waiter = {
+            let turns = turns.clone();
+            std::thread::spawn(move || {
+                let _second = turns.take();
+                tx.send(()).unwrap();
+            })
+        };
+        // The second partition waits while the first holds its turn ...
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        // ... and gets it once the first hands it back.
+        drop(first);
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        waiter.join().unwrap();
+        drop(turns.take());
     }
 }

@@ -9,10 +9,17 @@ use crate::error::CudaError;
 /// Scalars are < r < 2^255.
 pub const SCALAR_BITS: u32 = 255;
 
-/// Window width for an MSM of `n` points: about log2(n) - 5, within [6, 19] (G1 and G2).
+/// Window widths the kernels take (`MAX_WINDOW`: 2^23 buckets per window).
+pub const MIN_WINDOW: u32 = 6;
+pub const MAX_WINDOW: u32 = 24;
+
+/// Window width for an MSM of `n` points: about log2(n) - 5, at most 19 below 2^26 points and
+/// 20 from there (a 32 GiB partition's 2^27 - 1 H points: 1,067 ms at 19 bits, 1,015 at 20,
+/// 1,096 at 22, 1,424 at 24 on the H200; docs/gpu.md).
 pub fn window_bits(n: usize) -> u32 {
     let log = usize::BITS - n.max(1).leading_zeros();
-    log.saturating_sub(5).clamp(6, 19)
+    log.saturating_sub(5)
+        .clamp(MIN_WINDOW, if log >= 27 { 20 } else { 19 })
 }
 
 /// Windows needed for signed c-bit digits of a 255-bit scalar: the top window's value plus the
@@ -118,6 +125,9 @@ mod tests {
         assert_eq!(window_bits(1), 6);
         assert_eq!(window_bits(1 << 20), 16);
         assert_eq!(window_bits(1 << 24), 19);
+        assert_eq!(window_bits((1 << 26) - 1), 19);
+        assert_eq!(window_bits((1 << 27) - 1), 20);
+        assert_eq!(num_windows(20), 13);
         assert_eq!(num_windows(16), 16);
         assert_eq!(num_windows(19), 14);
         assert_eq!(num_windows(15), 18);

@@ -30,8 +30,11 @@ pub fn msm_scratch(n: usize, point_bytes: u64) -> u64 {
 /// What one partition of a shape needs beyond its key, at the peak of its steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Working {
-    /// The witness on the device.
+    /// One witness on the device.
     pub witness: u64,
+    /// Witnesses on the device at once: one per worker (one proving, the others uploaded and
+    /// waiting for their turn).
+    pub witnesses: u64,
     /// NTT twiddles, kept between partitions.
     pub twiddles: u64,
     /// A·w, B·w, C·w padded to the domain, while H runs.
@@ -41,8 +44,9 @@ pub struct Working {
 }
 
 impl Working {
-    /// `vars` witness variables, a domain of `m`, `a_len`/`b_len` packed A/B scalars.
-    pub fn new(vars: usize, m: usize, a_len: usize, b_len: usize) -> Self {
+    /// `vars` witness variables, a domain of `m`, `a_len`/`b_len` packed A/B scalars, `workers`
+    /// proving on the device.
+    pub fn new(vars: usize, m: usize, a_len: usize, b_len: usize, workers: usize) -> Self {
         let s = 32u64;
         let largest_msm = [
             msm_scratch(m - 1, G1),
@@ -55,6 +59,7 @@ impl Working {
         .unwrap_or(0);
         Working {
             witness: vars as u64 * s,
+            witnesses: workers.max(1) as u64,
             twiddles: m as u64 * s,
             evaluations: 3 * m as u64 * s,
             msm_phase: (m + a_len + b_len) as u64 * s + largest_msm,
@@ -62,7 +67,7 @@ impl Working {
     }
 
     pub fn peak(&self) -> u64 {
-        self.witness + self.twiddles + self.evaluations.max(self.msm_phase)
+        self.witness * self.witnesses + self.twiddles + self.evaluations.max(self.msm_phase)
     }
 }
 
@@ -73,15 +78,17 @@ mod tests {
     #[test]
     fn scales_with_the_shape() {
         // A 32 GiB PoRep partition: 2^27 domain, ~130 M variables.
-        let big = Working::new(130_169_893 + 328, 1 << 27, 120_000_000, 60_000_000);
+        let big = Working::new(130_169_893 + 328, 1 << 27, 120_000_000, 60_000_000, 1);
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         assert!(
             (30.0..60.0).contains(&gib(big.peak())),
             "{}",
             gib(big.peak())
         );
-        let small = Working::new(2_685_713, 1 << 22, 2_500_000, 1_300_000);
+        let small = Working::new(2_685_713, 1 << 22, 2_500_000, 1_300_000, 1);
         assert!(small.peak() < big.peak() / 20);
+        let two = Working::new(130_169_893 + 328, 1 << 27, 120_000_000, 60_000_000, 2);
+        assert_eq!(two.peak() - big.peak(), big.witness);
         assert_eq!(msm_scratch(0, G1), 0);
         assert!(msm_scratch(1 << 20, G2) > msm_scratch(1 << 20, G1));
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use async_nats::jetstream::object_store::{ObjectMetadata, ObjectStore};
-use async_nats::jetstream::stream::Stream;
+use async_nats::jetstream::Context;
 use clap::Args;
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::objects;
@@ -71,7 +71,7 @@ impl Layout {
 
     async fn get(
         self,
-        (store, readers): (&ObjectStore, &[Stream<()>]),
+        (store, readers): (&ObjectStore, &[Context]),
         name: &str,
         len: usize,
     ) -> anyhow::Result<()> {
@@ -136,7 +136,7 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
     for _ in 1..connections {
         let reader = async_nats::connect(&url).await?;
         let js = jetstream_context(reader, Duration::from_secs(30));
-        topology.add_blob_reader(&js).await?;
+        topology.add_blob_reader(js);
     }
     let (store, readers) = (&topology.blobs, &topology.blob_readers[..]);
     let blobs: Vec<Vec<u8>> = (0..args.count)

@@ -255,8 +255,12 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     );
     let gpu_log = cluster.log(&gpu);
     let gpus = gpu_count(&gpu_log);
-    // The device steps that stalled (kernels/src/gpu/mod.rs `note_slow`), with their partitions.
-    for line in gpu_log.lines().filter(|l| l.contains("slow device step")) {
+    // The device steps that stalled (kernels/src/gpu/mod.rs `note_slow`), with their partitions,
+    // and each MSM's time where the node logs them (RUST_LOG=cuzk_kernels=debug).
+    for line in gpu_log
+        .lines()
+        .filter(|l| l.contains("slow device step") || l.contains("MSM times"))
+    {
         println!("{line}");
     }
     report(

@@ -278,7 +278,7 @@ fn params(size: SectorSize, engine: Engine, force: bool) -> Result<()> {
     // The matrices land in the node's shape cache too, so its GPU nodes need not capture them.
     let shapes = cuzk_circuits::ShapeCache::open_default(false)?;
     let path = if use_cuda(engine)? {
-        let gpu = cuzk_kernels::CudaBackend::new(0, None)?;
+        let gpu = cuzk_kernels::CudaBackend::new(0, None, 1)?;
         generate_test_parameters(size, &shapes, &gpu, force)?
     } else {
         generate_test_parameters(

@@ -49,7 +49,7 @@ pub fn run(sector: &SealedSector, runs: usize, engine: Engine, as_json: bool) ->
 
     let cuda = use_cuda(engine)?;
     let (name, runs_t, load_ms) = if cuda {
-        let gpu = std::sync::Arc::new(cuzk_kernels::CudaBackend::new(0, None)?);
+        let gpu = std::sync::Arc::new(cuzk_kernels::CudaBackend::new(0, None, 1)?);
         // Once side by side: every step of the CUDA backend against the CPU backend.
         let dual = Dual {
             reference: CpuBackend,

@@ -198,14 +198,13 @@ async fn load_input(
             .decode(text)
             .map_err(|e| StepError::Fatal(format!("input is not valid base64: {e}"))),
         JobInput::Object(name) => {
-            let (store, stream) = (&topology.inputs, &topology.inputs_stream);
-            let streams = std::slice::from_ref(stream);
-            Ok(objects::read_bounded(store, streams, name, MAX_OBJECT_INPUT).await?)
+            let readers = std::slice::from_ref(&topology.js);
+            Ok(objects::read_bounded(&topology.inputs, readers, name, MAX_OBJECT_INPUT).await?)
         }
         JobInput::ObjectIn { bucket, name } => {
-            let (store, stream) = topology::open_inputs_bucket(&topology.js, bucket).await?;
-            let streams = std::slice::from_ref(&stream);
-            Ok(objects::read_bounded(&store, streams, name, MAX_OBJECT_INPUT).await?)
+            let store = topology::open_inputs_bucket(&topology.js, bucket).await?;
+            let readers = std::slice::from_ref(&topology.js);
+            Ok(objects::read_bounded(&store, readers, name, MAX_OBJECT_INPUT).await?)
         }
     }
 }

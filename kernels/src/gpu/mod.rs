@@ -5,6 +5,7 @@
 pub use ntt::NttKind;
 pub use spmv::DeviceMatrix;
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -150,6 +151,8 @@ pub struct Gpu {
     staging: Mutex<Staging>,
     /// Fixed-base tables of the generators (parameter generation only).
     fb: Mutex<Option<fixed_base::Tables>>,
+    /// MSM window width set by a benchmark (`set_msm_window`); 0: by size (`window_bits`).
+    msm_window: AtomicU32,
     name: String,
 }
 
@@ -282,12 +285,27 @@ impl Gpu {
                 holder: "nothing",
             }),
             fb: Mutex::new(None),
+            msm_window: AtomicU32::new(0),
             name,
         })
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Fixes the MSM window width (`None`: chosen by size), for benchmarks that compare widths.
+    pub fn set_msm_window(&self, c: Option<u32>) -> Result<()> {
+        let c = c.unwrap_or(0);
+        if c != 0 && !(crate::digits::MIN_WINDOW..=crate::digits::MAX_WINDOW).contains(&c) {
+            return Err(CudaError::Shape(format!(
+                "MSM window of {c} bits (from {} to {})",
+                crate::digits::MIN_WINDOW,
+                crate::digits::MAX_WINDOW
+            )));
+        }
+        self.msm_window.store(c, Ordering::Relaxed);
+        Ok(())
     }
 
     /// (free, total) device memory in bytes.

@@ -120,7 +120,10 @@ impl Gpu {
         let curve = bases.curve;
         let cf = &self.f.curve[curve as usize];
         let s = &self.stream;
-        let c = window_bits(n);
+        let c = match self.msm_window.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => window_bits(n),
+            c => c,
+        };
         let nwin = num_windows(c);
         let nb = 1u32 << (c - 1);
         let nbt = nwin * nb;

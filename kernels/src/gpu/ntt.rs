@@ -51,7 +51,31 @@ impl Gpu {
         Ok(tw)
     }
 
-    /// Natural-order in-place (inverse) transform without the 1/n factor.
+    /// One group of stages on every block of the vector at `x` (kernels/cuda/ntt.cuh `ntt_pass`);
+    /// `mul`: device tables (lo, hi) of the factors applied after the DIF stages, and the
+    /// bit-reversal width of their index.
+    fn pass(
+        &self,
+        x: u64,
+        logn: u32,
+        t: &Twiddles,
+        (s0, k, lb): Group,
+        stages: Stages,
+        mul: Option<(&DevBuf, &DevBuf, u32)>,
+    ) -> Result<()> {
+        let s = &self.stream;
+        let e = 1u64 << (k + lb);
+        let (mode, tw_dit) = match stages {
+            Stages::InverseDif => (NTT_DIF, &t.fwd),
+            Stages::Dit { inverse } => (NTT_DIT, if inverse { &t.inv } else { &t.fwd }),
+            Stages::InverseDifForwardDit => (NTT_DIF | NTT_DIT, &t.fwd),
+        };
+        let (lo, hi, rev) = mul.map_or((0, 0, 0), |(lo, hi, rev)| (lo.ptr(s), hi.ptr(s), rev));
+        launch!(self, self.f.ntt_pass, cfg(((1u64 << logn) / e) as u32, 256, (e * 32) as u32);
+            x, t.inv.ptr(s), tw_dit.ptr(s), t.log, s0, k, lb, mode, lo, hi, rev)
+    }
+
+    /// In-place natural-order (inverse) transform without the 1/n factor.
     fn ntt_core(&self, x: u64, logn: u32, inverse: bool) -> Result<()> {
         if logn == 0 {
             return Ok(());
@@ -59,17 +83,9 @@ impl Gpu {
         let n = 1u64 << logn;
         let tw = self.twiddles(logn)?;
         let t = tw.as_ref().unwrap();
-        let table = if inverse { &t.inv } else { &t.fwd };
-        let s = &self.stream;
         launch!(self, self.f.ntt_bitrev, cfg(grid(n, 256).min(1 << 16), 256, 0); x, logn)?;
-        let mut s0 = 0u32;
-        while s0 < logn {
-            let lb = s0.min(3);
-            let k = (10 - lb).min(logn - s0);
-            let e = 1u64 << (k + lb);
-            launch!(self, self.f.ntt_pass, cfg((n / e) as u32, 256, (e * 32) as u32);
-                x, table.ptr(s), logn, t.log, s0, k, lb)?;
-            s0 += k;
+        for g in stage_groups(logn) {
+            self.pass(x, logn, t, g, Stages::Dit { inverse }, None)?;
         }
         Ok(())
     }
@@ -156,17 +172,33 @@ impl Gpu {
         let zbuf = self.upload(as_bytes(&[z_inv]))?;
         let s = &self.stream;
         let gr = grid(m64, 256).min(1 << 16);
+        let tw = self.twiddles(logm)?;
+        let t = tw.as_ref().unwrap();
+        // Coefficients stay in bit-reversed order between the inverse transform (DIF stages) and
+        // the forward one (DIT): no permutation until the end. Both transforms' groups of the
+        // lowest stages, and the coset factors between them, are one pass over the vector.
+        let groups = stage_groups(logm);
+        let (low, rest) = groups.split_first().expect("at least one group");
         for d in &abc {
             let p = d.ptr(s);
-            self.ntt_core(p, logm, true)?;
-            launch!(self, self.f.fr_mul_powers, cfg(gr, 256, 0); p, m64, tabs[0].ptr(s), tabs[1].ptr(s))?;
-            self.ntt_core(p, logm, false)?;
+            for &g in rest.iter().rev() {
+                self.pass(p, logm, t, g, Stages::InverseDif, None)?;
+            }
+            let to = Some((&tabs[0], &tabs[1], logm));
+            self.pass(p, logm, t, *low, Stages::InverseDifForwardDit, to)?;
+            for &g in rest {
+                self.pass(p, logm, t, g, Stages::Dit { inverse: false }, None)?;
+            }
         }
         let [a, b, c] = abc;
         let (pa, pb, pc) = (a.ptr(s), b.ptr(s), c.ptr(s));
         launch!(self, self.f.h_pointwise, cfg(gr, 256, 0); pa, pb, pc, m64, zbuf.ptr(s))?;
-        self.ntt_core(pa, logm, true)?;
-        launch!(self, self.f.fr_mul_powers, cfg(gr, 256, 0); pa, m64, tabs[2].ptr(s), tabs[3].ptr(s))?;
+        for &g in rest.iter().rev() {
+            self.pass(pa, logm, t, g, Stages::InverseDif, None)?;
+        }
+        let from = Some((&tabs[2], &tabs[3], logm));
+        self.pass(pa, logm, t, *low, Stages::InverseDif, from)?;
+        launch!(self, self.f.ntt_bitrev, cfg(gr, 256, 0); pa, logm)?;
         // The tables and b, c must outlive the kernels reading them.
         self.stream.synchronize()?;
         drop((b, c, tabs, zbuf));
@@ -195,6 +227,44 @@ impl Gpu {
     }
 }
 
+/// A group of NTT stages done in one pass: (first stage, stages, low "column" bits of a block).
+type Group = (u32, u32, u32);
+
+/// `ntt_pass` modes (kernels/cuda/ntt.cuh).
+const NTT_DIF: u32 = 1;
+const NTT_DIT: u32 = 2;
+
+/// What one pass does to its group: DIF stages take natural order to bit-reversed, DIT stages
+/// bit-reversed to natural.
+#[derive(Clone, Copy)]
+enum Stages {
+    /// The inverse transform's DIF stages.
+    InverseDif,
+    /// DIT stages of the forward or the inverse transform.
+    Dit { inverse: bool },
+    /// The inverse transform's DIF stages, then (after the factors) the forward one's DIT.
+    InverseDifForwardDit,
+}
+
+/// Stages per pass: a block holds 2^10 elements (32 KiB of shared memory). The first group is
+/// the lowest 10 stages; the rest are split as evenly as possible into groups of at most 7,
+/// each block 2^(10-k) consecutive columns wide. A short last group (2^27: 10 + 7 + 7 + 3) left
+/// most threads idle and cost as much as a full one (docs/gpu.md, H at 2^27).
+fn stage_groups(logn: u32) -> Vec<Group> {
+    const BLOCK_LOG: u32 = 10;
+    let first = logn.min(BLOCK_LOG);
+    let rest = logn - first;
+    let passes = rest.div_ceil(7);
+    let mut groups = vec![(0, first, 0)];
+    let mut s0 = first;
+    for i in 0..passes {
+        let k = rest / passes + u32::from(i < rest % passes);
+        groups.push((s0, k, BLOCK_LOG - k));
+        s0 += k;
+    }
+    groups
+}
+
 /// Which transform `transform` runs (bellperson's fft / ifft / coset_fft / icoset_fft).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NttKind {
@@ -202,4 +272,33 @@ pub enum NttKind {
     Inverse,
     Coset,
     InverseCoset,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_groups_cover_every_stage_in_full_blocks() {
+        for logn in 1..=28 {
+            let groups = stage_groups(logn);
+            let mut next = 0;
+            for &(s0, k, lb) in &groups {
+                assert_eq!(s0, next, "2^{logn}: {groups:?}");
+                assert!(k >= 1 && lb <= s0, "2^{logn}: {groups:?}");
+                next += k;
+                if logn >= 10 {
+                    assert_eq!(k + lb, 10, "2^{logn}: {groups:?}");
+                }
+            }
+            assert_eq!(next, logn);
+            let ks: Vec<u32> = groups[1..].iter().map(|g| g.1).collect();
+            assert!(ks.iter().all(|&k| k <= 7));
+            assert!(ks.iter().max().unwrap_or(&0) - ks.iter().min().unwrap_or(&0) <= 1);
+        }
+        assert_eq!(
+            stage_groups(27),
+            vec![(0, 10, 0), (10, 6, 4), (16, 6, 4), (22, 5, 5)]
+        );
+    }
 }
