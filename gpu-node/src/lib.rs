@@ -568,17 +568,20 @@ impl GpuNode {
         let (m, job) = (metrics(), labels(item));
         m.stage("prove", &job, elapsed);
         m.stage("h2d", &job, prove_timings.upload);
+        m.stage("turn", &job, prove_timings.turn);
         m.stage("spmv", &job, prove_timings.evaluate);
         m.stage("h", &job, prove_timings.h);
         m.stage("msm", &job, prove_timings.msm);
         timings.prove_ms = ms(elapsed);
         timings.h2d_ms = ms(prove_timings.upload);
+        timings.turn_ms = ms(prove_timings.turn);
         timings.spmv_ms = ms(prove_timings.evaluate);
         timings.h_ms = ms(prove_timings.h);
         timings.msm_ms = ms(prove_timings.msm);
         let proof_hex = hex::encode(cuzk_prover::proof_bytes(&proof));
         info!(
             h2d_ms = timings.h2d_ms,
+            turn_ms = timings.turn_ms,
             spmv_ms = timings.spmv_ms,
             h_ms = timings.h_ms,
             msm_ms = timings.msm_ms,

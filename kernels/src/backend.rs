@@ -296,17 +296,21 @@ impl Backend for CudaBackend {
         })
     }
 
+    fn wait_turn(&self, w: &DevWitness) -> Result<(), BackendError> {
+        let mut turn = w.turn.lock().unwrap_or_else(|e| e.into_inner());
+        if turn.is_none() {
+            *turn = Some(self.turns.take());
+        }
+        Ok(())
+    }
+
     fn evaluate(&self, key: &CudaKey, w: &DevWitness) -> Result<[DevScalars; 3], BackendError> {
         let g = &self.gpu;
+        // Callers that skipped `wait_turn` wait here.
+        self.wait_turn(w)?;
         let started = Instant::now();
-        {
-            let mut turn = w.turn.lock().unwrap_or_else(|e| e.into_inner());
-            if turn.is_none() {
-                *turn = Some(self.turns.take());
-            }
-        }
         let _job = self.lock();
-        let mut started = g.note_slow("waiting for the device", started);
+        let mut started = g.note_slow("waiting for the device lock", started);
         let m = key.info.m;
         let mut run = || -> Result<[DevScalars; 3], CudaError> {
             let mut out = Vec::with_capacity(3);

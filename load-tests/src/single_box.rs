@@ -59,6 +59,7 @@ pub fn run(config: &RunConfig, cache: &ShapeCache, sample_ms: u64) -> anyhow::Re
                 timings.push(PartitionTimings {
                     synth_ms,
                     h2d_ms: t.upload.as_secs_f64() * 1e3,
+                    turn_ms: t.turn.as_secs_f64() * 1e3,
                     spmv_ms: t.evaluate.as_secs_f64() * 1e3,
                     h_ms: t.h.as_secs_f64() * 1e3,
                     msm_ms: t.msm.as_secs_f64() * 1e3,

@@ -332,6 +332,10 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
         ),
         ("decode ms", format!("{:.0}", med(|t| t.decode_ms))),
         ("h2d ms", format!("{:.0}", med(|t| t.h2d_ms))),
+        (
+            "turn ms (waiting while the device proves another partition)",
+            format!("{:.0}", med(|t| t.turn_ms)),
+        ),
         ("SpMV ms", format!("{:.0}", med(|t| t.spmv_ms))),
         ("H ms", format!("{:.0}", med(|t| t.h_ms))),
         ("MSMs ms", format!("{:.0}", med(|t| t.msm_ms))),
@@ -377,6 +381,7 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "proofs_in_flight_per_gpu": in_flight,
             "prove_ms": med(|t| t.prove_ms),
             "h2d_ms": med(|t| t.h2d_ms),
+            "turn_ms": med(|t| t.turn_ms),
             "spmv_ms": med(|t| t.spmv_ms),
             "h_ms": med(|t| t.h_ms),
             "msm_ms": med(|t| t.msm_ms),

@@ -74,6 +74,13 @@ pub trait Backend: Send + Sync + 'static {
     /// can reuse its (large, already faulted-in) buffers for the next partition.
     fn upload(&self, key: &Self::Key, witness: &Witness) -> Result<Self::Witness, BackendError>;
 
+    /// Waits until this witness may use the backend's compute: a device proves one partition
+    /// at a time from its evaluation to its MSMs, while other workers' uploads go on. Its own
+    /// stage in the timings, so that waiting is not read as SpMV time.
+    fn wait_turn(&self, _w: &Self::Witness) -> Result<(), BackendError> {
+        Ok(())
+    }
+
     /// `[A·w, B·w, C·w]`, one value per constraint.
     fn evaluate(
         &self,
@@ -124,6 +131,10 @@ impl<B: Backend> Backend for Arc<B> {
 
     fn upload(&self, key: &Self::Key, witness: &Witness) -> Result<Self::Witness, BackendError> {
         (**self).upload(key, witness)
+    }
+
+    fn wait_turn(&self, w: &Self::Witness) -> Result<(), BackendError> {
+        (**self).wait_turn(w)
     }
 
     fn evaluate(

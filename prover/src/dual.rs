@@ -71,6 +71,11 @@ impl<R: Backend, C: Backend> Backend for Dual<R, C> {
         )
     }
 
+    fn wait_turn(&self, w: &Self::Witness) -> Result<(), BackendError> {
+        self.reference.wait_turn(&w.0)?;
+        self.candidate.wait_turn(&w.1)
+    }
+
     fn evaluate(
         &self,
         key: &Self::Key,

@@ -17,6 +17,8 @@ use crate::backend::{Backend, BackendError, MsmResults};
 pub struct ProveTimings {
     /// The witness into the backend (host to device for a GPU).
     pub upload: Duration,
+    /// Waiting for the device while another partition is proved on it ([`Backend::wait_turn`]).
+    pub turn: Duration,
     /// A·w, B·w, C·w.
     pub evaluate: Duration,
     /// The H polynomial (three iNTTs, three coset NTTs, one inverse coset NTT).
@@ -52,6 +54,8 @@ pub fn prove_timed<B: Backend>(
     info.check_witness(witness)?;
     let w = tracing::info_span!("upload").in_scope(|| backend.upload(key, witness))?;
     let uploaded = Instant::now();
+    tracing::info_span!("wait_turn").in_scope(|| backend.wait_turn(&w))?;
+    let turn = Instant::now();
     let abc = tracing::info_span!("evaluate").in_scope(|| backend.evaluate(key, &w))?;
     let evaluated = Instant::now();
     let h = tracing::info_span!("compute_h").in_scope(|| backend.compute_h(key, abc))?;
@@ -62,7 +66,8 @@ pub fn prove_timed<B: Backend>(
     let proof = assemble(&info.vk, &msms, r, s);
     let timings = ProveTimings {
         upload: uploaded - start,
-        evaluate: evaluated - uploaded,
+        turn: turn - uploaded,
+        evaluate: evaluated - turn,
         h: h_done - evaluated,
         msm: msm_done - h_done,
         total: start.elapsed(),

@@ -210,11 +210,13 @@ partition_timings! {
     decode_ms: "decode",
     /// The witness into the prover's memory (host to device on a GPU).
     h2d_ms: "h2d",
+    /// Waiting for the device while another partition is proved on it (two workers per GPU).
+    turn_ms: "turn",
     /// A·w, B·w, C·w through the shape's matrices.
     spmv_ms: "SpMV",
     h_ms: "H",
     msm_ms: "MSM",
-    /// The whole proof: h2d, SpMV, H, MSMs and assembly.
+    /// The whole proof: h2d, turn, SpMV, H, MSMs and assembly.
     prove_ms: "prove",
 }
 
