@@ -69,7 +69,11 @@ pub enum CudaBackend {}
 
 #[cfg(not(cuzk_fatbin))]
 impl CudaBackend {
-    pub fn new(_ordinal: usize, _memory_budget_bytes: Option<u64>) -> Result<Self, CudaError> {
+    pub fn new(
+        _ordinal: usize,
+        _memory_budget_bytes: Option<u64>,
+        _workers: usize,
+    ) -> Result<Self, CudaError> {
         Err(CudaError::NotBuilt)
     }
 }
