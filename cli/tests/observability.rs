@@ -369,7 +369,7 @@ async fn one_job_is_one_trace_across_both_nodes() {
             .unwrap();
         assert_eq!(
             child_names(&spans, prove),
-            ["compute_h", "evaluate", "msms", "upload"]
+            ["compute_h", "evaluate", "msms", "upload", "wait_turn"]
         );
         proved += names.iter().filter(|n| *n == "assemble").count();
     }
