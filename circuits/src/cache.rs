@@ -246,24 +246,63 @@ impl ShapeCache {
 
     /// The family's matrices: from a verified file, else captured and written.
     pub fn matrices(&self, family: &dyn CircuitFamily) -> Result<Arc<ShapeMatrices>, CircuitError> {
+        self.with_matrices(family, false, |m| Ok(m.clone()))
+    }
+
+    /// [`Self::matrices`] handed to `f` under the shape's lock. With `save_behind`, freshly
+    /// captured matrices are written to the cache while `f` runs: the parameter generator, which
+    /// waits on the disk too, would otherwise wait first for the 32 GiB shape's ~6 GB of
+    /// matrices (10.7 s on the H200 host, docs/gpu.md).
+    pub fn with_matrices<R>(
+        &self,
+        family: &dyn CircuitFamily,
+        save_behind: bool,
+        f: impl FnOnce(&Arc<ShapeMatrices>) -> Result<R, CircuitError>,
+    ) -> Result<R, CircuitError> {
         let key = family.shape_key();
         self.prepare(&key)?;
         self.locked(&key, &format!("R1CS-{key}"), || {
-            self.load_or_capture(family, &key)
+            self.with_matrices_locked(family, &key, save_behind, f)
         })
     }
 
-    /// [`Self::matrices`] for a caller holding the shape's lock.
-    fn load_or_capture(
+    /// [`Self::with_matrices`] for a caller holding the shape's lock.
+    fn with_matrices_locked<R>(
         &self,
         family: &dyn CircuitFamily,
         key: &str,
-    ) -> Result<Arc<ShapeMatrices>, CircuitError> {
+        save_behind: bool,
+        f: impl FnOnce(&Arc<ShapeMatrices>) -> Result<R, CircuitError>,
+    ) -> Result<R, CircuitError> {
+        if let Some(m) = self.load(key) {
+            return f(&m);
+        }
+        let started = Instant::now();
+        let m = Arc::new(family.capture_matrices()?);
+        tracing::info!(shape = %key, constraints = m.constraints(), nnz = m.nnz(),
+            capture_ms = started.elapsed().as_millis() as u64, "constraint matrices captured");
+        if !save_behind {
+            self.save(key, &m)?;
+            return f(&m);
+        }
+        std::thread::scope(|scope| {
+            let saver = scope.spawn(|| self.save(key, &m));
+            let made = f(&m);
+            let saved = saver
+                .join()
+                .unwrap_or_else(|_| Err(Self::err(key, "the matrices writer panicked".into())));
+            let made = made?;
+            saved.map(|()| made)
+        })
+    }
+
+    /// The shape's verified matrices file, if there is one; unusable files are removed.
+    fn load(&self, key: &str) -> Option<Arc<ShapeMatrices>> {
         for path in self.matrices_files(key) {
             match file::read(&path) {
                 Ok(m) if path == self.matrices_path(key, &m.hash()) => {
                     self.remember(key, &m);
-                    return Ok(Arc::new(m));
+                    return Some(Arc::new(m));
                 }
                 Ok(_) => {
                     tracing::warn!(path = %path.display(), "matrices file named for another hash; rebuilding")
@@ -272,13 +311,14 @@ impl ShapeCache {
             }
             let _ = fs::remove_file(&path);
         }
-        let started = Instant::now();
-        let m = family.capture_matrices()?;
-        tracing::info!(shape = %key, constraints = m.constraints(), nnz = m.nnz(),
-            capture_ms = started.elapsed().as_millis() as u64, "constraint matrices captured");
+        None
+    }
+
+    /// Writes captured matrices beside and renames them into place.
+    fn save(&self, key: &str, m: &ShapeMatrices) -> Result<(), CircuitError> {
         let path = self.matrices_path(key, &m.hash());
         let tmp = path.with_extension(format!("r1cs.tmp-{}", std::process::id()));
-        file::write(&m, &tmp).map_err(|e| Self::err(key, e.to_string()))?;
+        file::write(m, &tmp).map_err(|e| Self::err(key, e.to_string()))?;
         fs::rename(&tmp, &path).map_err(|e| {
             Self::err(
                 key,
@@ -286,8 +326,8 @@ impl ShapeCache {
             )
         })?;
         sync_dir(&self.dir);
-        self.remember(key, &m);
-        Ok(Arc::new(m))
+        self.remember(key, m);
+        Ok(())
     }
 
     fn remember(&self, key: &str, m: &ShapeMatrices) {
@@ -310,7 +350,7 @@ impl ShapeCache {
         self.prepare(&key)?;
         self.locked(&key, &format!("R1CS-{key}"), || match known(&self.ids) {
             Some(id) => Ok(id),
-            None => Ok(ShapeId::of(&*self.load_or_capture(family, &key)?)),
+            None => self.with_matrices_locked(family, &key, false, |m| Ok(ShapeId::of(m))),
         })
     }
 

@@ -59,24 +59,31 @@ pub(crate) fn install_test_parameters(
         // Written beside and renamed into place: filecoin-proofs takes an existing `.params`
         // file as complete.
         let started = std::time::Instant::now();
-        let matrices = shapes.matrices(family)?;
-        tracing::info!(secs = started.elapsed().as_secs_f64(), "matrices ready");
-        let started = std::time::Instant::now();
-        let tmp = path.with_extension(format!("params.tmp-{}", std::process::id()));
-        let write = || -> Result<(), CircuitError> {
-            let (_, _, synced) =
-                cuzk_prover::setup::generate_file(&matrices, &mut rand::rngs::OsRng, engine, &tmp)
-                    .map_err(|e| err(format!("generating {}: {e}", tmp.display())))?;
-            // Timed apart: what the disk still owed once generation ended.
-            tracing::info!(secs = synced.as_secs_f64(), "parameters synced to disk");
+        // Freshly captured matrices go to the shape cache while the parameters are written.
+        shapes.with_matrices(family, true, |matrices| {
+            tracing::info!(secs = started.elapsed().as_secs_f64(), "matrices ready");
+            let started = std::time::Instant::now();
+            let tmp = path.with_extension(format!("params.tmp-{}", std::process::id()));
+            let write = || -> Result<(), CircuitError> {
+                let (_, _, synced) = cuzk_prover::setup::generate_file(
+                    matrices,
+                    &mut rand::rngs::OsRng,
+                    engine,
+                    &tmp,
+                )
+                .map_err(|e| err(format!("generating {}: {e}", tmp.display())))?;
+                // Timed apart: what the disk still owed once generation ended.
+                tracing::info!(secs = synced.as_secs_f64(), "parameters synced to disk");
+                Ok(())
+            };
+            write().inspect_err(|_| {
+                let _ = fs::remove_file(&tmp);
+            })?;
+            fs::rename(&tmp, path)
+                .map_err(|e| err(format!("cannot rename {} into place: {e}", tmp.display())))?;
+            tracing::info!(secs = started.elapsed().as_secs_f64(), "parameters written");
             Ok(())
-        };
-        write().inspect_err(|_| {
-            let _ = fs::remove_file(&tmp);
         })?;
-        fs::rename(&tmp, path)
-            .map_err(|e| err(format!("cannot rename {} into place: {e}", tmp.display())))?;
-        tracing::info!(secs = started.elapsed().as_secs_f64(), "parameters written");
     }
     derive().map_err(err)?;
     Ok(path.to_owned())

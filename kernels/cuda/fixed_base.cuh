@@ -73,6 +73,37 @@ DEVI void points_to_affine(const Xyzz<F>* pts, uint64_t n, uint32_t k, F* scratc
     }
 }
 
+// bellperson's uncompressed encoding, as blst serializes an affine point: each coordinate
+// big-endian from canonical form, an Fp2 as c1 then c0; the identity all zero but the infinity
+// flag (0x40 in the first byte). Words are stored byte-swapped, so memory holds the bytes in order.
+DEVI void put_be(uint32_t* out, const Fp& a) {
+    const Fp c = a.from_mont();
+#pragma unroll
+    for (int i = 0; i < Fp::N; i++) out[i] = __byte_perm(c.v[Fp::N - 1 - i], 0, 0x0123);
+}
+DEVI void put_be(uint32_t* out, const Fp2& a) {
+    put_be(out, a.c1);
+    put_be(out + Fp::N, a.c0);
+}
+
+template <class F>
+DEVI void encode_uncompressed(const Affine<F>* in, uint64_t n, uint32_t* out) {
+    constexpr int W = sizeof(F) / 4;  // words per coordinate
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const Affine<F> p = ld(in + i);
+        uint32_t* o = out + 2 * W * i;
+        if (p.is_inf()) {
+#pragma unroll
+            for (int k = 0; k < 2 * W; k++) o[k] = 0;
+            o[0] = 0x40;  // the low byte of word 0 is the first byte
+        } else {
+            put_be(o, p.x);
+            put_be(o + W, p.y);
+        }
+    }
+}
+
 extern "C" __global__ void fixed_base_g1(const Affine<Fp>* table, const Fr* scalars, uint64_t n,
                                          uint32_t c, uint32_t nwin, Xyzz<Fp>* out) {
     fixed_base_points(table, scalars, n, c, nwin, out);
@@ -88,4 +119,12 @@ extern "C" __global__ void to_affine_g1(const Xyzz<Fp>* pts, uint64_t n, uint32_
 extern "C" __global__ void to_affine_g2(const Xyzz<Fp2>* pts, uint64_t n, uint32_t k,
                                         Fp2* scratch, Affine<Fp2>* out) {
     points_to_affine(pts, n, k, scratch, out);
+}
+extern "C" __global__ void encode_uncompressed_g1(const Affine<Fp>* in, uint64_t n,
+                                                 uint32_t* out) {
+    encode_uncompressed(in, n, out);
+}
+extern "C" __global__ void encode_uncompressed_g2(const Affine<Fp2>* in, uint64_t n,
+                                                 uint32_t* out) {
+    encode_uncompressed(in, n, out);
 }

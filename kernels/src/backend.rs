@@ -404,6 +404,16 @@ impl FixedBase for CudaBackend {
         let _job = self.lock();
         Ok(self.gpu.fixed_base_g2(scalars)?)
     }
+
+    fn g1_uncompressed(&self, scalars: &[Scalar], out: &mut Vec<u8>) -> Result<(), BackendError> {
+        let _job = self.lock();
+        Ok(self.gpu.fixed_base_uncompressed(Curve::G1, scalars, out)?)
+    }
+
+    fn g2_uncompressed(&self, scalars: &[Scalar], out: &mut Vec<u8>) -> Result<(), BackendError> {
+        let _job = self.lock();
+        Ok(self.gpu.fixed_base_uncompressed(Curve::G2, scalars, out)?)
+    }
 }
 
 #[cfg(test)]

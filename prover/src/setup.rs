@@ -16,7 +16,6 @@
 
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use bellperson::groth16::VerifyingKey;
@@ -51,6 +50,18 @@ pub trait FixedBase: Sync {
     fn g1(&self, scalars: &[Scalar]) -> Result<Vec<G1Affine>, BackendError>;
     /// `[s]G2` for each scalar.
     fn g2(&self, scalars: &[Scalar]) -> Result<Vec<G2Affine>, BackendError>;
+    /// [`Self::g1`] in bellperson's uncompressed encoding, into `out` (resized): the bytes the
+    /// parameter file holds. An engine that encodes on its own side (the device) spares the
+    /// writer a pass over every point.
+    fn g1_uncompressed(&self, scalars: &[Scalar], out: &mut Vec<u8>) -> Result<(), BackendError> {
+        encode_into(&self.g1(scalars)?, G1Affine::to_uncompressed, out);
+        Ok(())
+    }
+    /// [`Self::g2`] encoded as [`Self::g1_uncompressed`].
+    fn g2_uncompressed(&self, scalars: &[Scalar], out: &mut Vec<u8>) -> Result<(), BackendError> {
+        encode_into(&self.g2(scalars)?, G2Affine::to_uncompressed, out);
+        Ok(())
+    }
 }
 
 /// The secret values a parameter set is made from.
@@ -99,19 +110,18 @@ pub fn generate(
 ) -> Result<(VerifyingKey<Bls12>, Written), SetupError> {
     let t = Toxic::random(rng);
     std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(WRITE_AHEAD);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(WRITE_AHEAD);
+        // Written buffers come back to be filled again: a 2^27 query is ~13 GB of points, and
+        // fresh buffers cost a page fault per 4 KiB.
+        let (spare_tx, spare_rx) = std::sync::mpsc::channel::<Vec<u8>>();
         let writer = scope.spawn(move || -> io::Result<(u64, Duration)> {
             let (mut bytes, mut busy) = (0, Duration::ZERO);
-            for chunk in rx {
+            for buf in rx {
                 let started = Instant::now();
-                let buf = match chunk {
-                    Chunk::Bytes(b) => b,
-                    Chunk::G1(p) => uncompressed(&p, G1Affine::to_uncompressed),
-                    Chunk::G2(p) => uncompressed(&p, G2Affine::to_uncompressed),
-                };
                 out.write_all(&buf)?;
                 busy += started.elapsed();
                 bytes += buf.len() as u64;
+                let _ = spare_tx.send(buf);
             }
             let started = Instant::now();
             out.flush()?;
@@ -120,6 +130,7 @@ pub fn generate(
         let mut phases = Phases::default();
         let mut sink = Sink {
             tx,
+            spare: spare_rx,
             phases: &mut phases,
         };
         let made = queries(m, &t, engine, &mut sink);
@@ -131,6 +142,7 @@ pub fn generate(
         let (vk, mut written) = made?;
         written.bytes = bytes;
         tracing::info!(
+            basis_s = phases.basis.as_secs_f64(),
             engine_s = phases.engine.as_secs_f64(),
             scalars_s = phases.scalars.as_secs_f64(),
             write_s = write.as_secs_f64(),
@@ -161,31 +173,31 @@ pub fn generate_file(
 /// Chunks queued for the writer thread: two keep the disk busy while the next one is made.
 const WRITE_AHEAD: usize = 2;
 
-/// What the writer thread encodes (points, uncompressed) and writes.
-enum Chunk {
-    Bytes(Vec<u8>),
-    G1(Vec<G1Affine>),
-    G2(Vec<G2Affine>),
-}
-
-/// Where the time went: the engine and the next chunk's scalars overlap, and the writer's time
-/// is measured on its own thread.
+/// Where the time went: the QAP at τ before anything is written (`basis`), then the engine and
+/// the next chunk's scalars, which overlap; the writer's time is measured on its own thread.
 #[derive(Default)]
 struct Phases {
+    basis: Duration,
     scalars: Duration,
     engine: Duration,
 }
 
 struct Sink<'a> {
-    tx: std::sync::mpsc::SyncSender<Chunk>,
+    tx: std::sync::mpsc::SyncSender<Vec<u8>>,
+    spare: std::sync::mpsc::Receiver<Vec<u8>>,
     phases: &'a mut Phases,
 }
 
 impl Sink<'_> {
-    fn send(&self, buf: Chunk) -> Result<(), SetupError> {
+    fn send(&self, buf: Vec<u8>) -> Result<(), SetupError> {
         self.tx
             .send(buf)
             .map_err(|_| SetupError::Io(io::Error::other("the parameter writer stopped")))
+    }
+
+    /// A written buffer to fill again, or a new one.
+    fn buffer(&self) -> Vec<u8> {
+        self.spare.try_recv().unwrap_or_default()
     }
 }
 
@@ -210,9 +222,9 @@ fn queries(
             "tau landed in the evaluation domain".into(),
         ));
     }
-    let [u, v, w] = timed(&mut sink.phases.scalars, || {
+    let [u, v, w] = timed(&mut sink.phases.basis, || {
         let lagrange = lagrange_at(t.tau, z, size, log);
-        [&m.a, &m.b, &m.c].map(|matrix| column_sums(matrix, m, &lagrange))
+        [&m.a, &m.b, &m.c].map(|matrix| column_sums(matrix, m.variables(), &m.coeffs, &lagrange))
     });
 
     let inv = |s: Scalar| s.invert().expect("nonzero by construction");
@@ -233,7 +245,7 @@ fn queries(
     };
     let mut head = Vec::new();
     vk.write(&mut head)?;
-    sink.send(Chunk::Bytes(head))?;
+    sink.send(head)?;
     let mut written = Written {
         g1_points: vk.ic.len() as u64,
         g2_points: 0,
@@ -307,7 +319,7 @@ fn write_query(
 ) -> Result<u64, SetupError> {
     let len = u32::try_from(n)
         .map_err(|_| SetupError::Degenerate(format!("a query of {n} points exceeds u32")))?;
-    sink.send(Chunk::Bytes(len.to_be_bytes().to_vec()))?;
+    sink.send(len.to_be_bytes().to_vec())?;
     // Chunks of the scalar range run in parallel when the closure is sequential (H).
     let make = |range: std::ops::Range<usize>| -> (Vec<Scalar>, Duration) {
         let started = Instant::now();
@@ -327,32 +339,37 @@ fn write_query(
         sink.phases.scalars += took;
         let end = start + s.len();
         // The device works on this chunk while the cores make the next one's scalars.
+        let mut buf = sink.buffer();
         let (points, following) = rayon::join(
             || {
                 let started = Instant::now();
                 let points = match curve {
-                    Curve::G1 => engine.g1(&s).map(Chunk::G1),
-                    Curve::G2 => engine.g2(&s).map(Chunk::G2),
+                    Curve::G1 => engine.g1_uncompressed(&s, &mut buf),
+                    Curve::G2 => engine.g2_uncompressed(&s, &mut buf),
                 };
                 (points, started.elapsed())
             },
             || (end < n).then(|| make(chunk(end))),
         );
         sink.phases.engine += points.1;
-        sink.send(points.0?)?;
+        points.0?;
+        sink.send(buf)?;
         next = following;
         start = end;
     }
     Ok(n as u64)
 }
 
-/// The points in bellperson's uncompressed encoding, back to back.
-fn uncompressed<P: Sync, const N: usize>(points: &[P], encode: fn(&P) -> [u8; N]) -> Vec<u8> {
-    let mut out = vec![0u8; points.len() * N];
+/// The points in bellperson's uncompressed encoding, back to back, into `out` (resized).
+fn encode_into<P: Sync, const N: usize>(
+    points: &[P],
+    encode: fn(&P) -> [u8; N],
+    out: &mut Vec<u8>,
+) {
+    out.resize(points.len() * N, 0);
     out.par_chunks_mut(N)
         .zip(points.par_iter())
         .for_each(|(o, p)| o.copy_from_slice(&encode(p)));
-    out
 }
 
 /// `L_i(τ) = (τ^m − 1)/m · ω^i / (τ − ω^i)` for the domain of size `m`: what bellperson gets by
@@ -387,44 +404,97 @@ fn lagrange_at(tau: Scalar, z: Scalar, m: usize, log: u32) -> Vec<Scalar> {
     out
 }
 
+/// Columns per block of [`column_sums`]: a block's sums (2 MiB) stay in cache.
+const COLUMN_BLOCK_BITS: u32 = 16;
+/// Rows per task of [`column_sums`]' partitioning.
+const ROW_TASK: usize = 1 << 16;
+
+/// One matrix entry, partitioned by column block.
+#[derive(Clone, Copy, Default)]
+struct Entry {
+    row: u32,
+    col: u32,
+    coeff: u32,
+}
+
 /// `Σ_i M_ij · L_i` for every variable `j`: the columns of `matrix` weighted by `lagrange`. The
-/// rows are regrouped by column first (a counting sort), so each column sums on one thread.
-fn column_sums(matrix: &Matrix, m: &ShapeMatrices, lagrange: &[Scalar]) -> Vec<Scalar> {
-    let vars = m.variables();
-    let counts: Vec<AtomicU32> = (0..vars + 1).map(|_| AtomicU32::new(0)).collect();
-    matrix.cols.par_iter().for_each(|&c| {
-        counts[c as usize + 1].fetch_add(1, Ordering::Relaxed);
-    });
-    let mut start = Vec::with_capacity(vars + 1);
-    let mut acc = 0u32;
-    for c in &counts {
-        acc += c.load(Ordering::Relaxed);
-        start.push(acc);
+/// entries are partitioned by column block (each task of rows writes its own region, in row
+/// order), then each block sums into its own cache-resident accumulators. A per-column counting
+/// sort did the same with three random accesses per entry: most of the 32 GiB shape's 34 s of
+/// scalars (docs/gpu.md).
+fn column_sums(
+    matrix: &Matrix,
+    vars: usize,
+    coeffs: &[Scalar],
+    lagrange: &[Scalar],
+) -> Vec<Scalar> {
+    let blocks = vars.div_ceil(1 << COLUMN_BLOCK_BITS).max(1);
+    let rows = matrix.rows();
+    let span = |t: usize| {
+        let (a, b) = (t * ROW_TASK, ((t + 1) * ROW_TASK).min(rows));
+        matrix.row_ptr[a] as usize..matrix.row_ptr[b] as usize
+    };
+    // Per task: where each block's entries start in the task's region, and the region's size.
+    let starts: Vec<(Vec<usize>, usize)> = (0..rows.div_ceil(ROW_TASK))
+        .into_par_iter()
+        .map(|t| {
+            let mut start = vec![0usize; blocks + 1];
+            for &c in &matrix.cols[span(t)] {
+                start[(c >> COLUMN_BLOCK_BITS) as usize + 1] += 1;
+            }
+            for b in 0..blocks {
+                start[b + 1] += start[b];
+            }
+            let len = start[blocks];
+            (start, len)
+        })
+        .collect();
+    let mut entries = vec![Entry::default(); matrix.nnz()];
+    let mut regions = Vec::with_capacity(starts.len());
+    let mut rest = entries.as_mut_slice();
+    for (_, len) in &starts {
+        let (region, tail) = rest.split_at_mut(*len);
+        regions.push(region);
+        rest = tail;
     }
-    let cursor: Vec<AtomicU32> = start.iter().map(|&s| AtomicU32::new(s)).collect();
-    let nnz = matrix.nnz();
-    let rows: Vec<AtomicU32> = (0..nnz).map(|_| AtomicU32::new(0)).collect();
-    let coeffs: Vec<AtomicU32> = (0..nnz).map(|_| AtomicU32::new(0)).collect();
-    (0..matrix.rows()).into_par_iter().for_each(|r| {
-        let (a, b) = (matrix.row_ptr[r] as usize, matrix.row_ptr[r + 1] as usize);
-        for k in a..b {
-            let at = cursor[matrix.cols[k] as usize].fetch_add(1, Ordering::Relaxed) as usize;
-            rows[at].store(r as u32, Ordering::Relaxed);
-            coeffs[at].store(matrix.coeffs[k], Ordering::Relaxed);
+    regions.into_par_iter().enumerate().for_each(|(t, region)| {
+        let mut cursor = starts[t].0.clone();
+        for row in t * ROW_TASK..((t + 1) * ROW_TASK).min(rows) {
+            let (a, b) = (
+                matrix.row_ptr[row] as usize,
+                matrix.row_ptr[row + 1] as usize,
+            );
+            for k in a..b {
+                let col = matrix.cols[k];
+                let at = &mut cursor[(col >> COLUMN_BLOCK_BITS) as usize];
+                region[*at] = Entry {
+                    row: row as u32,
+                    col,
+                    coeff: matrix.coeffs[k],
+                };
+                *at += 1;
+            }
         }
     });
-    (0..vars)
-        .into_par_iter()
-        .with_min_len(1 << 10)
-        .map(|j| {
-            let mut acc = Scalar::ZERO;
-            for k in start[j] as usize..start[j + 1] as usize {
-                let l = lagrange[rows[k].load(Ordering::Relaxed) as usize];
-                acc += l * m.coeffs[coeffs[k].load(Ordering::Relaxed) as usize];
+    let mut bases = Vec::with_capacity(starts.len());
+    let mut base = 0;
+    for (_, len) in &starts {
+        bases.push(base);
+        base += len;
+    }
+    let mut out = vec![Scalar::ZERO; vars];
+    out.par_chunks_mut(1 << COLUMN_BLOCK_BITS)
+        .enumerate()
+        .for_each(|(b, sums)| {
+            let first = b << COLUMN_BLOCK_BITS;
+            for (t, (start, _)) in starts.iter().enumerate() {
+                for e in &entries[bases[t] + start[b]..bases[t] + start[b + 1]] {
+                    sums[e.col as usize - first] +=
+                        lagrange[e.row as usize] * coeffs[e.coeff as usize];
+                }
             }
-            acc
-        })
-        .collect()
+        });
+    out
 }
 
 /// Window width of the CPU tables: 26 windows of 1024 points (2.5 MB in G1, 5 MB in G2).
@@ -589,6 +659,34 @@ mod tests {
             assert_eq!(g1[i], (G1Affine::generator() * s).to_affine(), "G1 {i}");
             assert_eq!(g2[i], (G2Affine::generator() * s).to_affine(), "G2 {i}");
         }
+    }
+
+    #[test]
+    fn column_sums_match_the_dense_product() {
+        // Several column blocks and row tasks, entries anywhere.
+        let (rows, vars) = (ROW_TASK + 1000, (3 << COLUMN_BLOCK_BITS) + 5);
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let coeffs: Vec<Scalar> = (0..4).map(|_| Scalar::random(&mut rng)).collect();
+        let lagrange: Vec<Scalar> = (0..rows).map(|_| Scalar::random(&mut rng)).collect();
+        let mut matrix = Matrix {
+            row_ptr: vec![0],
+            cols: Vec::new(),
+            coeffs: Vec::new(),
+        };
+        for _ in 0..rows {
+            for _ in 0..rng.next_u32() % 4 {
+                matrix.cols.push(rng.next_u32() % vars as u32);
+                matrix.coeffs.push(rng.next_u32() % 4);
+            }
+            matrix.row_ptr.push(matrix.cols.len() as u32);
+        }
+        let mut want = vec![Scalar::ZERO; vars];
+        for (r, l) in lagrange.iter().enumerate() {
+            for k in matrix.row_ptr[r] as usize..matrix.row_ptr[r + 1] as usize {
+                want[matrix.cols[k] as usize] += l * coeffs[matrix.coeffs[k] as usize];
+            }
+        }
+        assert!(column_sums(&matrix, vars, &coeffs, &lagrange) == want);
     }
 
     #[test]

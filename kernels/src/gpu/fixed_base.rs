@@ -63,13 +63,29 @@ impl Gpu {
         f(t.as_ref().expect("built above"))
     }
 
-    /// `[s]G` for each scalar, affine (blst layout), in chunks.
-    fn fixed_base(&self, curve: Curve, scalars: &[Scalar], out: &mut [u8]) -> Result<()> {
+    /// `[s]G` for each scalar in chunks: affine (blst layout), or with `encoded` in
+    /// bellperson's uncompressed encoding (the same size), which the parameter writer writes as
+    /// it is.
+    fn fixed_base(
+        &self,
+        curve: Curve,
+        scalars: &[Scalar],
+        encoded: bool,
+        out: &mut [u8],
+    ) -> Result<()> {
         let ab = curve.affine_bytes();
         let s = &self.stream;
-        let (points, to_affine) = match curve {
-            Curve::G1 => (&self.f.fixed_base_g1, &self.f.to_affine_g1),
-            Curve::G2 => (&self.f.fixed_base_g2, &self.f.to_affine_g2),
+        let (points, to_affine, encode) = match curve {
+            Curve::G1 => (
+                &self.f.fixed_base_g1,
+                &self.f.to_affine_g1,
+                &self.f.encode_uncompressed_g1,
+            ),
+            Curve::G2 => (
+                &self.f.fixed_base_g2,
+                &self.f.to_affine_g2,
+                &self.f.encode_uncompressed_g2,
+            ),
         };
         self.with_tables(|tables| {
             let table = match curve {
@@ -87,7 +103,14 @@ impl Gpu {
                 let threads = n.div_ceil(PER_INVERSION as u64);
                 launch!(self, to_affine, cfg(grid(threads, 128), 128, 0);
                     xyzz.ptr(s), n, PER_INVERSION, scratch.ptr(s), affine.ptr(s))?;
-                self.download_into(&affine, 0, out)?;
+                if encoded {
+                    // The XYZZ buffer is free again and twice the size needed.
+                    launch!(self, encode, cfg(grid(n, 128).min(1 << 16), 128, 0);
+                        affine.ptr(s), n, xyzz.ptr(s))?;
+                    self.download_into(&xyzz, 0, out)?;
+                } else {
+                    self.download_into(&affine, 0, out)?;
+                }
             }
             Ok(())
         })
@@ -95,13 +118,25 @@ impl Gpu {
 
     pub fn fixed_base_g1(&self, scalars: &[Scalar]) -> Result<Vec<G1Affine>> {
         let mut out = vec![G1Affine::default(); scalars.len()];
-        self.fixed_base(Curve::G1, scalars, as_bytes_mut(&mut out))?;
+        self.fixed_base(Curve::G1, scalars, false, as_bytes_mut(&mut out))?;
         Ok(out)
     }
 
     pub fn fixed_base_g2(&self, scalars: &[Scalar]) -> Result<Vec<G2Affine>> {
         let mut out = vec![G2Affine::default(); scalars.len()];
-        self.fixed_base(Curve::G2, scalars, as_bytes_mut(&mut out))?;
+        self.fixed_base(Curve::G2, scalars, false, as_bytes_mut(&mut out))?;
         Ok(out)
+    }
+
+    /// [`Self::fixed_base_g1`] or `_g2` in bellperson's uncompressed encoding, into `out`
+    /// (resized; a buffer reused from chunk to chunk is neither allocated nor faulted in again).
+    pub fn fixed_base_uncompressed(
+        &self,
+        curve: Curve,
+        scalars: &[Scalar],
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        out.resize(scalars.len() * curve.affine_bytes(), 0);
+        self.fixed_base(curve, scalars, true, out)
     }
 }

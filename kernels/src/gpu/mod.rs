@@ -112,6 +112,8 @@ struct Funcs {
     fixed_base_g2: CudaFunction,
     to_affine_g1: CudaFunction,
     to_affine_g2: CudaFunction,
+    encode_uncompressed_g1: CudaFunction,
+    encode_uncompressed_g2: CudaFunction,
     curve: [CurveFuncs; 2],
 }
 
@@ -270,6 +272,8 @@ impl Gpu {
             fixed_base_g2: lf("fixed_base_g2")?,
             to_affine_g1: lf("to_affine_g1")?,
             to_affine_g2: lf("to_affine_g2")?,
+            encode_uncompressed_g1: lf("encode_uncompressed_g1")?,
+            encode_uncompressed_g2: lf("encode_uncompressed_g2")?,
             curve: [cf(Curve::G1)?, cf(Curve::G2)?],
         };
         let name = ctx.name().unwrap_or_else(|_| "unknown".into());
