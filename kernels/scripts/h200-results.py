@@ -65,13 +65,14 @@ def blob_bench(path):
     return out or None
 
 
-def msm_times(path):
-    """Median ms of each MSM over a drain's partitions (the GPU node's "MSM times" lines)."""
+def debug_times(path, what):
+    """Median ms of each part over a drain's partitions (the GPU node's "MSM times" or "SpMV
+    times" lines)."""
     if not os.path.exists(path):
         return None
     samples = {}
     for line in open(path, errors="replace"):
-        if "MSM times" in line:
+        if what in line:
             line = re.sub(r"\x1b\[[0-9;]*m", "", line)
             for k, v in re.findall(r"(\w+)_ms=([0-9.]+)", line):
                 samples.setdefault(k, []).append(float(v))
@@ -158,9 +159,12 @@ def main():
             if d.get(src) is not None:
                 h[key] = round(d[src], digits) if digits else int(d[src])
         h[name] = d
-        msms = msm_times(f"{logs}/{'drain32x1' if name.endswith('x1') else 'drain32'}.log")
-        if msms:
-            h[f"msm_32gib_ms{'_x1' if name.endswith('x1') else ''}"] = msms
+        log = f"{logs}/{'drain32x1' if name.endswith('x1') else 'drain32'}.log"
+        suffix = "_x1" if name.endswith("x1") else ""
+        for what, key in (("MSM times", "msm_32gib_ms"), ("SpMV times", "spmv_32gib_ms")):
+            times = debug_times(log, what)
+            if times:
+                h[key + suffix] = times
     large = large_sizes(f"{logs}/large.log")
     if large:
         h["kernels_2_27_ms"] = large
