@@ -2,8 +2,9 @@
 //! its job — a whole job, its input uploaded to the inputs bucket by the submitter, runs
 //! through synth and GPU nodes connected as `synth` and `gpu`, and a gateway connected as
 //! `gateway` serves Curio's calls (a PoSt job submitted at high priority with its input staged,
-//! awaited, cancelled; status; a proving-key preload), a GPU node reads a striped blob through
-//! two connections — and are refused what they must not do. Every refusal is checked twice: refused under the shipped config, and allowed under
+//! awaited, cancelled; status; a proving-key preload), a synth node writes a blob striped over
+//! the blob buckets and a GPU node reads it through two connections and deletes it — and are
+//! refused what they must not do, on every blob bucket. Every refusal is checked twice: refused under the shipped config, and allowed under
 //! a copy that gives every user every subject, so no check passes for another reason (a
 //! message that is not there, an API the stream does not offer).
 
@@ -16,11 +17,11 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer::push, stream};
 use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs};
 use cuzk_common::local_nats::{free_port, NatsServer};
-use cuzk_common::objects;
+use cuzk_common::objects::{self, Shards};
 use cuzk_common::topology::{
-    ledger_results_subject, results_subject, BLOBS_BUCKET, GPU_NORMAL_CONSUMER, INPUTS_BUCKET,
-    JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL, SUBJECT_SRS, SUBJECT_SUBMIT,
-    SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
+    blob_shard_bucket, ledger_results_subject, results_subject, BLOBS_BUCKET, BLOB_SHARDS,
+    GPU_NORMAL_CONSUMER, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL,
+    SUBJECT_SRS, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
 use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::job::{JobInput, JobStatus, Priority};
@@ -203,7 +204,7 @@ async fn client(url: &str, user: &str) -> async_nats::Client {
 }
 
 /// Each check: what a role must not be able to do, and whether it managed to.
-async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
+async fn negative_checks(url: &str, t: &Targets) -> Vec<(String, bool)> {
     let gpu = quick_js(url, "gpu").await;
     let submitter = quick_js(url, "submitter").await;
     let synth = quick_js(url, "synth").await;
@@ -223,7 +224,7 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
         filter_subject: filter.to_owned(),
         ..Default::default()
     };
-    let mut checks = vec![
+    let checks = vec![
         ("gpu submits a job", published(&gpu, SUBJECT_SUBMIT).await),
         (
             "gpu reads a job message",
@@ -386,9 +387,61 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
                 .is_ok(),
         ),
     ];
+    let mut checks: Vec<(String, bool)> = checks
+        .into_iter()
+        .map(|(check, allowed)| (check.to_owned(), allowed))
+        .collect();
+    // The head bucket's checks above, on each of the other blob buckets: each is named in
+    // auth.conf on its own. At once, since a refusal shows only as a timeout.
+    let shards: Vec<String> = (1..BLOB_SHARDS).map(blob_shard_bucket).collect();
+    let (gpu_js, submitter_js, gateway_js) = (&gpu, &submitter, &gateway);
+    let (stream_of, named, ephemeral) = (&stream, &named_push, &ephemeral_push);
+    let shard_checks = shards.iter().map(|bucket| async move {
+        let on = format!("OBJ_{bucket}");
+        let (unfiltered, metadata, opened) = tokio::join!(
+            async {
+                let stream = stream_of(gpu_js, &on).await;
+                stream
+                    .create_consumer(ephemeral("_INBOX_gpu.rogue"))
+                    .await
+                    .is_ok()
+            },
+            async {
+                let stream = stream_of(gpu_js, &on).await;
+                let consumer = named(&format!("$O.{bucket}.M.x"));
+                stream.create_consumer(consumer).await.is_ok()
+            },
+            async { submitter_js.get_object_store(bucket).await.is_ok() },
+        );
+        [
+            (
+                format!("gpu creates an unfiltered consumer on {bucket}"),
+                unfiltered,
+            ),
+            (
+                format!("gpu creates a {bucket} consumer of object metadata"),
+                metadata,
+            ),
+            (format!("submitter opens {bucket}"), opened),
+        ]
+    });
+    checks.extend(
+        futures::future::join_all(shard_checks)
+            .await
+            .into_iter()
+            .flatten(),
+    );
     // Destructive ones last: under the loosened config they succeed.
+    let purges = shards.iter().map(|bucket| async move {
+        let stream = stream_of(gateway_js, &format!("OBJ_{bucket}")).await;
+        (
+            format!("gateway purges {bucket}"),
+            stream.purge().await.is_ok(),
+        )
+    });
+    checks.extend(futures::future::join_all(purges).await);
     checks.push((
-        "gpu purges the job records",
+        "gpu purges the job records".into(),
         stream(&gpu, &format!("KV_{JOBS_BUCKET}"))
             .await
             .purge()
@@ -396,11 +449,11 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
             .is_ok(),
     ));
     checks.push((
-        "gpu purges the results",
+        "gpu purges the results".into(),
         stream(&gpu, RESULTS_STREAM).await.purge().await.is_ok(),
     ));
     checks.push((
-        "gateway purges the blobs bucket",
+        "gateway purges the blobs bucket".into(),
         stream(&gateway, &format!("OBJ_{BLOBS_BUCKET}"))
             .await
             .purge()
@@ -408,7 +461,7 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
             .is_ok(),
     ));
     checks.push((
-        "synth purges the inputs bucket",
+        "synth purges the inputs bucket".into(),
         stream(&synth, &format!("OBJ_{INPUTS_BUCKET}"))
             .await
             .purge()
@@ -416,7 +469,7 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(&'static str, bool)> {
             .is_ok(),
     ));
     checks.push((
-        "synth deletes the work stream",
+        "synth deletes the work stream".into(),
         synth
             .delete_stream(cuzk_common::topology::WORK_STREAM)
             .await
@@ -541,16 +594,25 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     gpu_task.await.unwrap().unwrap();
 }
 
-/// A blob written as a synth node writes it, large enough to be striped, read back as a GPU node
-/// reads it: through two connections as `gpu`, each stripe through an ordered consumer of its
-/// own; then deleted, as a proved partition's blob is.
+/// The blob buckets as `js`'s role finds them (as a node's topology does).
+async fn blob_buckets(js: &jetstream::Context) -> Shards {
+    let mut stores = Vec::new();
+    for k in 0..BLOB_SHARDS {
+        stores.push(js.get_object_store(blob_shard_bucket(k)).await.unwrap());
+    }
+    Shards::new(stores).unwrap()
+}
+
+/// A blob written as a synth node writes it, large enough to put a stripe into every blob
+/// bucket, read back as a GPU node reads it: through two connections as `gpu`, each stripe
+/// through an ordered consumer of its own on its bucket; then deleted, as a proved partition's
+/// blob is, from every bucket.
 async fn gpu_reads_a_striped_blob(url: &str) {
     let synth = quick_js(url, "synth").await;
     let bytes: Vec<u8> = (0..2 * objects::STRIPE_BYTES + 1)
         .map(|i| (i % 251) as u8)
         .collect();
-    let written = synth.get_object_store(BLOBS_BUCKET).await.unwrap();
-    objects::put(&written, "roles-striped", &bytes)
+    objects::put(&blob_buckets(&synth).await, "roles-striped", &bytes)
         .await
         .expect("the synth role writes a striped blob");
     let gpu = role(url, "gpu");
@@ -560,11 +622,34 @@ async fn gpu_reads_a_striped_blob(url: &str) {
         let js = cuzk_common::topology::jetstream_context(client, gpu.timeout);
         readers.push(js);
     }
-    let store = readers[0].get_object_store(BLOBS_BUCKET).await.unwrap();
-    let read = objects::read_bounded(&store, &readers, "roles-striped", bytes.len() as u64);
+    let shards = blob_buckets(&readers[0]).await;
+    let stripe = |k: usize| match k {
+        0 => "roles-striped".to_owned(),
+        k => format!("roles-striped.stripe{k}"),
+    };
+    // A deleted object's info is its tombstone.
+    let stored = |bucket: &jetstream::object_store::ObjectStore, k: usize| {
+        let (bucket, name) = (bucket.clone(), stripe(k));
+        async move { bucket.info(name).await.is_ok_and(|info| !info.deleted) }
+    };
+    for (k, bucket) in shards.iter().enumerate() {
+        assert!(
+            stored(bucket, k).await,
+            "stripe {k} is not in blob bucket {k}"
+        );
+    }
+    let read = objects::read_bounded(&shards, &readers, "roles-striped", bytes.len() as u64);
     let back = read.await.expect("the gpu role reads a striped blob");
     assert!(back == bytes, "the striped blob read back differs");
-    objects::delete(&store, "roles-striped").await.unwrap();
+    objects::delete(&shards, "roles-striped")
+        .await
+        .expect("the gpu role deletes a striped blob");
+    for (k, bucket) in shards.iter().enumerate() {
+        assert!(
+            !stored(bucket, k).await,
+            "stripe {k} is left in blob bucket {k}"
+        );
+    }
 }
 
 /// A gateway connected as `gateway`, called as Curio calls it (the service in process: the

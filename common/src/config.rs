@@ -133,7 +133,8 @@ pub struct NatsArgs {
     /// Jobs the jobs stream holds at most; a submission beyond it is refused.
     #[arg(long = "nats-max-queued-jobs", env = "CUZK_NATS_MAX_QUEUED_JOBS")]
     pub max_queued_jobs: Option<i64>,
-    /// Bytes the blobs bucket holds at most; an upload beyond it is refused and retried later.
+    /// Bytes the blob buckets hold at most, together (a quarter each, common/src/topology.rs); an
+    /// upload beyond it is refused and retried later.
     #[arg(long = "nats-blobs-max-bytes", env = "CUZK_NATS_BLOBS_MAX_BYTES")]
     pub blobs_max_bytes: Option<i64>,
     /// Bytes the inputs bucket holds at most; an upload beyond it is refused.

@@ -2,28 +2,43 @@
 //! back byte for byte, through one connection or several, leaving no consumer behind; plain
 //! objects (written by anything else) still read; a missing or truncated stripe, or one whose
 //! chunks are gone, fails the read instead of returning short data; delete removes every stripe.
+//! Spread over several buckets: each holds its share of the stripes, objects written to one
+//! bucket still read, a head naming more buckets than the reader has is refused.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use async_nats::jetstream::object_store::{Config, ObjectStore};
+use async_nats::jetstream::object_store::{Config, ObjectMetadata, ObjectStore};
 use async_nats::jetstream::Context;
 use cuzk_common::local_nats::NatsServer;
-use cuzk_common::objects::{self, ObjectError, STRIPE_BYTES};
+use cuzk_common::objects::{self, ObjectError, Shards, STRIPE_BYTES};
 use futures::StreamExt;
 use rand::RngCore;
 
-/// The bucket and the JetStream context objects are read through.
-async fn store(server: &NatsServer) -> (ObjectStore, Context) {
+/// Buckets `t`, `t-1`, … (`n` of them) and the JetStream context objects are read through.
+async fn buckets(server: &NatsServer, n: usize) -> (Vec<ObjectStore>, Context) {
     let client = async_nats::connect(server.url()).await.unwrap();
     let js = async_nats::jetstream::new(client);
-    let store = js
-        .create_object_store(Config {
-            bucket: "t".into(),
+    let mut stores = Vec::new();
+    for k in 0..n {
+        let bucket = match k {
+            0 => "t".to_owned(),
+            k => format!("t-{k}"),
+        };
+        let config = Config {
+            bucket,
             ..Default::default()
-        })
-        .await
-        .unwrap();
-    (store, js)
+        };
+        stores.push(js.create_object_store(config).await.unwrap());
+    }
+    (stores, js)
+}
+
+/// One bucket, as a set of one, and the JetStream context.
+async fn store(server: &NatsServer) -> (ObjectStore, Shards, Context) {
+    let (mut stores, js) = buckets(server, 1).await;
+    let store = stores.remove(0);
+    (store.clone(), Shards::one(store), js)
 }
 
 async fn names(store: &ObjectStore) -> Vec<String> {
@@ -45,26 +60,21 @@ fn random(len: usize) -> Vec<u8> {
 #[tokio::test]
 async fn a_large_object_is_striped_and_read_back_whole() {
     let server = NatsServer::start().unwrap();
-    let (store, js) = store(&server).await;
+    let (store, one, js) = store(&server).await;
     let bytes = random(3 * STRIPE_BYTES + 12345);
-    objects::put(&store, "blob", &bytes).await.unwrap();
+    objects::put(&one, "blob", &bytes).await.unwrap();
     assert_eq!(
         names(&store).await,
         ["blob", "blob.stripe1", "blob.stripe2", "blob.stripe3"]
     );
-    let back = objects::read_bounded(
-        &store,
-        std::slice::from_ref(&js),
-        "blob",
-        bytes.len() as u64,
-    )
-    .await
-    .unwrap();
+    let back = objects::read_bounded(&one, std::slice::from_ref(&js), "blob", bytes.len() as u64)
+        .await
+        .unwrap();
     assert!(back == bytes, "striped read differs");
 
     // The limit applies to the whole, not to a stripe.
     let err = objects::read_bounded(
-        &store,
+        &one,
         std::slice::from_ref(&js),
         "blob",
         bytes.len() as u64 - 1,
@@ -74,15 +84,15 @@ async fn a_large_object_is_striped_and_read_back_whole() {
     .unwrap_err();
     assert!(matches!(err, ObjectError::TooLarge { .. }), "{err}");
 
-    objects::delete(&store, "blob").await.unwrap();
+    objects::delete(&one, "blob").await.unwrap();
     assert!(names(&store).await.is_empty());
     // Deleting again is fine (a partition proved twice).
-    objects::delete(&store, "blob").await.unwrap();
+    objects::delete(&one, "blob").await.unwrap();
 }
 
-/// The consumers left on the bucket's stream once the reads' deletes (spawned) have run.
-async fn consumers_left(js: &Context) -> Vec<String> {
-    let stream = js.get_stream("OBJ_t").await.unwrap();
+/// The consumers left on a bucket's stream once the reads' deletes (spawned) have run.
+async fn consumers_left(js: &Context, stream: &str) -> Vec<String> {
+    let stream = js.get_stream(stream).await.unwrap();
     for _ in 0..50 {
         let names: Vec<String> = stream.consumer_names().map(|n| n.unwrap()).collect().await;
         if names.is_empty() {
@@ -96,30 +106,30 @@ async fn consumers_left(js: &Context) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stripes_read_through_several_connections_leave_no_consumer() {
     let server = NatsServer::start().unwrap();
-    let (store, js) = store(&server).await;
+    let (_, one, js) = store(&server).await;
     let other = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
     let bytes = random(5 * STRIPE_BYTES + 7);
-    objects::put(&store, "blob", &bytes).await.unwrap();
+    objects::put(&one, "blob", &bytes).await.unwrap();
     let readers = [js.clone(), other];
-    let back = objects::read_bounded(&store, &readers, "blob", 1 << 30)
+    let back = objects::read_bounded(&one, &readers, "blob", 1 << 30)
         .await
         .unwrap();
     assert!(back == bytes, "striped read differs");
-    assert_eq!(consumers_left(&js).await, Vec::<String>::new());
+    assert_eq!(consumers_left(&js, "OBJ_t").await, Vec::<String>::new());
 }
 
 #[tokio::test]
 async fn plain_and_small_objects_are_one_object() {
     let server = NatsServer::start().unwrap();
-    let (store, js) = store(&server).await;
+    let (store, one, js) = store(&server).await;
     let small = random(1000);
-    objects::put(&store, "small", &small).await.unwrap();
+    objects::put(&one, "small", &small).await.unwrap();
     // Written by the object store itself, as `nats object put` would.
     let plain = random(STRIPE_BYTES * 2);
     store.put("plain", &mut plain.as_slice()).await.unwrap();
     assert_eq!(names(&store).await, ["plain", "small"]);
     for (name, bytes) in [("small", &small), ("plain", &plain)] {
-        let back = objects::read_bounded(&store, std::slice::from_ref(&js), name, 1 << 30)
+        let back = objects::read_bounded(&one, std::slice::from_ref(&js), name, 1 << 30)
             .await
             .unwrap();
         assert!(&back == bytes, "{name} differs");
@@ -129,13 +139,13 @@ async fn plain_and_small_objects_are_one_object() {
 #[tokio::test]
 async fn a_missing_or_short_stripe_fails_the_read() {
     let server = NatsServer::start().unwrap();
-    let (store, js) = store(&server).await;
+    let (store, one, js) = store(&server).await;
     let bytes = random(2 * STRIPE_BYTES + 1);
-    objects::put(&store, "gone", &bytes).await.unwrap();
+    objects::put(&one, "gone", &bytes).await.unwrap();
     store.delete("gone.stripe2").await.unwrap();
     let err = tokio::time::timeout(
         Duration::from_secs(60),
-        objects::read_bounded(&store, std::slice::from_ref(&js), "gone", 1 << 30),
+        objects::read_bounded(&one, std::slice::from_ref(&js), "gone", 1 << 30),
     )
     .await
     .expect("a missing stripe must not hang the read")
@@ -143,12 +153,12 @@ async fn a_missing_or_short_stripe_fails_the_read() {
     .unwrap_err();
     assert!(matches!(err, ObjectError::NotFound(_)), "{err}");
 
-    objects::put(&store, "short", &bytes).await.unwrap();
+    objects::put(&one, "short", &bytes).await.unwrap();
     store
         .put("short.stripe1", &mut &bytes[..100])
         .await
         .unwrap();
-    let err = objects::read_bounded(&store, std::slice::from_ref(&js), "short", 1 << 30)
+    let err = objects::read_bounded(&one, std::slice::from_ref(&js), "short", 1 << 30)
         .await
         .map(|b| b.len())
         .unwrap_err();
@@ -159,7 +169,7 @@ async fn a_missing_or_short_stripe_fails_the_read() {
 
     // The stripe's info is there but its chunks are gone: refused when the consumer is created
     // (it counts them), not after heartbeating until the transfer timeout.
-    objects::put(&store, "purged", &bytes).await.unwrap();
+    objects::put(&one, "purged", &bytes).await.unwrap();
     let nuid = store.info("purged.stripe1").await.unwrap().nuid;
     js.get_stream("OBJ_t")
         .await
@@ -170,7 +180,7 @@ async fn a_missing_or_short_stripe_fails_the_read() {
         .unwrap();
     let err = tokio::time::timeout(
         Duration::from_secs(25),
-        objects::read_bounded(&store, std::slice::from_ref(&js), "purged", 1 << 30),
+        objects::read_bounded(&one, std::slice::from_ref(&js), "purged", 1 << 30),
     )
     .await
     .expect("missing chunks must not wait for the transfer timeout")
@@ -180,4 +190,105 @@ async fn a_missing_or_short_stripe_fails_the_read() {
         matches!(err, ObjectError::Unavailable { ref message, .. } if message.contains("chunks stored")),
         "{err}"
     );
+}
+
+/// Over four buckets: stripe `i` in bucket `i % 4`, each bucket holding as many, the head naming
+/// the four; read back whole through two connections, leaving no consumer on any bucket; delete
+/// empties every bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blob_is_spread_over_four_buckets_and_deleted_from_each() {
+    let server = NatsServer::start().unwrap();
+    let (stores, js) = buckets(&server, 4).await;
+    let shards = Shards::new(stores.clone()).unwrap();
+    let bytes = random(5 * STRIPE_BYTES + 7);
+    objects::put(&shards, "blob", &bytes).await.unwrap();
+
+    let other = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let readers = [js.clone(), other];
+    let back = objects::read_bounded(&shards, &readers, "blob", bytes.len() as u64)
+        .await
+        .unwrap();
+    assert!(back == bytes, "read over four buckets differs");
+    for stream in ["OBJ_t", "OBJ_t-1", "OBJ_t-2", "OBJ_t-3"] {
+        assert_eq!(consumers_left(&js, stream).await, Vec::<String>::new());
+    }
+
+    // (Listed after the check above: a listing leaves a consumer of its own.) Six stripes'
+    // worth, rounded up to eight so that the buckets hold two each.
+    let expected: [&[&str]; 4] = [
+        &["blob", "blob.stripe4"],
+        &["blob.stripe1", "blob.stripe5"],
+        &["blob.stripe2", "blob.stripe6"],
+        &["blob.stripe3", "blob.stripe7"],
+    ];
+    for (store, expected) in stores.iter().zip(expected) {
+        assert_eq!(names(store).await, expected);
+    }
+    let head = stores[0].info("blob").await.unwrap();
+    assert_eq!(head.metadata["cuzk-stripe-buckets"], "4");
+
+    objects::delete(&shards, "blob").await.unwrap();
+    for store in &stores {
+        assert!(names(store).await.is_empty());
+    }
+    objects::delete(&shards, "blob").await.unwrap();
+}
+
+/// Objects written before there were several buckets — striped into the head bucket alone, or
+/// put whole by the object store itself — read and delete through a reader of four.
+#[tokio::test]
+async fn objects_of_one_bucket_read_through_four() {
+    let server = NatsServer::start().unwrap();
+    let (stores, js) = buckets(&server, 4).await;
+    let shards = Shards::new(stores.clone()).unwrap();
+    let bytes = random(3 * STRIPE_BYTES + 1);
+    objects::put(&Shards::one(stores[0].clone()), "old", &bytes)
+        .await
+        .unwrap();
+    stores[0].put("plain", &mut &bytes[..]).await.unwrap();
+    assert_eq!(
+        names(&stores[0]).await,
+        ["old", "old.stripe1", "old.stripe2", "old.stripe3", "plain"]
+    );
+    for name in ["old", "plain"] {
+        let back = objects::read_bounded(&shards, std::slice::from_ref(&js), name, 1 << 30)
+            .await
+            .unwrap();
+        assert!(back == bytes, "{name} differs");
+        objects::delete(&shards, name).await.unwrap();
+    }
+    assert!(names(&stores[0]).await.is_empty());
+}
+
+/// A head naming more buckets than the reader has — written by a node with more, or forged —
+/// is refused before anything is read.
+#[tokio::test]
+async fn a_head_naming_more_buckets_than_the_reader_has_is_refused() {
+    let server = NatsServer::start().unwrap();
+    let (stores, js) = buckets(&server, 4).await;
+    let bytes = random(2 * STRIPE_BYTES + 1);
+    objects::put(&Shards::new(stores.clone()).unwrap(), "wide", &bytes)
+        .await
+        .unwrap();
+    let two = Shards::new(stores[..2].to_vec()).unwrap();
+    let forged = ObjectMetadata {
+        name: "forged".into(),
+        metadata: HashMap::from([
+            ("cuzk-total-bytes".into(), "20".into()),
+            ("cuzk-stripe-bytes".into(), "10".into()),
+            ("cuzk-stripe-buckets".into(), "1000".into()),
+        ]),
+        ..Default::default()
+    };
+    stores[0].put(forged, &mut &[0u8; 10][..]).await.unwrap();
+    for (name, claimed) in [("wide", 4), ("forged", 1000)] {
+        let err = objects::read_bounded(&two, std::slice::from_ref(&js), name, 1 << 30)
+            .await
+            .map(|b| b.len())
+            .unwrap_err();
+        assert!(
+            matches!(err, ObjectError::UnknownShards { shards, known: 2, .. } if shards == claimed),
+            "{name}: {err}"
+        );
+    }
 }

@@ -55,10 +55,11 @@ def blob_bench(path):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[0].startswith(("one object", "striped")):
             conns = re.search(r"through (\d+) connection", cells[0])
+            buckets = re.search(r"over (\d+) bucket", cells[0])
             if cells[0].startswith("one"):
                 key = "one_object"
             elif conns:
-                key = f"striped_{conns.group(1)}_connections"
+                key = f"striped_{buckets.group(1) if buckets else 1}_buckets_{conns.group(1)}_connections"
             else:
                 continue
             out[key] = {"upload_mb_s": float(cells[1]), "fetch_mb_s": float(cells[2])}

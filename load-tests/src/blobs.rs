@@ -1,18 +1,19 @@
-//! `cuzk-load blobs`: witness-blob transfer through the cluster's blobs bucket, one object per
-//! blob (the object store's own put and get, what nodes did before striping) beside cuzk's
-//! striped objects (common/src/objects.rs) read through each of `--read-connections` connection
-//! counts (a GPU node opens [`cuzk_cli::BLOB_READ_CONNECTIONS`]): same server, same
+//! `cuzk-load blobs`: witness-blob transfer through the cluster's blob buckets, one object per
+//! blob in the head bucket (the object store's own put and get, what nodes did before striping)
+//! beside cuzk's striped objects (common/src/objects) spread over each of `--buckets` bucket
+//! counts (nodes use all [`BLOB_SHARDS`]) and read through each of `--read-connections`
+//! connection counts (a GPU node opens [`cuzk_cli::BLOB_READ_CONNECTIONS`]): same server, same
 //! incompressible bytes, one table.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use async_nats::jetstream::object_store::{ObjectMetadata, ObjectStore};
+use async_nats::jetstream::object_store::ObjectMetadata;
 use async_nats::jetstream::Context;
 use clap::Args;
 use cuzk_common::local_nats::NatsServer;
-use cuzk_common::objects;
-use cuzk_common::topology::{jetstream_context, provision, Limits, BLOB_CHUNK_SIZE};
+use cuzk_common::objects::{self, Shards};
+use cuzk_common::topology::{jetstream_context, provision, Limits, BLOB_CHUNK_SIZE, BLOB_SHARDS};
 use futures::{StreamExt, TryStreamExt};
 use rand::RngCore;
 use tokio::io::AsyncReadExt;
@@ -31,30 +32,48 @@ pub struct BlobArgs {
     /// Blobs moving at once (a synth node uploads several partitions at a time).
     #[arg(long, default_value_t = 1)]
     in_flight: usize,
-    /// Connection counts to read striped blobs through, one row each.
+    /// Connection counts to read striped blobs through, one row each (per bucket count).
     #[arg(long, value_delimiter = ',', default_values_t = [1, cuzk_cli::BLOB_READ_CONNECTIONS])]
     read_connections: Vec<usize>,
+    /// Counts of blob buckets to stripe over (the head and the next ones), one row each (per
+    /// connection count).
+    #[arg(long, value_delimiter = ',', default_values_t = [1, BLOB_SHARDS])]
+    buckets: Vec<usize>,
 }
 
 #[derive(Clone, Copy)]
 enum Layout {
     OneObject,
-    /// Striped, read through this many connections.
-    Striped(usize),
+    Striped { buckets: usize, connections: usize },
 }
 
 impl Layout {
     fn name(self) -> String {
         match self {
             Layout::OneObject => "one object per blob".into(),
-            Layout::Striped(n) if n == cuzk_cli::BLOB_READ_CONNECTIONS => {
-                format!("striped, read through {n} connection(s) (GPU node)")
+            Layout::Striped {
+                buckets,
+                connections,
+            } => {
+                let node = buckets == BLOB_SHARDS && connections == cuzk_cli::BLOB_READ_CONNECTIONS;
+                format!(
+                    "striped over {buckets} bucket(s), read through {connections} connection(s){}",
+                    if node { " (GPU node)" } else { "" }
+                )
             }
-            Layout::Striped(n) => format!("striped, read through {n} connection(s)"),
         }
     }
 
-    async fn put(self, store: &ObjectStore, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    /// The first of the cluster's blob buckets, as many as this layout writes to.
+    fn buckets(self, all: &Shards) -> anyhow::Result<Shards> {
+        let n = match self {
+            Layout::OneObject => 1,
+            Layout::Striped { buckets, .. } => buckets,
+        };
+        Shards::new(all.iter().take(n).cloned().collect()).context("no such bucket count")
+    }
+
+    async fn put(self, shards: &Shards, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
         match self {
             Layout::OneObject => {
                 let meta = ObjectMetadata {
@@ -62,28 +81,35 @@ impl Layout {
                     chunk_size: Some(BLOB_CHUNK_SIZE),
                     ..Default::default()
                 };
-                store.put(meta, &mut &bytes[..]).await?;
+                shards.head().put(meta, &mut &bytes[..]).await?;
             }
-            Layout::Striped(_) => objects::put(store, name, bytes).await?,
+            Layout::Striped { .. } => objects::put(shards, name, bytes).await?,
         }
         Ok(())
     }
 
     async fn get(
         self,
-        (store, readers): (&ObjectStore, &[Context]),
+        (shards, readers): (&Shards, &[Context]),
         name: &str,
         len: usize,
     ) -> anyhow::Result<()> {
         let read = match self {
             Layout::OneObject => {
                 let mut bytes = Vec::with_capacity(len);
-                store.get(name).await?.read_to_end(&mut bytes).await?;
+                shards
+                    .head()
+                    .get(name)
+                    .await?
+                    .read_to_end(&mut bytes)
+                    .await?;
                 bytes.len()
             }
-            Layout::Striped(n) => objects::read_bounded(store, &readers[..n], name, len as u64)
-                .await?
-                .len(),
+            Layout::Striped { connections, .. } => {
+                objects::read_bounded(shards, &readers[..connections], name, len as u64)
+                    .await?
+                    .len()
+            }
         };
         anyhow::ensure!(read == len, "{name}: read {read} of {len} bytes");
         Ok(())
@@ -115,10 +141,11 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| server.as_ref().map(NatsServer::url).unwrap_or_default());
     let client = async_nats::connect(&url).await?;
     let len = args.mb * 1_000_000;
-    // A bucket for this run's blobs (one layout's at a time), not the production 16 GiB that
-    // nats-server would have to reserve on the disk.
+    // Buckets for this run's blobs (one layout's at a time), not the production 16 GiB that
+    // nats-server would have to reserve on the disk. Each bucket gets an equal share of the
+    // total, and the one-bucket layouts put all of a layout's blobs into the head bucket.
     let limits = Limits {
-        blobs_max_bytes: (2 * len * args.count).max(1 << 30) as i64,
+        blobs_max_bytes: (BLOB_SHARDS * 2 * len * args.count).max(1 << 30) as i64,
         ..Limits::local()
     };
     let mut topology = provision(
@@ -133,12 +160,16 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         (1..=64).contains(&connections) && !args.read_connections.contains(&0),
         "--read-connections: counts from 1 to 64"
     );
+    anyhow::ensure!(
+        args.buckets.iter().all(|b| (1..=BLOB_SHARDS).contains(b)),
+        "--buckets: counts from 1 to {BLOB_SHARDS}"
+    );
     for _ in 1..connections {
         let reader = async_nats::connect(&url).await?;
         let js = jetstream_context(reader, Duration::from_secs(30));
         topology.add_blob_reader(js);
     }
-    let (store, readers) = (&topology.blobs, &topology.blob_readers[..]);
+    let readers = &topology.blob_readers[..];
     let blobs: Vec<Vec<u8>> = (0..args.count)
         .map(|_| {
             let mut bytes = vec![0u8; len];
@@ -154,23 +185,29 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
     );
     println!("| layout | upload MB/s | fetch MB/s |\n|---|---|---|");
     let mut rates = Vec::new();
-    let layouts: Vec<Layout> = std::iter::once(Layout::OneObject)
-        .chain(args.read_connections.iter().map(|&n| Layout::Striped(n)))
-        .collect();
+    let striped = args.buckets.iter().flat_map(|&buckets| {
+        let connections = args.read_connections.iter();
+        connections.map(move |&connections| Layout::Striped {
+            buckets,
+            connections,
+        })
+    });
+    let layouts: Vec<Layout> = std::iter::once(Layout::OneObject).chain(striped).collect();
     for (l, &layout) in layouts.iter().enumerate() {
+        let shards = &layout.buckets(&topology.blobs)?;
         let name = |i: usize| format!("blob-bench-{tag}-{l}-{i}");
         let up = timed(args.count, args.in_flight, |i| {
             let (name, bytes) = (name(i), &blobs[i]);
-            async move { layout.put(store, &name, bytes).await }
+            async move { layout.put(shards, &name, bytes).await }
         })
         .await?;
         let down = timed(args.count, args.in_flight, |i| {
             let name = name(i);
-            async move { layout.get((store, readers), &name, len).await }
+            async move { layout.get((shards, readers), &name, len).await }
         })
         .await?;
         for i in 0..args.count {
-            objects::delete(store, &name(i)).await?;
+            objects::delete(shards, &name(i)).await?;
         }
         let rate = (total_mb / up, total_mb / down);
         println!("| {} | {:.0} | {:.0} |", layout.name(), rate.0, rate.1);

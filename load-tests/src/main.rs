@@ -8,7 +8,8 @@
 //! - `herd`: the thundering-herd comparison — the same job stream through a single-box prover in
 //!   this process and through a split cluster on the same cores, side by side.
 //! - `scale`: the same job stream against 1, 2, 4… GPU nodes.
-//! - `blobs`: witness-blob transfer MB/s, one object per blob beside striped objects.
+//! - `blobs`: witness-blob transfer MB/s, one object per blob beside striped objects in one
+//!   bucket and spread over several.
 //! - `gateway`: the latency `cuzk gateway` adds per proof over a direct NATS submission.
 
 mod blobs;
@@ -58,8 +59,8 @@ enum Command {
     /// synth nodes' size cap) and a few over it: every job answered exactly once, over-cap jobs
     /// refused, every synth node under its memory budget, no node exited.
     Flood(FloodArgs),
-    /// Witness-blob upload and fetch MB/s through the blobs bucket: one object per blob beside
-    /// striped objects.
+    /// Witness-blob upload and fetch MB/s through the blob buckets: one object per blob beside
+    /// striped objects in one bucket and spread over several.
     Blobs(blobs::BlobArgs),
     /// Submit-acknowledgement and end-to-end latency of the same jobs sent directly through
     /// NATS and through `cuzk gateway` (gRPC), side by side.

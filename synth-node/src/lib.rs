@@ -427,9 +427,10 @@ impl SynthNode {
         .await
     }
 
-    /// Waits while the blobs bucket holds `max_queued_bytes` or more — or has no room left for
-    /// a blob of `bytes` — so synthesis never runs far ahead of the GPUs and uploads are not
-    /// refused by a full bucket.
+    /// Waits while the blob buckets hold `max_queued_bytes` or more (together, or the fullest
+    /// counted for all: `Topology::queued_blob_bytes`) — or have no room left for a blob of
+    /// `bytes` — so synthesis never runs far ahead of the GPUs and uploads are not refused by
+    /// full buckets.
     async fn wait_for_queue_room(
         &self,
         bytes: u64,
@@ -442,7 +443,7 @@ impl SynthNode {
                 .queued_blob_bytes()
                 .await
                 .map_err(|e| StepError::Retry(e.to_string()))?;
-            // A lone blob larger than what is left goes anyway once the bucket is empty.
+            // A lone blob larger than what is left goes anyway once the buckets are empty.
             let limit = self
                 .config
                 .max_queued_bytes

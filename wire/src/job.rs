@@ -549,6 +549,7 @@ mod tests {
         );
         for bucket in [
             "cuzk-blobs",
+            "cuzk-blobs-1",
             "cuzk-inputs-",
             "cuzk-inputsx",
             "cuzk-inputs-a.b",

@@ -74,7 +74,7 @@ pub async fn submit_raw(
     serde_json::from_slice(&message.payload).unwrap()
 }
 
-/// Objects left in the blobs bucket once deletions settle: blobs are deleted right after a
+/// Objects left in the blob buckets once deletions settle: blobs are deleted right after a
 /// job's result is published, so give that a moment.
 pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -98,11 +98,13 @@ pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
 async fn count_blobs(
     topology: &cuzk_common::topology::Topology,
 ) -> Result<usize, async_nats::Error> {
-    let mut list = topology.blobs.list().await?;
     let mut count = 0;
-    while let Some(info) = list.next().await {
-        if !info?.deleted {
-            count += 1;
+    for bucket in topology.blobs.iter() {
+        let mut list = bucket.list().await?;
+        while let Some(info) = list.next().await {
+            if !info?.deleted {
+                count += 1;
+            }
         }
     }
     Ok(count)

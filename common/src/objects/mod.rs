@@ -1,7 +1,8 @@
 //! Object-store access with the cluster's size bounds and retry policy: witness blobs and large
-//! job inputs. Each stripe of an object is read through an ordered push consumer of its own,
-//! named and filtered to the stripe's chunks (what deploy/nats/auth.conf lets the reading roles
-//! create), and checked against the SHA-256 digest its writer stored.
+//! job inputs. A large object is cut into stripes spread over a set of buckets ([`Shards`],
+//! layout.rs). Each stripe is read through an ordered push consumer of its own on its bucket's
+//! stream, named and filtered to the stripe's chunks (what deploy/nats/auth.conf lets the reading
+//! roles create), and checked against the SHA-256 digest its writer stored.
 
 use async_nats::jetstream::consumer::push::OrderedConfig;
 use async_nats::jetstream::object_store::{
@@ -12,6 +13,7 @@ use base64::Engine;
 use bytes::Bytes;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +21,11 @@ use tokio::sync::Semaphore;
 
 use crate::nats::{retry_retryable as retry, RetryPolicy};
 use crate::topology::BLOB_CHUNK_SIZE;
+
+mod layout;
+
+use layout::{stripe_name, Layout};
+pub use layout::{MAX_SHARDS, MAX_STRIPES, STRIPE_BYTES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectError {
@@ -28,11 +35,79 @@ pub enum ObjectError {
     TooLarge { name: String, size: u64, limit: u64 },
     #[error("object store unavailable for {name}: {message}")]
     Unavailable { name: String, message: String },
+    /// Retryable: a node that knows the buckets (one of the writer's version) may read it.
+    #[error("object {name} is spread over {shards} buckets; this node knows {known}")]
+    UnknownShards {
+        name: String,
+        shards: usize,
+        known: usize,
+    },
 }
 
 impl cuzk_wire::Retryable for ObjectError {
     fn retryable(&self) -> bool {
-        matches!(self, ObjectError::Unavailable { .. })
+        matches!(
+            self,
+            ObjectError::Unavailable { .. } | ObjectError::UnknownShards { .. }
+        )
+    }
+}
+
+/// The buckets objects are spread over, the head bucket first: stripe `i` of an object written
+/// over `n` of them lives in bucket `i % n`, and the head object (stripe 0) says `n`. Witness
+/// blobs use several (topology.rs, `BLOB_SHARDS`): nats-server 2.9 sends all of one stream's
+/// messages from one goroutine, which caps one bucket's reads. Inputs use one.
+#[derive(Clone)]
+pub struct Shards(Vec<ObjectStore>);
+
+impl Shards {
+    /// The set, head bucket first; `None` unless it holds 1 to [`MAX_SHARDS`] buckets.
+    pub fn new(stores: Vec<ObjectStore>) -> Option<Shards> {
+        (1..=MAX_SHARDS)
+            .contains(&stores.len())
+            .then_some(Shards(stores))
+    }
+
+    pub fn one(store: ObjectStore) -> Shards {
+        Shards(vec![store])
+    }
+
+    /// How many buckets: what this node writes over, and the most it can read from.
+    pub fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &ObjectStore> {
+        self.0.iter()
+    }
+
+    /// The first bucket: every object's head, and every object of one stripe.
+    pub fn head(&self) -> &ObjectStore {
+        &self.0[0]
+    }
+
+    /// The bucket holding `stripe`; `layout` is this set's own (`Layout::for_len`) or one
+    /// `Layout::from_info` checked against it, so the index is in range.
+    fn of(&self, layout: &Layout, stripe: usize) -> &ObjectStore {
+        &self.0[layout.shard(stripe)]
+    }
+}
+
+/// What [`put`], [`read_bounded`] and [`delete`] take: a set of buckets, or a single bucket
+/// (the inputs buckets), which is a set of one.
+pub trait AsShards {
+    fn as_shards(&self) -> Cow<'_, Shards>;
+}
+
+impl AsShards for Shards {
+    fn as_shards(&self) -> Cow<'_, Shards> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl AsShards for ObjectStore {
+    fn as_shards(&self) -> Cow<'_, Shards> {
+        Cow::Owned(Shards::one(self.clone()))
     }
 }
 
@@ -64,85 +139,6 @@ fn unavailable(name: &str, e: impl std::fmt::Display) -> ObjectError {
     }
 }
 
-/// Objects above this size are written as several stripes (objects `NAME`, `NAME.stripe1`, …)
-/// moved concurrently: the object store acknowledges chunk by chunk, so one object moves at one
-/// round trip per chunk (~300–400 MB/s measured on the H200 host, docs/gpu.md) and stripes are
-/// what makes a blob move at GB/s.
-pub const STRIPE_BYTES: usize = 8 << 20;
-/// At most this many stripes; larger objects get larger stripes.
-pub const MAX_STRIPES: usize = 16;
-const META_STRIPE_BYTES: &str = "cuzk-stripe-bytes";
-const META_TOTAL_BYTES: &str = "cuzk-total-bytes";
-
-/// How an object of `total` bytes is cut: every stripe `stripe_bytes` long but the last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Layout {
-    total: usize,
-    stripe_bytes: usize,
-}
-
-impl Layout {
-    fn for_len(total: usize) -> Layout {
-        Layout {
-            total,
-            stripe_bytes: STRIPE_BYTES.max(total.div_ceil(MAX_STRIPES)),
-        }
-    }
-
-    fn stripes(&self) -> usize {
-        self.total.div_ceil(self.stripe_bytes).max(1)
-    }
-
-    fn range(&self, stripe: usize) -> std::ops::Range<usize> {
-        let start = (stripe * self.stripe_bytes).min(self.total);
-        start..(start + self.stripe_bytes).min(self.total)
-    }
-
-    /// The head object's description of the whole; an object written without stripes (by an
-    /// older node, or by `nats object put`) is one stripe of its own size.
-    fn from_info(info: &ObjectInfo) -> Result<Layout, ObjectError> {
-        let field = |key: &str| info.metadata.get(key).map(|v| v.parse::<usize>());
-        let layout = match (field(META_TOTAL_BYTES), field(META_STRIPE_BYTES)) {
-            (None, None) => Layout {
-                total: info.size,
-                stripe_bytes: info.size.max(1),
-            },
-            (Some(Ok(total)), Some(Ok(stripe_bytes))) if stripe_bytes > 0 => Layout {
-                total,
-                stripe_bytes,
-            },
-            _ => return Err(unavailable(&info.name, "malformed stripe metadata")),
-        };
-        if layout.stripes() > MAX_STRIPES || layout.range(0).len() != info.size {
-            return Err(unavailable(
-                &info.name,
-                format!(
-                    "stripe metadata ({} of {} bytes) does not match its {} bytes",
-                    layout.total, layout.stripe_bytes, info.size
-                ),
-            ));
-        }
-        Ok(layout)
-    }
-
-    fn metadata(&self) -> HashMap<String, String> {
-        if self.stripes() == 1 {
-            return HashMap::new();
-        }
-        HashMap::from([
-            (META_TOTAL_BYTES.to_owned(), self.total.to_string()),
-            (META_STRIPE_BYTES.to_owned(), self.stripe_bytes.to_string()),
-        ])
-    }
-}
-
-fn stripe_name(name: &str, stripe: usize) -> String {
-    match stripe {
-        0 => name.to_owned(),
-        i => format!("{name}.stripe{i}"),
-    }
-}
-
 async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError> {
     retry("object info", RetryPolicy::NETWORK, || async {
         match store.info(name).await {
@@ -163,24 +159,25 @@ async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError
 /// consumers) fell to 17 MB/s (docs/gpu.md, run 14).
 const STRIPES_PER_CONNECTION: usize = 4;
 
-/// Reads a whole (possibly striped) object of `store` after checking its declared size against
+/// Reads a whole (possibly striped) object of `shards` after checking its declared size against
 /// `limit`; every stripe's read is capped at its declared length, so a lying header cannot make
 /// us allocate more. `readers` are JetStream contexts on one or more connections; stripe `i` is
 /// read through `readers[i % len]`.
 pub async fn read_bounded(
-    store: &ObjectStore,
+    shards: &impl AsShards,
     readers: &[Context],
     name: &str,
     limit: u64,
 ) -> Result<Vec<u8>, ObjectError> {
+    let shards = shards.as_shards();
     if readers.is_empty() {
         return Err(unavailable(name, "no connection to read it through"));
     }
-    let layout = Layout::from_info(&info(store, name).await?)?;
-    if layout.total as u64 > limit {
+    let layout = Layout::from_info(&info(shards.head(), name).await?, shards.count())?;
+    if layout.total() as u64 > limit {
         return Err(ObjectError::TooLarge {
             name: name.into(),
-            size: layout.total as u64,
+            size: layout.total() as u64,
             limit,
         });
     }
@@ -193,7 +190,10 @@ pub async fn read_bounded(
         .collect();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..layout.stripes() {
-        let (store, js) = (store.clone(), readers[i % readers.len()].clone());
+        let (store, js) = (
+            shards.of(&layout, i).clone(),
+            readers[i % readers.len()].clone(),
+        );
         let slot = slots[i % readers.len()].clone();
         let (stripe, size) = (stripe_name(name, i), layout.range(i).len());
         tasks.spawn(async move {
@@ -206,7 +206,7 @@ pub async fn read_bounded(
         let (i, chunks) = done.map_err(|e| unavailable(name, e))?;
         stripes[i] = chunks?;
     }
-    let mut bytes = Vec::with_capacity(layout.total);
+    let mut bytes = Vec::with_capacity(layout.total());
     for chunk in stripes.iter().flatten() {
         bytes.extend_from_slice(chunk);
     }
@@ -362,9 +362,10 @@ impl Drop for DeleteOnDrop {
     }
 }
 
-/// Writes `bytes` as one object, striped when large; all stripes go up at once.
-pub async fn put(store: &ObjectStore, name: &str, bytes: &[u8]) -> Result<(), ObjectError> {
-    let layout = Layout::for_len(bytes.len());
+/// Writes `bytes` as one object, striped over `shards` when large; all stripes go up at once.
+pub async fn put(shards: &impl AsShards, name: &str, bytes: &[u8]) -> Result<(), ObjectError> {
+    let shards = shards.as_shards();
+    let layout = Layout::for_len(bytes.len(), shards.count());
     futures::future::try_join_all((0..layout.stripes()).map(|i| {
         let metadata = if i == 0 {
             layout.metadata()
@@ -372,7 +373,7 @@ pub async fn put(store: &ObjectStore, name: &str, bytes: &[u8]) -> Result<(), Ob
             HashMap::new()
         };
         put_stripe(
-            store,
+            shards.of(&layout, i),
             stripe_name(name, i),
             &bytes[layout.range(i)],
             metadata,
@@ -408,17 +409,22 @@ async fn put_stripe(
     .await
 }
 
-/// Deletes an object and its stripes; one already gone is fine (a partition proved twice
-/// deletes twice). The head goes last, so a delete retried after a failure still finds the
-/// stripes; stripes orphaned anyway expire with the bucket's age limit.
-pub async fn delete(store: &ObjectStore, name: &str) -> Result<(), ObjectError> {
-    let stripes = match info(store, name).await {
-        Ok(info) => Layout::from_info(&info).map_or(1, |l| l.stripes()),
+/// Deletes an object and its stripes, each from its bucket; one already gone is fine (a
+/// partition proved twice deletes twice). The head goes last, so a delete retried after a
+/// failure still finds the stripes; stripes orphaned anyway (behind a head this node cannot
+/// read, of which only the head is deleted) expire with their bucket's age limit.
+pub async fn delete(shards: &impl AsShards, name: &str) -> Result<(), ObjectError> {
+    let shards = shards.as_shards();
+    let layout = match info(shards.head(), name).await {
+        Ok(info) => Layout::from_info(&info, shards.count()).ok(),
         Err(ObjectError::NotFound(_)) => return Ok(()),
         Err(e) => return Err(e),
     };
-    for stripe in (0..stripes).rev() {
-        delete_one(store, &stripe_name(name, stripe)).await?;
+    let Some(layout) = layout else {
+        return delete_one(shards.head(), name).await;
+    };
+    for stripe in (0..layout.stripes()).rev() {
+        delete_one(shards.of(&layout, stripe), &stripe_name(name, stripe)).await?;
     }
     Ok(())
 }
@@ -432,94 +438,4 @@ async fn delete_one(store: &ObjectStore, name: &str) -> Result<(), ObjectError> 
         }
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn info(size: usize, metadata: HashMap<String, String>) -> ObjectInfo {
-        ObjectInfo {
-            name: "o".into(),
-            description: None,
-            metadata,
-            headers: None,
-            options: None,
-            bucket: "b".into(),
-            nuid: "n".into(),
-            size,
-            chunks: 1,
-            modified: None,
-            digest: None,
-            deleted: false,
-        }
-    }
-
-    #[test]
-    fn layouts_cover_every_byte_once() {
-        for total in [
-            0,
-            1,
-            STRIPE_BYTES - 1,
-            STRIPE_BYTES,
-            STRIPE_BYTES + 1,
-            79_339_268,
-            1 << 30,
-        ] {
-            let l = Layout::for_len(total);
-            assert!(l.stripes() <= MAX_STRIPES, "{total}");
-            let mut next = 0;
-            for i in 0..l.stripes() {
-                let r = l.range(i);
-                assert_eq!(r.start, next, "{total}");
-                assert!(!r.is_empty() || total == 0, "{total}: stripe {i} empty");
-                next = r.end;
-            }
-            assert_eq!(next, total);
-            let head = info(l.range(0).len(), l.metadata());
-            let read = Layout::from_info(&head).unwrap();
-            assert_eq!(read.stripes(), l.stripes(), "{total}");
-            for i in 0..l.stripes() {
-                assert_eq!(read.range(i), l.range(i), "{total}");
-            }
-        }
-    }
-
-    #[test]
-    fn plain_objects_are_one_stripe() {
-        let l = Layout::from_info(&info(5, HashMap::new())).unwrap();
-        assert_eq!((l.stripes(), l.range(0)), (1, 0..5));
-    }
-
-    #[test]
-    fn lying_stripe_metadata_is_refused() {
-        let bad = [
-            vec![(META_TOTAL_BYTES, "100".to_string())],
-            vec![
-                (META_TOTAL_BYTES, "x".into()),
-                (META_STRIPE_BYTES, "10".into()),
-            ],
-            vec![
-                (META_TOTAL_BYTES, "100".into()),
-                (META_STRIPE_BYTES, "0".into()),
-            ],
-            // 1000 stripes: over the bound.
-            vec![
-                (META_TOTAL_BYTES, "1000".into()),
-                (META_STRIPE_BYTES, "1".into()),
-            ],
-            // The head is 10 bytes but claims 20-byte stripes.
-            vec![
-                (META_TOTAL_BYTES, "100".into()),
-                (META_STRIPE_BYTES, "20".into()),
-            ],
-        ];
-        for meta in bad {
-            let meta: HashMap<_, _> = meta.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-            assert!(
-                Layout::from_info(&info(10, meta.clone())).is_err(),
-                "{meta:?}"
-            );
-        }
-    }
 }
