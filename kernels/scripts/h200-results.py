@@ -67,8 +67,8 @@ def blob_bench(path):
 
 
 def debug_times(path, what):
-    """Median ms of each part over a drain's partitions (the GPU node's "MSM times" or "SpMV
-    times" lines)."""
+    """Median ms of each part over a drain's partitions (the GPU node's `what` lines, e.g. "MSM
+    times")."""
     if not os.path.exists(path):
         return None
     samples = {}
@@ -162,10 +162,9 @@ def main():
         h[name] = d
         log = f"{logs}/{'drain32x1' if name.endswith('x1') else 'drain32'}.log"
         suffix = "_x1" if name.endswith("x1") else ""
-        for what, key in (("MSM times", "msm_32gib_ms"), ("SpMV times", "spmv_32gib_ms")):
-            times = debug_times(log, what)
-            if times:
-                h[key + suffix] = times
+        msms = debug_times(log, "MSM times")
+        if msms:
+            h["msm_32gib_ms" + suffix] = msms
     large = large_sizes(f"{logs}/large.log")
     if large:
         h["kernels_2_27_ms"] = large
@@ -178,6 +177,9 @@ def main():
     bench = blob_bench(f"{logs}/blobs.log")
     if bench:
         h["blob_bench"] = bench
+        in_flight_4 = blob_bench(f"{logs}/blobs-4.log")
+        if in_flight_4:
+            bench["in_flight_4"] = in_flight_4
     ss32 = summary(f"{logs}/ss32.log", "supraseal_1circuit")
     if ss32:
         h["supraseal_32gib_ms"] = round(float(ss32["median_supraseal_s"]) * 1e3, 1)
