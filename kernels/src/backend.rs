@@ -15,7 +15,7 @@ use cuzk_prover::{KeyInfo, ProvingKey};
 use cuzk_wire::witness::Witness;
 
 use crate::error::CudaError;
-use crate::gpu::{as_bytes, Curve, DevBuf, DeviceBases, DeviceMatrix, Gpu};
+use crate::gpu::{as_bytes, long_rows, Curve, DevBuf, DeviceBases, DeviceMatrix, Gpu};
 use crate::plan::Working;
 
 /// Device memory left out of the default budget (the context, the memory pool's slack).
@@ -164,11 +164,15 @@ impl CudaBackend {
 
     fn upload_matrix(&self, m: &Matrix) -> Result<DeviceMatrix, CudaError> {
         let g = &self.gpu;
+        // ~300 K rows of the 32 GiB shape (1.2 MB: inside the memory plan's reserve).
+        let long = long_rows(&m.row_ptr);
         Ok(DeviceMatrix {
             row_ptr: g.upload(as_bytes(&m.row_ptr))?,
             cols: g.upload(as_bytes(&m.cols))?,
             coeffs: g.upload(as_bytes(&m.coeffs))?,
             rows: m.rows(),
+            long_rows: g.upload(as_bytes(&long))?,
+            n_long: long.len(),
         })
     }
 

@@ -3,7 +3,7 @@
 //! products and gathers).
 
 pub use ntt::NttKind;
-pub use spmv::DeviceMatrix;
+pub use spmv::{long_rows, DeviceMatrix};
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -107,6 +107,7 @@ struct Funcs {
     msm_task_fill: CudaFunction,
     msm_partial_ranges: CudaFunction,
     spmv_csr: CudaFunction,
+    spmv_long_rows: CudaFunction,
     gather_fr: CudaFunction,
     fixed_base_g1: CudaFunction,
     fixed_base_g2: CudaFunction,
@@ -267,6 +268,7 @@ impl Gpu {
             msm_task_fill: lf("msm_task_fill")?,
             msm_partial_ranges: lf("msm_partial_ranges")?,
             spmv_csr: lf("spmv_csr")?,
+            spmv_long_rows: lf("spmv_long_rows")?,
             gather_fr: lf("gather_fr")?,
             fixed_base_g1: lf("fixed_base_g1")?,
             fixed_base_g2: lf("fixed_base_g2")?,

@@ -3,12 +3,26 @@
 
 use super::{cfg, grid, DevBuf, Gpu, Result};
 
+/// Rows with at least this many entries are summed by a warp each (`spmv_long_rows`).
+pub const LONG_ROW: u32 = 32;
+
 /// One constraint matrix in CSR form on the device.
 pub struct DeviceMatrix {
     pub row_ptr: DevBuf,
     pub cols: DevBuf,
     pub coeffs: DevBuf,
     pub rows: usize,
+    /// The indices of the rows of [`LONG_ROW`] entries or more.
+    pub long_rows: DevBuf,
+    pub n_long: usize,
+}
+
+/// The rows of `row_ptr` (CSR offsets) with [`LONG_ROW`] entries or more.
+pub fn long_rows(row_ptr: &[u32]) -> Vec<u32> {
+    (0..row_ptr.len().saturating_sub(1))
+        .filter(|&r| row_ptr[r + 1] - row_ptr[r] >= LONG_ROW)
+        .map(|r| r as u32)
+        .collect()
 }
 
 impl Gpu {
@@ -25,7 +39,13 @@ impl Gpu {
         let s = &self.stream;
         launch!(self, self.f.spmv_csr, cfg(grid(n_out as u64, 256).min(1 << 16), 256, 0);
             m.row_ptr.ptr(s), m.cols.ptr(s), m.coeffs.ptr(s), table.ptr(s), w.ptr(s), out.ptr(s),
-            m.rows as u32, n_out as u64)
+            m.rows as u32, n_out as u64, LONG_ROW)?;
+        if m.n_long == 0 {
+            return Ok(());
+        }
+        launch!(self, self.f.spmv_long_rows, cfg(grid(m.n_long as u64 * 32, 256).min(1 << 16), 256, 0);
+            m.row_ptr.ptr(s), m.cols.ptr(s), m.coeffs.ptr(s), table.ptr(s), w.ptr(s), out.ptr(s),
+            m.long_rows.ptr(s), m.n_long as u32)
     }
 
     /// `out[i] = w[idx[i]]` for the `n` indices of `idx`.
