@@ -430,36 +430,44 @@ fn column_sums(
 ) -> Vec<Scalar> {
     let blocks = vars.div_ceil(1 << COLUMN_BLOCK_BITS).max(1);
     let rows = matrix.rows();
-    let span = |t: usize| {
-        let (a, b) = (t * ROW_TASK, ((t + 1) * ROW_TASK).min(rows));
-        matrix.row_ptr[a] as usize..matrix.row_ptr[b] as usize
-    };
-    // Per task: where each block's entries start in the task's region, and the region's size.
-    let starts: Vec<(Vec<usize>, usize)> = (0..rows.div_ceil(ROW_TASK))
+    let task_rows = |t: usize| t * ROW_TASK..((t + 1) * ROW_TASK).min(rows);
+    // Per task of rows: where each column block's entries start in `entries`, the tasks' regions
+    // one after another (`start[blocks]` is where the next task's begins).
+    let mut starts: Vec<Vec<usize>> = (0..rows.div_ceil(ROW_TASK))
         .into_par_iter()
         .map(|t| {
+            let r = task_rows(t);
+            let (a, b) = (
+                matrix.row_ptr[r.start] as usize,
+                matrix.row_ptr[r.end] as usize,
+            );
             let mut start = vec![0usize; blocks + 1];
-            for &c in &matrix.cols[span(t)] {
+            for &c in &matrix.cols[a..b] {
                 start[(c >> COLUMN_BLOCK_BITS) as usize + 1] += 1;
             }
             for b in 0..blocks {
                 start[b + 1] += start[b];
             }
-            let len = start[blocks];
-            (start, len)
+            start
         })
         .collect();
+    let mut base = 0;
+    for start in &mut starts {
+        start.iter_mut().for_each(|s| *s += base);
+        base = start[blocks];
+    }
     let mut entries = vec![Entry::default(); matrix.nnz()];
     let mut regions = Vec::with_capacity(starts.len());
     let mut rest = entries.as_mut_slice();
-    for (_, len) in &starts {
-        let (region, tail) = rest.split_at_mut(*len);
+    for start in &starts {
+        let (region, tail) = rest.split_at_mut(start[blocks] - start[0]);
         regions.push(region);
         rest = tail;
     }
     regions.into_par_iter().enumerate().for_each(|(t, region)| {
-        let mut cursor = starts[t].0.clone();
-        for row in t * ROW_TASK..((t + 1) * ROW_TASK).min(rows) {
+        let start = &starts[t];
+        let mut cursor: Vec<usize> = start.iter().map(|s| s - start[0]).collect();
+        for row in task_rows(t) {
             let (a, b) = (
                 matrix.row_ptr[row] as usize,
                 matrix.row_ptr[row + 1] as usize,
@@ -476,19 +484,13 @@ fn column_sums(
             }
         }
     });
-    let mut bases = Vec::with_capacity(starts.len());
-    let mut base = 0;
-    for (_, len) in &starts {
-        bases.push(base);
-        base += len;
-    }
     let mut out = vec![Scalar::ZERO; vars];
     out.par_chunks_mut(1 << COLUMN_BLOCK_BITS)
         .enumerate()
         .for_each(|(b, sums)| {
             let first = b << COLUMN_BLOCK_BITS;
-            for (t, (start, _)) in starts.iter().enumerate() {
-                for e in &entries[bases[t] + start[b]..bases[t] + start[b + 1]] {
+            for start in &starts {
+                for e in &entries[start[b]..start[b + 1]] {
                     sums[e.col as usize - first] +=
                         lagrange[e.row as usize] * coeffs[e.coeff as usize];
                 }
