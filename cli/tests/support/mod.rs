@@ -77,18 +77,18 @@ pub async fn submit_raw(
 /// Objects left in the blob buckets once deletions settle: blobs are deleted right after a
 /// job's result is published, so give that a moment.
 pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
-        // A failed listing (the client reconnecting after a fault) is retried.
-        let left = tokio::time::timeout(Duration::from_secs(5), count_blobs(topology))
-            .await
-            .ok()
-            .and_then(Result::ok);
-        match left {
-            Some(0) => return 0,
-            Some(left) if std::time::Instant::now() > deadline => return left,
-            None if std::time::Instant::now() > deadline => {
-                panic!("the blobs bucket stayed unreachable")
+        // A failed listing (the client reconnecting, a bucket's stream electing a leader after
+        // a fault) is retried; each bucket is listed on its own clock, all at once, so one slow
+        // bucket does not starve the others of the time to answer.
+        let counts = futures::future::join_all(topology.blobs.iter().map(count_blobs)).await;
+        let left: Result<Vec<usize>, String> = counts.into_iter().collect();
+        match left.map(|counts| counts.iter().sum()) {
+            Ok(0) => return 0,
+            Ok(left) if std::time::Instant::now() > deadline => return left,
+            Err(why) if std::time::Instant::now() > deadline => {
+                panic!("the blob buckets stayed unreachable: {why}")
             }
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
@@ -96,18 +96,23 @@ pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
 }
 
 async fn count_blobs(
-    topology: &cuzk_common::topology::Topology,
-) -> Result<usize, async_nats::Error> {
-    let mut count = 0;
-    for bucket in topology.blobs.iter() {
+    bucket: &async_nats::jetstream::object_store::ObjectStore,
+) -> Result<usize, String> {
+    let listing = async {
+        let mut count = 0;
         let mut list = bucket.list().await?;
         while let Some(info) = list.next().await {
             if !info?.deleted {
                 count += 1;
             }
         }
+        Ok::<_, async_nats::Error>(count)
+    };
+    match tokio::time::timeout(Duration::from_secs(5), listing).await {
+        Ok(Ok(count)) => Ok(count),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err("listing a bucket took over 5 s".into()),
     }
-    Ok(count)
 }
 
 /// Publishes a partition's work item as a synth node does, its blob at `blob_object`.
