@@ -1,11 +1,9 @@
-// Pippenger MSM: signed c-bit digits, counting sort of (point, sign) by (window, bucket),
+// Pippenger MSM: signed c-bit digits, a three-pass sort of (point, sign) by (window, bucket),
 // bucket accumulation in XYZZ over equal-length chunks of the sorted entries, a per-bucket
 // reduction of the partials of buckets that cross chunks, per-window weighted reduction (running sums over segments), window sums returned as
 // Jacobian points; the host combines the windows.
 #pragma once
 #include "curve.cuh"
-
-#define SKIP_DIGIT 0xffffffffu
 
 // *out = max(*out, max of v over the warp): one atomic per warp.
 __device__ __forceinline__ void warp_max_to(uint32_t v, uint32_t* out) {
@@ -51,55 +49,116 @@ extern "C" __global__ void scan_add(uint32_t* out, uint64_t n, const uint32_t* b
     if (i < n) out[i] += block_off[i / 2048];
 }
 
-// Signed digits of the (Montgomery-form) scalars: digits[w·n + i] = (digit word, rank), the
-// digit word (|d|-1) | sign<<31 or SKIP, the rank the entry's place among its bucket's entries
-// (the counting atomic's old value), so the scatter needs no atomics.
-extern "C" __global__ void msm_digits(const Fr* scalars, uint32_t n, uint32_t c, uint32_t nwin,
-                                      uint2* digits, uint32_t* counts) {
-    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const Fr s = ld(scalars + i).from_mont();
-    uint32_t limbs[10];
+// The scalar's canonical limbs, zero-extended for the digit windows' 64-bit reads.
+struct DigitLimbs {
+    uint32_t v[10];
+    DigitLimbs() = default;
+    DEVI explicit DigitLimbs(const Fr* scalar) {
+        const Fr s = ld(scalar).from_mont();
 #pragma unroll
-    for (int j = 0; j < 8; j++) limbs[j] = s.v[j];
-    limbs[8] = limbs[9] = 0;
-    const uint32_t B = 1u << (c - 1);
-    const uint32_t mask = (1u << c) - 1;
-    uint32_t carry = 0;
-    for (uint32_t w = 0; w < nwin; w++) {
+        for (int j = 0; j < 8; j++) v[j] = s.v[j];
+        v[8] = v[9] = 0;
+    }
+    // Signed c-bit digit of window w given the carry out of window w - 1 (updated): |d| in
+    // [0, 2^(c-1)], *sign set when d is negative.
+    DEVI uint32_t digit(uint32_t w, uint32_t c, uint32_t& carry, uint32_t& sign) const {
         const uint32_t bit = w * c;
         const uint32_t l = bit >> 5, sh = bit & 31;
-        const uint64_t word = (uint64_t)limbs[l] | ((uint64_t)limbs[l + 1] << 32);
-        uint32_t d = (uint32_t)(word >> sh) & mask;
-        d += carry;
-        uint32_t sign = 0;
-        if (d > B) {
-            d = (1u << c) - d;
-            carry = 1;
-            sign = 1;
-        } else {
-            carry = 0;
-        }
-        uint32_t out = SKIP_DIGIT, rank = 0;
-        if (d) {
-            out = (d - 1) | (sign << 31);
-            rank = atomicAdd(counts + (size_t)w * B + (d - 1), 1u);
-        }
-        digits[(size_t)w * n + i] = make_uint2(out, rank);
+        const uint64_t word = (uint64_t)v[l] | ((uint64_t)v[l + 1] << 32);
+        uint32_t d = ((uint32_t)(word >> sh) & ((1u << c) - 1)) + carry;
+        sign = d > (1u << (c - 1));
+        carry = sign;
+        return sign ? (1u << c) - d : d;
+    }
+};
+
+// counters[idx] += 1 for each calling lane, returning the old value; lanes of a warp that share
+// idx take consecutive values from one atomic (bit-valued witnesses put most entries in one
+// bucket, which would otherwise serialize on one address).
+DEVI uint32_t warp_inc(uint32_t* counters, uint32_t idx) {
+    const uint32_t peers = __match_any_sync(__activemask(), idx);
+    const uint32_t lane = threadIdx.x & 31, leader = __ffs(peers) - 1;
+    uint32_t first = 0;
+    if (lane == leader) first = atomicAdd(counters + idx, __popc(peers));
+    first = __shfl_sync(peers, first, leader);
+    return first + __popc(peers & ((1u << lane) - 1));
+}
+
+// The sort by (window, bucket) g = w·2^(c-1) + |d| - 1, in three passes, so that no pass writes
+// at random over the whole output (one random 4-byte write per entry cost 125 of a 2^27 MSM's
+// 1,012 ms, docs/gpu.md). msm_count counts each bucket's entries and gives each entry its rank
+// among them (the atomic's old value). msm_coarse appends (place, entry) to the region of the
+// entry's coarse bin (2^shift consecutive buckets of one window), reserving room once per
+// block and bin. msm_fine walks that array in order and stores each entry at its place: the
+// stores in flight fall inside one coarse bin's slice of the output, which stays in L2.
+// Entries are point index | sign<<31.
+extern "C" __global__ void msm_count(const Fr* scalars, uint32_t n, uint32_t c, uint32_t nwin,
+                                     uint32_t* counts, uint32_t* ranks) {
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const DigitLimbs s(scalars + i);
+    const uint32_t B = 1u << (c - 1);
+    uint32_t carry = 0, sign;
+    for (uint32_t w = 0; w < nwin; w++) {
+        const uint32_t d = s.digit(w, c, carry, sign);
+        if (d) ranks[(size_t)w * n + i] = warp_inc(counts, w * B + d - 1);
     }
 }
 
-// sorted[offsets[bucket] + rank] = point index | sign<<31, for every non-skipped digit.
-extern "C" __global__ void msm_scatter(const uint2* digits, uint32_t n, uint32_t c, uint32_t nwin,
-                                       const uint32_t* offsets, uint32_t* sorted) {
-    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const uint32_t B = 1u << (c - 1);
-    for (uint32_t w = 0; w < nwin; w++) {
-        const uint2 d = digits[(size_t)w * n + i];
-        if (d.x == SKIP_DIGIT) continue;
-        sorted[offsets[(size_t)w * B + (d.x & 0x7fffffffu)] + d.y] = i | (d.x & 0x80000000u);
+#define COARSE_THREADS 512
+#define COARSE_PER_THREAD 8
+// Dynamic shared memory: one word per coarse bin of a window (2^(c-1-shift) of them).
+extern "C" __global__ void __launch_bounds__(COARSE_THREADS) msm_coarse(
+    const Fr* scalars, uint32_t n, uint32_t c, uint32_t nwin, uint32_t shift,
+    const uint32_t* ranks, const uint32_t* offsets, uint32_t* cursors, uint2* coarse) {
+    extern __shared__ uint32_t bins[];
+    const uint32_t B = 1u << (c - 1), per = B >> shift;
+    const uint32_t first = blockIdx.x * COARSE_THREADS * COARSE_PER_THREAD + threadIdx.x;
+    DigitLimbs s[COARSE_PER_THREAD];
+    uint32_t carry[COARSE_PER_THREAD];
+#pragma unroll
+    for (int j = 0; j < COARSE_PER_THREAD; j++) {
+        const uint32_t i = first + j * COARSE_THREADS;
+        s[j] = DigitLimbs(scalars + min(i, n - 1));
+        carry[j] = 0;
     }
+    for (uint32_t w = 0; w < nwin; w++) {
+        for (uint32_t k = threadIdx.x; k < per; k += COARSE_THREADS) bins[k] = 0;
+        __syncthreads();
+        uint32_t d[COARSE_PER_THREAD], sign[COARSE_PER_THREAD], local[COARSE_PER_THREAD];
+#pragma unroll
+        for (int j = 0; j < COARSE_PER_THREAD; j++) {
+            d[j] = s[j].digit(w, c, carry[j], sign[j]);
+            if (first + j * COARSE_THREADS >= n) d[j] = 0;
+            if (d[j]) local[j] = atomicAdd(bins + ((d[j] - 1) >> shift), 1u);
+        }
+        __syncthreads();
+        for (uint32_t k = threadIdx.x; k < per; k += COARSE_THREADS)
+            if (bins[k]) bins[k] = atomicAdd(cursors + w * per + k, bins[k]);
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < COARSE_PER_THREAD; j++) {
+            if (!d[j]) continue;
+            const uint32_t i = first + j * COARSE_THREADS, g = w * B + d[j] - 1;
+            coarse[bins[(d[j] - 1) >> shift] + local[j]] =
+                make_uint2(offsets[g] + ranks[(size_t)w * n + i], i | (sign[j] << 31));
+        }
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void msm_fine(const uint2* coarse, uint32_t total, uint32_t* sorted) {
+    const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= total) return;
+    const uint2 e = coarse[j];
+    sorted[e.x] = e.y;
+}
+
+// out[k] = offsets[k << shift] for k < nbt / 2^shift: each coarse bin's first place.
+extern "C" __global__ void msm_bin_starts(const uint32_t* offsets, uint32_t nbt, uint32_t shift,
+                                          uint32_t* out) {
+    const uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (((uint64_t)k << shift) < nbt) out[k] = offsets[(uint64_t)k << shift];
 }
 
 // ntasks[b] = ceil(counts[b] / T); *max_tasks = max over b (zeroed by the caller).

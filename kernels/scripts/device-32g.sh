@@ -54,11 +54,19 @@ since() { python3 -c "import sys, time; print(round(time.time() - float(sys.argv
 # The logs travel as one archive: the device tool returns a handful of files per call.
 collect() { tar czf $OUT/logs.tgz -C $L . 2>/dev/null; cp $R $OUT/results.json 2>/dev/null; python3 kernels/scripts/h200-results.py $R $L $OUT/h200.json >/dev/null; }
 
+# The 2 KiB test parameters, timed only when they were generated in this call (a later step
+# finds the earlier step's).
+params2k() {
+  local t0; t0=$(date +%s.%N)
+  $B/cuzk-porep params --sector-size 2KiB --engine cuda --force-insecure >$L/params2k.log 2>&1
+  grep -q "parameters written" $L/params2k.log && json $R params_gen_2kib_s "$(since $t0 2)"
+}
+
 if step kernels 240; then
   WINDOWS=${MSM_WINDOWS:-19,20,22,24}
   timeout 150 $B/cuzk-gpu-check --no-bench --max-log 22 --g2-max-log 20 >$L/check.log 2>&1
   echo "checks rc=$?"; grep -E "FAIL|checks:" $L/check.log | tail -5
-  $B/cuzk-porep params --sector-size 2KiB --engine cuda --force-insecure >$L/params2k.log 2>&1
+  params2k
   timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 5 >$L/check2k.log 2>&1
   echo "2 KiB prove rc=$?"; grep -v -E " INFO | DEBUG" $L/check2k.log | tail -8
   timeout $(( $(left) - 100 )) $B/cuzk-gpu-check --no-check --no-bench --reps 3 --large-logs 27 \
@@ -124,8 +132,7 @@ if step drain32x1 150; then drain drain32x1 drain_32gib_x1 CUDA_VISIBLE_DEVICES=
 if step drain32 150; then drain drain32 drain_32gib; fi
 
 if step 2k 100; then
-  t0=$(date +%s.%N); $B/cuzk-porep params --sector-size 2KiB --engine cuda --force-insecure >$L/params2k.log 2>&1
-  json $R params_gen_2kib_s "$(since $t0 2)"
+  params2k
   timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 10 --json >$L/prove2k.log 2>&1
   tail -1 $L/prove2k.log | grep -q prove_ms && json $R porep_2kib "$(tail -1 $L/prove2k.log)"
   # The one-box comparison on the issue's box, on any host: 16 cores and one GPU for SupraSeal's

@@ -1,4 +1,4 @@
-//! Host-side mirror of the MSM's scalar decomposition (kernels/cuda/msm.cuh `msm_digits`):
+//! Host-side mirror of the MSM's scalar decomposition (kernels/cuda/msm.cuh `for_each_digit`):
 //! window sizes, signed c-bit digits, and canonical-scalar validation of raw bytes.
 
 use blstrs::Scalar;
@@ -26,6 +26,18 @@ pub fn window_bits(n: usize) -> u32 {
 /// incoming carry never exceeds 2^(c-1), so no digit is left over.
 pub fn num_windows(c: u32) -> u32 {
     SCALAR_BITS / c + 1
+}
+
+/// `msm_coarse`'s block: threads, scalars per thread (kernels/cuda/msm.cuh).
+pub const COARSE_THREADS: u32 = 512;
+pub const COARSE_PER_THREAD: u32 = 8;
+
+/// The coarse bins of the MSM's sort are 2^shift consecutive buckets of one window, fewer than
+/// 2^13 in all for `nbt` buckets: a block's 4,096 scalars put several entries in each bin of a
+/// window, and each bin's slice of the sorted output is small (a 2^27 MSM: 13 × 512 bins of
+/// 1,024 buckets, ~1 MB each). A window's 2^(c-1) buckets are a multiple of 2^shift.
+pub fn coarse_shift(nbt: u32) -> u32 {
+    (u32::BITS - nbt.leading_zeros()).saturating_sub(13)
 }
 
 /// Signed digits d_w in [-(2^(c-1) - 1), 2^(c-1)] with sum d_w 2^(c w) = s; `limbs` is the
@@ -153,5 +165,18 @@ mod tests {
         ));
         assert!(scalars_from_le_bytes(&[0xff; 32]).is_err());
         assert!(scalars_from_le_bytes(&[0; 31]).is_err());
+    }
+
+    #[test]
+    fn coarse_bins_tile_the_windows() {
+        for c in MIN_WINDOW..=MAX_WINDOW {
+            let buckets = 1u32 << (c - 1);
+            let nbt = num_windows(c) * buckets;
+            let shift = coarse_shift(nbt);
+            assert_eq!(buckets % (1 << shift), 0, "c = {c}: a bin straddles two windows");
+            assert!(nbt >> shift < 1 << 13, "c = {c}: {} bins", nbt >> shift);
+            // one shared-memory word per bin of a window, under the 48 KiB default
+            assert!((buckets >> shift) * 4 <= 48 << 10, "c = {c}");
+        }
     }
 }

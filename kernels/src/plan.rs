@@ -22,8 +22,9 @@ pub fn msm_scratch(n: usize, point_bytes: u64) -> u64 {
     let entries = n as u64 * nwin;
     let chunk = (entries / 200_000).clamp(8, 128);
     let partials = 2 * entries.div_ceil(chunk) * xyzz;
-    // digits (8 B) and the sorted entries (4 B) per (point, window); counts, offsets and the
-    // task tables (4 B) per bucket; the buckets; the chunk partials.
+    // the coarse-sorted (bucket, entry) pairs (8 B) and the sorted entries (4 B) per (point,
+    // window); counts, offsets, cursors and the task tables (4 B) per bucket; the buckets; the
+    // chunk partials.
     entries * 12 + nbt * 4 * 6 + nbt * xyzz + partials
 }
 

@@ -5,7 +5,7 @@ use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use group::Group;
 
 use super::{as_bytes, as_bytes_mut, cfg, grid, Curve, DevBuf, DeviceBases, Gpu, Result};
-use crate::digits::{num_windows, window_bits};
+use crate::digits::{coarse_shift, num_windows, window_bits, COARSE_PER_THREAD, COARSE_THREADS};
 use crate::error::CudaError;
 
 impl Gpu {
@@ -128,21 +128,14 @@ impl Gpu {
         let nb = 1u32 << (c - 1);
         let nbt = nwin * nb;
         let n32 = n as u32;
-        // Counting sort by (window, bucket): digits with their rank in the bucket, offsets,
-        // then every entry straight to its place.
-        let digits = self.alloc(n * nwin as usize * 8)?;
+        // Sort by (window, bucket): counts and ranks, offsets, then through coarse bins to each
+        // entry's place (kernels/cuda/msm.cuh, msm_count).
         let counts = self.alloc_zeroed(nbt as usize * 4)?;
         let offsets = self.alloc(nbt as usize * 4)?;
-        let sorted = self.alloc(n * nwin as usize * 4)?;
-        launch!(self, self.f.msm_digits, cfg(grid(n as u64, 256), 256, 0);
-            scalars, n32, c, nwin, digits.ptr(s), counts.ptr(s))?;
+        let ranks = self.alloc(n * nwin as usize * 4)?;
+        launch!(self, self.f.msm_count, cfg(grid(n as u64, 256), 256, 0);
+            scalars, n32, c, nwin, counts.ptr(s), ranks.ptr(s))?;
         self.scan(counts.ptr(s), offsets.ptr(s), nbt as u64)?;
-        launch!(self, self.f.msm_scatter, cfg(grid(n as u64, 256), 256, 0);
-            digits.ptr(s), n32, c, nwin, offsets.ptr(s), sorted.ptr(s))?;
-        drop(digits);
-
-        // Equal-length chunks of the sorted entries, one per thread; L is as long as keeps a few
-        // waves of threads in flight (long chunks leave fewer crossing buckets to reduce).
         let mut last = [0u32; 2];
         self.download_into(
             &offsets,
@@ -155,6 +148,26 @@ impl Gpu {
             as_bytes_mut(&mut last[1..]),
         )?;
         let total = last[0] as u64 + last[1] as u64;
+        let shift = coarse_shift(nbt);
+        let nbins = nbt >> shift;
+        let bins = self.alloc(nbins as usize * 4)?;
+        launch!(self, self.f.msm_bin_starts, cfg(grid(nbins as u64, 256), 256, 0);
+            offsets.ptr(s), nbt, shift, bins.ptr(s))?;
+        let coarse = self.alloc(total as usize * 8)?;
+        let per_block = (COARSE_THREADS * COARSE_PER_THREAD) as u64;
+        let smem = (nb >> shift) * 4;
+        launch!(self, self.f.msm_coarse,
+            cfg(n.div_ceil(per_block as usize) as u32, COARSE_THREADS, smem);
+            scalars, n32, c, nwin, shift, ranks.ptr(s), offsets.ptr(s), bins.ptr(s),
+            coarse.ptr(s))?;
+        drop((ranks, bins));
+        let sorted = self.alloc(total as usize * 4)?;
+        launch!(self, self.f.msm_fine, cfg(grid(total, 256), 256, 0);
+            coarse.ptr(s), total as u32, sorted.ptr(s))?;
+        drop(coarse);
+
+        // Equal-length chunks of the sorted entries, one per thread; L is as long as keeps a few
+        // waves of threads in flight (long chunks leave fewer crossing buckets to reduce).
         let chunk = (total / 200_000).clamp(8, 128) as u32;
         let nchunks = total.div_ceil(chunk as u64);
         let xb = curve.xyzz_bytes();
