@@ -251,7 +251,7 @@ impl CudaBackend {
         g.synchronize()?;
         // Otherwise a key's first partition pays for page-locking the witness staging (1.5 s
         // for a 32 GiB partition's 4.2 GB) and for mapping its working buffers into the memory
-        // pool (docs/gpu.md, run 8); here the node is still loading.
+        // pool (docs/gpu-runs.md, run 8); here the node is still loading.
         g.reserve_staging(working.witness as usize)?;
         // Only for the device's first key: no partition's buffers compete with it yet.
         if resident.keys == 0 {

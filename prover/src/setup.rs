@@ -421,7 +421,7 @@ struct Entry {
 /// entries are partitioned by column block (each task of rows writes its own region, in row
 /// order), then each block sums into its own cache-resident accumulators. A per-column counting
 /// sort did the same with three random accesses per entry: most of the 32 GiB shape's 34 s of
-/// scalars (docs/gpu.md).
+/// scalars (docs/gpu-runs.md).
 fn column_sums(
     matrix: &Matrix,
     vars: usize,

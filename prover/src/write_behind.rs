@@ -1,7 +1,7 @@
 //! A file writer whose pages start going to disk as soon as they are written. A 47 GB parameters
 //! file written through the page cache otherwise leaves gigabytes dirty (Linux starts background
 //! write-back only past a share of RAM), and the final `fsync` waited 7.1 s for them
-//! (docs/gpu.md, run 6). Write-back is requested from a thread of its own, because
+//! (docs/gpu-runs.md, run 6). Write-back is requested from a thread of its own, because
 //! `sync_file_range` blocks while the disk's queue is full and the writer must not.
 
 use std::fs::File;

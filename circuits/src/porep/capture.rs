@@ -1,5 +1,5 @@
 //! The PoRep shape's matrices, captured challenge by challenge on every core. One sequential
-//! capture of a 32 GiB partition took 71–110 s on the H200 host (docs/gpu.md), most of its
+//! capture of a 32 GiB partition took 71–110 s on the H200 host (docs/gpu-runs.md), most of its
 //! parameter generation; its 18 challenges are identical blocks after a short prologue, so each is
 //! captured on its own ([`MatrixCs::continuation`]) and the blocks are appended in order. The
 //! result equals the sequential capture (test below, and the byte-identity test in

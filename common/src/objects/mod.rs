@@ -156,7 +156,7 @@ async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError
 
 /// Stripes of one object read through one connection at once. Each is an ordered consumer
 /// pushing into the connection: four 80 MB blobs read at once through one connection (40
-/// consumers) fell to 17 MB/s (docs/gpu.md, run 14).
+/// consumers) fell to 17 MB/s (docs/gpu-runs.md, run 14).
 const STRIPES_PER_CONNECTION: usize = 4;
 
 /// Reads a whole (possibly striped) object of `shards` after checking its declared size against
