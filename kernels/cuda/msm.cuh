@@ -60,7 +60,7 @@ struct DigitLimbs {
         v[8] = v[9] = 0;
     }
     // Signed c-bit digit of window w given the carry out of window w - 1 (updated): |d| in
-    // [0, 2^(c-1)], *sign set when d is negative.
+    // [0, 2^(c-1)], sign set when d is negative.
     DEVI uint32_t digit(uint32_t w, uint32_t c, uint32_t& carry, uint32_t& sign) const {
         const uint32_t bit = w * c;
         const uint32_t l = bit >> 5, sh = bit & 31;
