@@ -173,7 +173,11 @@ mod tests {
             let buckets = 1u32 << (c - 1);
             let nbt = num_windows(c) * buckets;
             let shift = coarse_shift(nbt);
-            assert_eq!(buckets % (1 << shift), 0, "c = {c}: a bin straddles two windows");
+            assert_eq!(
+                buckets % (1 << shift),
+                0,
+                "c = {c}: a bin straddles two windows"
+            );
             assert!(nbt >> shift < 1 << 13, "c = {c}: {} bins", nbt >> shift);
             // one shared-memory word per bin of a window, under the 48 KiB default
             assert!((buckets >> shift) * 4 <= 48 << 10, "c = {c}");

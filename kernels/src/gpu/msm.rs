@@ -154,10 +154,8 @@ impl Gpu {
         launch!(self, self.f.msm_bin_starts, cfg(grid(nbins as u64, 256), 256, 0);
             offsets.ptr(s), nbt, shift, bins.ptr(s))?;
         let coarse = self.alloc(total as usize * 8)?;
-        let per_block = (COARSE_THREADS * COARSE_PER_THREAD) as u64;
-        let smem = (nb >> shift) * 4;
-        launch!(self, self.f.msm_coarse,
-            cfg(n.div_ceil(per_block as usize) as u32, COARSE_THREADS, smem);
+        let blocks = n.div_ceil((COARSE_THREADS * COARSE_PER_THREAD) as usize) as u32;
+        launch!(self, self.f.msm_coarse, cfg(blocks, COARSE_THREADS, (nb >> shift) * 4);
             scalars, n32, c, nwin, shift, ranks.ptr(s), offsets.ptr(s), bins.ptr(s),
             coarse.ptr(s))?;
         drop((ranks, bins));
