@@ -86,7 +86,7 @@ DEVI uint32_t warp_inc(uint32_t* counters, uint32_t idx) {
 
 // The sort by (window, bucket) g = w·2^(c-1) + |d| - 1, in three passes, so that no pass writes
 // at random over the whole output (one random 4-byte write per entry cost 125 of a 2^27 MSM's
-// 1,012 ms, docs/gpu.md). msm_count counts each bucket's entries and gives each entry its rank
+// 1,012 ms, docs/gpu-runs.md). msm_count counts each bucket's entries and gives each entry its rank
 // among them (the atomic's old value). msm_coarse appends (place, entry) to the region of the
 // entry's coarse bin (2^shift consecutive buckets of one window), reserving room once per
 // block and bin. msm_fine walks that array in order and stores each entry at its place: the
