@@ -9,7 +9,7 @@ use cuzk_cli::{submit_and_wait, verify_job_proof};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_wire::job::{JobStatus, PartitionStatus};
 use serde_json::json;
-use support::{blobs_left, cluster, cluster_with, job, TIMEOUT};
+use support::{blobs_left, blobs_now, cluster, cluster_with, job, TIMEOUT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_partition_jobs_come_back_verified() {
@@ -62,6 +62,36 @@ async fn multi_partition_jobs_come_back_verified() {
         0,
         "proved blobs are deleted"
     );
+    cluster.stop().await.unwrap();
+}
+
+/// What `blobs_left` (here and in the fault tests) counts: a blob nobody deleted, and chunks
+/// whose object is gone; a deleted blob is not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blobs_left_sees_a_live_blob_and_orphaned_chunks() {
+    let cluster = cluster().await;
+    let topology = &cluster.topology;
+    assert_eq!(blobs_now(topology).await, Ok(0));
+    let striped = vec![7u8; 3 * cuzk_common::objects::STRIPE_BYTES];
+    cuzk_common::objects::put(&topology.blobs, "kept", &striped)
+        .await
+        .unwrap();
+    let stripes = blobs_now(topology).await.unwrap();
+    assert!(stripes > 1, "a striped blob counts its stripes: {stripes}");
+    cuzk_common::objects::put(&topology.blobs, "deleted", b"gone")
+        .await
+        .unwrap();
+    cuzk_common::objects::delete(&topology.blobs, "deleted")
+        .await
+        .unwrap();
+    assert_eq!(blobs_now(topology).await, Ok(stripes));
+    let orphan = format!(
+        "$O.{}.C.no-such-object",
+        cuzk_common::topology::BLOBS_BUCKET
+    );
+    let ack = topology.js.publish(orphan, "bytes".into()).await.unwrap();
+    ack.await.unwrap();
+    assert_eq!(blobs_now(topology).await, Ok(stripes + 1));
     cluster.stop().await.unwrap();
 }
 

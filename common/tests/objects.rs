@@ -6,7 +6,7 @@
 //! bucket still read, a head naming more buckets than the reader has is refused.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::object_store::{Config, ObjectMetadata, ObjectStore};
 use async_nats::jetstream::Context;
@@ -290,5 +290,60 @@ async fn a_head_naming_more_buckets_than_the_reader_has_is_refused() {
             matches!(err, ObjectError::UnknownShards { shards, known: 2, .. } if shards == claimed),
             "{name}: {err}"
         );
+    }
+}
+
+/// With one server of three killed, a striped object in a bucket of three replicas still reads
+/// in seconds: a stripe whose consumer went to the dead server (nats-server before 2.12 places it
+/// on any of the stream's) is read by direct gets instead of waiting out the request timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_ride_out_a_dead_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers = cuzk_common::local_nats::start_cluster(3, dir.path()).unwrap();
+    let urls = servers[..2].iter().map(|s| s.url().parse().unwrap());
+    let urls: Vec<async_nats::ServerAddr> = urls.collect();
+    let client = async_nats::connect(urls).await.unwrap();
+    // The nodes' request timeout (`nats.timeout_secs` in common/src/config.rs).
+    let js = cuzk_common::topology::jetstream_context(client, Duration::from_secs(10));
+    let config = Config {
+        bucket: "t".into(),
+        num_replicas: 3,
+        ..Default::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let store = loop {
+        // The cluster elects its leader first.
+        match js.create_object_store(config.clone()).await {
+            Ok(store) => break store,
+            Err(e) if Instant::now() > deadline => panic!("no bucket: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    };
+    let one = Shards::one(store);
+    let bytes = random(4 * STRIPE_BYTES);
+    objects::put(&one, "blob", &bytes).await.unwrap();
+    let mut stream = js.get_stream("OBJ_t").await.unwrap();
+    servers[2].kill();
+    // Requests in flight at the kill die with it and wait out their timeout; time the reads
+    // that start once the others have taken over the stream.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let leader = tokio::time::timeout(Duration::from_secs(2), stream.info()).await;
+        match leader.ok().and_then(|i| i.ok()?.cluster.clone()?.leader) {
+            Some(leader) if leader != "n2" && !leader.is_empty() => break,
+            _ => assert!(Instant::now() < deadline, "OBJ_t has no leader but n2"),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Six reads of four stripes: each stripe's consumer lands on the dead server one time in
+    // three.
+    for read in 0..6 {
+        let started = Instant::now();
+        let back = objects::read_bounded(&one, std::slice::from_ref(&js), "blob", 1 << 30)
+            .await
+            .unwrap();
+        assert!(back == bytes, "read {read} differs");
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "read {read} took {took:?}");
     }
 }

@@ -79,12 +79,9 @@ pub async fn submit_raw(
 pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
-        // A failed listing (the client reconnecting, a bucket's stream electing a leader after
-        // a fault) is retried; each bucket is listed on its own clock, all at once, so one slow
-        // bucket does not starve the others of the time to answer.
-        let counts = futures::future::join_all(topology.blobs.iter().map(count_blobs)).await;
-        let left: Result<Vec<usize>, String> = counts.into_iter().collect();
-        match left.map(|counts| counts.iter().sum()) {
+        // A failed count (the client reconnecting, a bucket's stream electing a leader after a
+        // fault) is retried.
+        match blobs_now(topology).await {
             Ok(0) => return 0,
             Ok(left) if std::time::Instant::now() > deadline => return left,
             Err(why) if std::time::Instant::now() > deadline => {
@@ -95,24 +92,57 @@ pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
     }
 }
 
-async fn count_blobs(
-    bucket: &async_nats::jetstream::object_store::ObjectStore,
-) -> Result<usize, String> {
-    let listing = async {
-        let mut count = 0;
-        let mut list = bucket.list().await?;
-        while let Some(info) = list.next().await {
-            if !info?.deleted {
-                count += 1;
+/// Objects in the blob buckets now, and chunk sets no object owns. Each bucket is counted on its
+/// own clock, all at once, so one slow bucket does not starve the others of the time to answer.
+pub async fn blobs_now(topology: &cuzk_common::topology::Topology) -> Result<usize, String> {
+    let buckets = (0..topology.blobs.count()).map(cuzk_common::topology::blob_shard_bucket);
+    let counts = buckets.map(|b| async move { count_blobs(&topology.js, &b).await });
+    let counts = futures::future::join_all(counts).await;
+    counts.into_iter().sum()
+}
+
+/// A bucket's live objects plus its chunk sets that no live object owns (bytes left behind),
+/// read from the bucket's stream by requests its leader answers. Not by listing the bucket: a
+/// listing's consumer may be placed on a killed server (nats-server before 2.12 places one on
+/// any of the stream's peers), and then the listing never answers.
+async fn count_blobs(js: &async_nats::jetstream::Context, bucket: &str) -> Result<usize, String> {
+    let counting = async {
+        let stream = js.get_stream(format!("OBJ_{bucket}")).await?;
+        let mut live = std::collections::HashSet::new();
+        for subject in subjects(&stream, &format!("$O.{bucket}.M.>")).await? {
+            let message = stream.get_last_raw_message_by_subject(&subject).await?;
+            let info: async_nats::jetstream::object_store::ObjectInfo =
+                serde_json::from_slice(&message.payload)?;
+            if !info.deleted {
+                live.insert(info.nuid);
             }
         }
-        Ok::<_, async_nats::Error>(count)
+        let chunks = subjects(&stream, &format!("$O.{bucket}.C.>")).await?;
+        let prefix = format!("$O.{bucket}.C.");
+        let orphans = chunks
+            .iter()
+            .filter(|s| !live.contains(s.trim_start_matches(prefix.as_str())))
+            .count();
+        Ok::<_, async_nats::Error>(live.len() + orphans)
     };
-    match tokio::time::timeout(Duration::from_secs(5), listing).await {
+    match tokio::time::timeout(Duration::from_secs(5), counting).await {
         Ok(Ok(count)) => Ok(count),
-        Ok(Err(error)) => Err(error.to_string()),
-        Err(_) => Err("listing a bucket took over 5 s".into()),
+        Ok(Err(error)) => Err(format!("{bucket}: {error}")),
+        Err(_) => Err(format!("{bucket}: counting took over 5 s")),
     }
+}
+
+/// The subjects under `filter` that hold messages in `stream`.
+async fn subjects(
+    stream: &async_nats::jetstream::stream::Stream,
+    filter: &str,
+) -> Result<Vec<String>, async_nats::Error> {
+    let mut found = Vec::new();
+    let mut listing = stream.info_with_subjects(filter).await?;
+    while let Some(entry) = listing.next().await {
+        found.push(entry?.0);
+    }
+    Ok(found)
 }
 
 /// Publishes a partition's work item as a synth node does, its blob at `blob_object`.

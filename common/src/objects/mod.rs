@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
+use tracing::warn;
 
 use crate::nats::{retry_retryable as retry, RetryPolicy};
 use crate::topology::BLOB_CHUNK_SIZE;
@@ -235,12 +236,19 @@ async fn read_stripe(
     .await
 }
 
+/// How long a stripe's read waits for its consumer to be created: a few milliseconds while the
+/// cluster is whole. nats-server before 2.12 may place the consumer on any server of the
+/// stream's, a dead one too, and then the create is never answered: waited out to the request
+/// timeout (10 s), a blob of a dozen stripes nearly always met one while a server was down.
+const CONSUMER_CREATE_DEADLINE: Duration = Duration::from_secs(1);
+
 /// Reads a stripe's chunks through an ordered push consumer of its own: the server streams them
 /// to our inbox under flow control, where a direct get per chunk waited a round trip each
 /// (16-core H200 box, 80 MB blobs, 1–16 connections: 580–765 MB/s against 490–705 by direct
 /// gets). The consumer is named, so that the create request's subject carries the filter
 /// (`$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>`, which nats-server 2.9 checks against the
-/// config): auth.conf allows chunk filters only.
+/// config): auth.conf allows chunk filters only. A consumer not created within
+/// [`CONSUMER_CREATE_DEADLINE`] is given up for direct gets.
 async fn read_chunks(js: &Context, info: &ObjectInfo) -> Result<Vec<Bytes>, ObjectError> {
     let name = info.name.as_str();
     let mut chunks = Chunks::new(info);
@@ -254,14 +262,19 @@ async fn read_chunks(js: &Context, info: &ObjectInfo) -> Result<Vec<Bytes>, Obje
         filter_subject: format!("$O.{}.C.{}", info.bucket, info.nuid),
         ..Default::default()
     };
-    let consumer = js
-        .create_consumer_on_stream(config, &stream)
-        .await
-        .map_err(|e| unavailable(name, e))?;
+    // Before the create, so that one given up on is deleted too if it comes to exist.
     let _delete = DeleteOnDrop {
         js: js.clone(),
-        stream,
-        consumer: consumer.cached_info().name.clone(),
+        stream: stream.clone(),
+        consumer: config.name.clone().unwrap_or_default(),
+    };
+    let create = js.create_consumer_on_stream(config, &stream);
+    let consumer = match tokio::time::timeout(CONSUMER_CREATE_DEADLINE, create).await {
+        Ok(created) => created.map_err(|e| unavailable(name, e))?,
+        Err(_) => {
+            warn!(object = name, %stream, "no consumer within {CONSUMER_CREATE_DEADLINE:?}; reading by direct gets");
+            return read_chunks_direct(js, info).await;
+        }
     };
     // Checked before waiting on the stream: a stripe whose chunks are gone would otherwise only
     // heartbeat until the transfer timeout.
@@ -288,6 +301,28 @@ async fn read_chunks(js: &Context, info: &ObjectInfo) -> Result<Vec<Bytes>, Obje
             return chunks.finish();
         }
     }
+}
+
+/// Reads a stripe's chunks by direct gets, one after another: a round trip per chunk, but
+/// answered by any live server holding the stream, with no consumer to place.
+async fn read_chunks_direct(js: &Context, info: &ObjectInfo) -> Result<Vec<Bytes>, ObjectError> {
+    let name = info.name.as_str();
+    let stream = js
+        .get_stream_no_info(format!("OBJ_{}", info.bucket))
+        .await
+        .map_err(|e| unavailable(name, e))?;
+    let subject = format!("$O.{}.C.{}", info.bucket, info.nuid);
+    let mut chunks = Chunks::new(info);
+    let mut next = 1;
+    for _ in 0..info.chunks {
+        let chunk = stream
+            .direct_get_next_for_subject(subject.as_str(), Some(next))
+            .await
+            .map_err(|e| unavailable(name, e))?;
+        next = chunk.sequence + 1;
+        chunks.push(chunk.payload)?;
+    }
+    chunks.finish()
 }
 
 /// A stripe's chunks as they arrive: never more than its declared length, hashed as they come
