@@ -92,7 +92,7 @@ pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
     }
 }
 
-/// Objects in the blob buckets now, and chunk sets no object owns. Each bucket is counted on its
+/// Objects in the blob buckets now. Each bucket is counted on its
 /// own clock, all at once, so one slow bucket does not starve the others of the time to answer.
 pub async fn blobs_now(topology: &cuzk_common::topology::Topology) -> Result<usize, String> {
     let buckets = (0..topology.blobs.count()).map(cuzk_common::topology::blob_shard_bucket);
@@ -101,29 +101,20 @@ pub async fn blobs_now(topology: &cuzk_common::topology::Topology) -> Result<usi
     counts.into_iter().sum()
 }
 
-/// A bucket's live objects plus its chunk sets that no live object owns (bytes left behind),
-/// read from the bucket's stream by requests its leader answers. Not by listing the bucket: a
-/// listing's consumer may be placed on a killed server (nats-server before 2.12 places one on
-/// any of the stream's peers), and then the listing never answers.
+/// A bucket's live objects, read from the bucket's stream by requests its leader answers. Not by
+/// listing the bucket: a listing's consumer may be placed on a killed server (nats-server before
+/// 2.12 places one on any of the stream's servers), and then the listing never answers.
 async fn count_blobs(js: &async_nats::jetstream::Context, bucket: &str) -> Result<usize, String> {
     let counting = async {
         let stream = js.get_stream(format!("OBJ_{bucket}")).await?;
-        let mut live = std::collections::HashSet::new();
+        let mut live = 0;
         for subject in subjects(&stream, &format!("$O.{bucket}.M.>")).await? {
             let message = stream.get_last_raw_message_by_subject(&subject).await?;
             let info: async_nats::jetstream::object_store::ObjectInfo =
                 serde_json::from_slice(&message.payload)?;
-            if !info.deleted {
-                live.insert(info.nuid);
-            }
+            live += usize::from(!info.deleted);
         }
-        let chunks = subjects(&stream, &format!("$O.{bucket}.C.>")).await?;
-        let prefix = format!("$O.{bucket}.C.");
-        let orphans = chunks
-            .iter()
-            .filter(|s| !live.contains(s.trim_start_matches(prefix.as_str())))
-            .count();
-        Ok::<_, async_nats::Error>(live.len() + orphans)
+        Ok::<_, async_nats::Error>(live)
     };
     match tokio::time::timeout(Duration::from_secs(5), counting).await {
         Ok(Ok(count)) => Ok(count),
