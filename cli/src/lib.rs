@@ -61,21 +61,21 @@ pub async fn connect(
     Ok((client, topology))
 }
 
-/// Connections a GPU node reads blobs through (`objects::read_bounded`): one connection's
-/// stripes share its socket and its reading task; past 2–4 the blobs stream itself is the limit
-/// (nats-server 2.9 delivers all of a stream's messages from one goroutine: ~750 MB/s on the
-/// 16-core H200 box).
-pub const BLOB_READ_CONNECTIONS: usize = 4;
+/// Connections a node moves blobs through (`objects::read_bounded`, `objects::put_through`): one
+/// connection's stripes share its socket, its client task and the one server goroutine that
+/// reads it; past 2–4 the blob buckets' streams are the limit (nats-server 2.9 delivers all of a
+/// stream's messages from one goroutine: ~750 MB/s per bucket on the 16-core H200 box).
+pub const BLOB_CONNECTIONS: usize = 4;
 
-/// Opens the further connections a GPU node reads blobs through.
-pub async fn add_blob_readers(
+/// Opens the further connections a node moves blobs through.
+pub async fn add_blob_connections(
     topology: &mut Topology,
     config: &cuzk_common::config::NatsConfig,
 ) -> anyhow::Result<()> {
-    for _ in 1..BLOB_READ_CONNECTIONS {
-        let reader = cuzk_common::nats::connect(config).await?;
-        let js = topology::jetstream_context(reader, config.timeout);
-        topology.add_blob_reader(js);
+    for _ in 1..BLOB_CONNECTIONS {
+        let client = cuzk_common::nats::connect(config).await?;
+        let js = topology::jetstream_context(client, config.timeout);
+        topology.add_blob_connection(js).await?;
     }
     Ok(())
 }
@@ -111,15 +111,17 @@ impl LocalCluster {
         let (client, topology) = connect(&config).await?;
         let shutdown = CancellationToken::new();
         let mut nodes = JoinSet::new();
+        let mut synth_topology = topology.clone();
+        add_blob_connections(&mut synth_topology, &config).await?;
         let synth_node = Arc::new(cuzk_synth_node::SynthNode::new(
-            topology.clone(),
+            synth_topology,
             synth,
             &params,
             "synth-local".into(),
         )?);
         nodes.spawn(synth_node.run(shutdown.clone()));
         let mut gpu_topology = topology.clone();
-        add_blob_readers(&mut gpu_topology, &config).await?;
+        add_blob_connections(&mut gpu_topology, &config).await?;
         let gpu_node = Arc::new(cuzk_gpu_node::GpuNode::new(
             gpu_topology,
             gpu,

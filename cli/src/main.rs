@@ -325,7 +325,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 return Ok(());
             }
             init_telemetry("cuzk-synth", &args.telemetry).await?;
-            let (_client, topology) = cuzk_cli::connect(&nats).await?;
+            let (_client, mut topology) = cuzk_cli::connect(&nats).await?;
+            cuzk_cli::add_blob_connections(&mut topology, &nats).await?;
             let drain = synth.drain_timeout;
             let node = Arc::new(cuzk_synth_node::SynthNode::new(
                 topology,
@@ -351,7 +352,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             init_telemetry("cuzk-gpu", &args.telemetry).await?;
             let (_client, mut topology) = cuzk_cli::connect(&nats).await?;
-            cuzk_cli::add_blob_readers(&mut topology, &nats).await?;
+            cuzk_cli::add_blob_connections(&mut topology, &nats).await?;
             let drain = gpu.drain_timeout;
             let node = Arc::new(cuzk_gpu_node::GpuNode::new(
                 topology,

@@ -216,8 +216,11 @@ pub struct Topology {
     pub blobs: Shards,
     pub inputs: ObjectStore,
     /// The JetStream contexts of the connections the node reads blobs through
-    /// ([`Topology::add_blob_reader`], `objects::read_bounded`): `js`'s first.
+    /// ([`Topology::add_blob_connection`], `objects::read_bounded`): `js`'s first.
     pub blob_readers: Vec<Context>,
+    /// The blob buckets as opened on each of those connections, to write blobs through
+    /// (`objects::put_through`): `blobs` first.
+    pub blob_writers: Vec<Shards>,
 }
 
 async fn ensure_stream(js: &Context, config: stream::Config) -> Result<Stream, TopologyError> {
@@ -366,6 +369,7 @@ pub async fn provision(
         ack_wait,
         jobs_kv,
         nodes_kv,
+        blob_writers: vec![blobs.clone()],
         blobs,
         inputs,
         blob_readers: vec![js.clone()],
@@ -485,10 +489,20 @@ fn work_consumer_config(durable: &str, filter: &str, ack_wait: Duration) -> pull
 }
 
 impl Topology {
-    /// Reads blobs through `js`'s connection too: a striped blob's stripes are read through
-    /// the connections in turn (`objects::read_bounded`).
-    pub fn add_blob_reader(&mut self, js: Context) {
+    /// Moves blobs through `js`'s connection too: a striped blob's stripes are read and written
+    /// through the connections in turn (`objects::read_bounded`, `objects::put_through`).
+    pub async fn add_blob_connection(&mut self, js: Context) -> Result<(), TopologyError> {
+        let mut stores = Vec::with_capacity(self.blobs.count());
+        for k in 0..self.blobs.count() {
+            let bucket = blob_shard_bucket(k);
+            let store = js.get_object_store(&bucket).await;
+            stores
+                .push(store.map_err(|e| failed(format!("object store {bucket}"))(e.to_string()))?);
+        }
+        let shards = Shards::new(stores).ok_or_else(|| failed("blob buckets")("none".into()))?;
+        self.blob_writers.push(shards);
         self.blob_readers.push(js);
+        Ok(())
     }
 
     /// The synth nodes' shared durable consumer of submitted jobs.

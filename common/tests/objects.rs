@@ -104,12 +104,16 @@ async fn consumers_left(js: &Context, stream: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stripes_read_through_several_connections_leave_no_consumer() {
+async fn stripes_move_through_several_connections_leave_no_consumer() {
     let server = NatsServer::start().unwrap();
     let (_, one, js) = store(&server).await;
     let other = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
     let bytes = random(5 * STRIPE_BYTES + 7);
-    objects::put(&one, "blob", &bytes).await.unwrap();
+    let on_other = Shards::one(other.get_object_store("t").await.unwrap());
+    let writers = [one.clone(), on_other];
+    objects::put_through(&writers, "blob", bytes.clone().into())
+        .await
+        .unwrap();
     let readers = [js.clone(), other];
     let back = objects::read_bounded(&one, &readers, "blob", 1 << 30)
         .await

@@ -3,8 +3,8 @@
 # partition beside SupraSeal, blob transfer, all collected into $OUT/h200.json (the object
 # docs/results/h200.json holds) by kernels/scripts/h200-results.py. Steps, in order, each skipped
 # when the call's time (TOTAL seconds, default 585) would run out before it:
-#   blobs     witness-blob MB/s: one object per blob vs striped over 1 and 4 buckets, read
-#             through 1 to 16 connections (`cuzk-load blobs`)
+#   blobs     witness-blob MB/s: one object per blob vs striped over 1 and 4 buckets, written
+#             and read through 1 to 16 connections (CONNECTIONS; `cuzk-load blobs`)
 #   params32  32 GiB test parameters on the GPU (constraint matrices captured first)
 #   drain32x1 a synthetic 32 GiB C1; its 10 partitions synthesized into the queue, then drained
 #             by one GPU node on one GPU (`cuzk-porep drain`): a partition's GPU-node time and
@@ -96,7 +96,7 @@ PY
 fi
 
 if step blobs 60; then
-  conns=--read-connections=${READ_CONNECTIONS:-1,2,4,8,16}
+  conns=--connections=${CONNECTIONS:-1,2,4,8,16}
   timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 $conns >$L/blobs.log 2>&1
   timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight 4 $conns 2>&1 | grep "|" >$L/blobs-4.log
   cat $L/blobs.log $L/blobs-4.log | grep "|"

@@ -1,8 +1,8 @@
 //! `cuzk-load blobs`: witness-blob transfer through the cluster's blob buckets, one object per
 //! blob in the head bucket (the object store's own put and get, what nodes did before striping)
 //! beside cuzk's striped objects (common/src/objects) spread over each of `--buckets` bucket
-//! counts (nodes use all [`BLOB_SHARDS`]) and read through each of `--read-connections`
-//! connection counts (a GPU node opens [`cuzk_cli::BLOB_READ_CONNECTIONS`]): same server, same
+//! counts (nodes use all [`BLOB_SHARDS`]) and written and read through each of `--connections`
+//! connection counts (nodes open [`cuzk_cli::BLOB_CONNECTIONS`]): same server, same
 //! incompressible bytes, one table.
 
 use std::time::{Duration, Instant};
@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use async_nats::jetstream::object_store::ObjectMetadata;
 use async_nats::jetstream::Context;
+use bytes::Bytes;
 use clap::Args;
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::objects::{self, Shards};
@@ -32,9 +33,10 @@ pub struct BlobArgs {
     /// Blobs moving at once (a synth node uploads several partitions at a time).
     #[arg(long, default_value_t = 1)]
     in_flight: usize,
-    /// Connection counts to read striped blobs through, one row each (per bucket count).
-    #[arg(long, value_delimiter = ',', default_values_t = [1, cuzk_cli::BLOB_READ_CONNECTIONS])]
-    read_connections: Vec<usize>,
+    /// Connection counts to write and read striped blobs through, one row each (per bucket
+    /// count).
+    #[arg(long, value_delimiter = ',', default_values_t = [1, cuzk_cli::BLOB_CONNECTIONS])]
+    connections: Vec<usize>,
     /// Counts of blob buckets to stripe over (the head and the next ones), one row each (per
     /// connection count).
     #[arg(long, value_delimiter = ',', default_values_t = [1, BLOB_SHARDS])]
@@ -55,25 +57,31 @@ impl Layout {
                 buckets,
                 connections,
             } => {
-                let node = buckets == BLOB_SHARDS && connections == cuzk_cli::BLOB_READ_CONNECTIONS;
+                let node = buckets == BLOB_SHARDS && connections == cuzk_cli::BLOB_CONNECTIONS;
                 format!(
-                    "striped over {buckets} bucket(s), read through {connections} connection(s){}",
-                    if node { " (GPU node)" } else { "" }
+                    "striped over {buckets} bucket(s), through {connections} connection(s){}",
+                    if node { " (nodes)" } else { "" }
                 )
             }
         }
     }
 
-    /// The first of the cluster's blob buckets, as many as this layout writes to.
-    fn buckets(self, all: &Shards) -> anyhow::Result<Shards> {
-        let n = match self {
-            Layout::OneObject => 1,
-            Layout::Striped { buckets, .. } => buckets,
+    /// The first of the cluster's blob buckets, as many as this layout writes to, as opened on
+    /// each connection it uses (`all`: the buckets on every connection the run opened).
+    fn buckets(self, all: &[Shards]) -> anyhow::Result<Vec<Shards>> {
+        let (n, connections) = match self {
+            Layout::OneObject => (1, 1),
+            Layout::Striped {
+                buckets,
+                connections,
+            } => (buckets, connections),
         };
-        Shards::new(all.iter().take(n).cloned().collect()).context("no such bucket count")
+        let first = |shards: &Shards| Shards::new(shards.iter().take(n).cloned().collect());
+        let sets: Option<Vec<Shards>> = all.iter().take(connections).map(first).collect();
+        sets.context("no such bucket count")
     }
 
-    async fn put(self, shards: &Shards, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    async fn put(self, writers: &[Shards], name: &str, bytes: &Bytes) -> anyhow::Result<()> {
         match self {
             Layout::OneObject => {
                 let meta = ObjectMetadata {
@@ -81,9 +89,9 @@ impl Layout {
                     chunk_size: Some(BLOB_CHUNK_SIZE),
                     ..Default::default()
                 };
-                shards.head().put(meta, &mut &bytes[..]).await?;
+                writers[0].head().put(meta, &mut &bytes[..]).await?;
             }
-            Layout::Striped { .. } => objects::put(shards, name, bytes).await?,
+            Layout::Striped { .. } => objects::put_through(writers, name, bytes.clone()).await?,
         }
         Ok(())
     }
@@ -155,26 +163,26 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         limits,
     )
     .await?;
-    let connections = args.read_connections.iter().copied().max().unwrap_or(1);
+    let connections = args.connections.iter().copied().max().unwrap_or(1);
     anyhow::ensure!(
-        (1..=64).contains(&connections) && !args.read_connections.contains(&0),
-        "--read-connections: counts from 1 to 64"
+        (1..=64).contains(&connections) && !args.connections.contains(&0),
+        "--connections: counts from 1 to 64"
     );
     anyhow::ensure!(
         args.buckets.iter().all(|b| (1..=BLOB_SHARDS).contains(b)),
         "--buckets: counts from 1 to {BLOB_SHARDS}"
     );
     for _ in 1..connections {
-        let reader = async_nats::connect(&url).await?;
-        let js = jetstream_context(reader, Duration::from_secs(30));
-        topology.add_blob_reader(js);
+        let client = async_nats::connect(&url).await?;
+        let js = jetstream_context(client, Duration::from_secs(30));
+        topology.add_blob_connection(js).await?;
     }
     let readers = &topology.blob_readers[..];
-    let blobs: Vec<Vec<u8>> = (0..args.count)
+    let blobs: Vec<Bytes> = (0..args.count)
         .map(|_| {
             let mut bytes = vec![0u8; len];
             rand::thread_rng().fill_bytes(&mut bytes);
-            bytes
+            bytes.into()
         })
         .collect();
     let tag = rand::random::<u32>();
@@ -186,7 +194,7 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
     println!("| layout | upload MB/s | fetch MB/s |\n|---|---|---|");
     let mut rates = Vec::new();
     let striped = args.buckets.iter().flat_map(|&buckets| {
-        let connections = args.read_connections.iter();
+        let connections = args.connections.iter();
         connections.map(move |&connections| Layout::Striped {
             buckets,
             connections,
@@ -194,11 +202,12 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
     });
     let layouts: Vec<Layout> = std::iter::once(Layout::OneObject).chain(striped).collect();
     for (l, &layout) in layouts.iter().enumerate() {
-        let shards = &layout.buckets(&topology.blobs)?;
+        let writers = &layout.buckets(&topology.blob_writers)?;
+        let shards = &writers[0];
         let name = |i: usize| format!("blob-bench-{tag}-{l}-{i}");
         let up = timed(args.count, args.in_flight, |i| {
             let (name, bytes) = (name(i), &blobs[i]);
-            async move { layout.put(shards, &name, bytes).await }
+            async move { layout.put(writers, &name, bytes).await }
         })
         .await?;
         let down = timed(args.count, args.in_flight, |i| {

@@ -48,10 +48,10 @@ pub async fn save(
     let job_id = job.spec.job_id.as_str();
     let started = Instant::now();
     let object = blob_object_name(job_id, index, job.seq);
-    objects::put(&topology.blobs, &object, &blob)
-        .instrument(info_span!("upload", cuzk.blob_bytes = blob.len()))
+    let span = info_span!("upload", cuzk.blob_bytes = blob.len());
+    objects::put_through(&topology.blob_writers, &object, blob.into())
+        .instrument(span)
         .await?;
-    drop(blob);
     metrics().stage("upload", &job.labels, started.elapsed());
     timings.upload_ms = ms(started.elapsed());
 

@@ -397,34 +397,50 @@ impl Drop for DeleteOnDrop {
     }
 }
 
-/// Writes `bytes` as one object, striped over `shards` when large; all stripes go up at once.
+/// Writes `bytes` as one object, striped over `shards` when large, through one connection.
 pub async fn put(shards: &impl AsShards, name: &str, bytes: &[u8]) -> Result<(), ObjectError> {
-    let shards = shards.as_shards();
-    let layout = Layout::for_len(bytes.len(), shards.count());
-    futures::future::try_join_all((0..layout.stripes()).map(|i| {
+    let shards = shards.as_shards().into_owned();
+    put_through(&[shards], name, Bytes::copy_from_slice(bytes)).await
+}
+
+/// Writes `bytes` as one object, striped when large, all stripes at once: `writers` are the same
+/// buckets opened on one or more connections, and stripe `i` goes up through `writers[i % len]`.
+/// One connection's publishes share its socket and the one server goroutine that reads it, and
+/// the object store hashes a stripe as it sends it: a task per stripe spreads both.
+pub async fn put_through(writers: &[Shards], name: &str, bytes: Bytes) -> Result<(), ObjectError> {
+    let Some(head) = writers.first() else {
+        return Err(unavailable(name, "no connection to write it through"));
+    };
+    if writers.iter().any(|w| w.count() != head.count()) {
+        return Err(unavailable(
+            name,
+            "its writers do not open the same buckets",
+        ));
+    }
+    let layout = Layout::for_len(bytes.len(), head.count());
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..layout.stripes() {
         let metadata = if i == 0 {
             layout.metadata()
         } else {
             HashMap::new()
         };
-        put_stripe(
-            shards.of(&layout, i),
-            stripe_name(name, i),
-            &bytes[layout.range(i)],
-            metadata,
-        )
-    }))
-    .await
-    .map(|_| ())
+        let store = writers[i % writers.len()].of(&layout, i).clone();
+        let (stripe, part) = (stripe_name(name, i), bytes.slice(layout.range(i)));
+        tasks.spawn(async move { put_stripe(&store, &stripe, &part, metadata).await });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.map_err(|e| unavailable(name, e))??;
+    }
+    Ok(())
 }
 
 async fn put_stripe(
     store: &ObjectStore,
-    name: String,
+    name: &str,
     bytes: &[u8],
     metadata: HashMap<String, String>,
 ) -> Result<(), ObjectError> {
-    let name = name.as_str();
     retry("write object", RetryPolicy::NETWORK, || {
         bounded(name, bytes.len() as u64, async {
             let meta = ObjectMetadata {
