@@ -7,7 +7,7 @@ use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
 use group::prime::{PrimeCurve, PrimeCurveAffine};
-use rand::SeedableRng;
+use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
@@ -22,6 +22,22 @@ pub fn random_scalars(seed: u64, n: usize) -> Vec<Scalar> {
     v.par_chunks_mut(1 << 14).enumerate().for_each(|(i, c)| {
         let mut r = rng_from(seed, i as u64);
         c.iter_mut().for_each(|x| *x = Scalar::random(&mut r));
+    });
+    v
+}
+
+/// Scalars shaped like a PoRep witness (docs/porep.md): 51 % zeros, 47 % ones, 2 % random.
+pub fn witness_like_scalars(seed: u64, n: usize) -> Vec<Scalar> {
+    let mut v = vec![Scalar::ZERO; n];
+    v.par_chunks_mut(1 << 14).enumerate().for_each(|(i, c)| {
+        let mut r = rng_from(seed, i as u64);
+        c.iter_mut().for_each(|x| {
+            *x = match r.next_u32() % 100 {
+                0..51 => Scalar::ZERO,
+                51..98 => Scalar::ONE,
+                _ => Scalar::random(&mut r),
+            }
+        });
     });
     v
 }

@@ -10,7 +10,10 @@ use ff::Field;
 use group::Group;
 use rand::RngCore;
 
-use crate::inputs::{edge_points, median, random_g1, random_g2, random_scalars, rng_from, time_ms};
+use crate::inputs::{
+    edge_points, median, random_g1, random_g2, random_scalars, rng_from, time_ms,
+    witness_like_scalars,
+};
 use crate::{Args, Report};
 
 pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
@@ -82,6 +85,11 @@ pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     for n in [1000usize, 12345, 100_003] {
         let s = random_scalars(seed + 200 + n as u64, n);
         g1_case(rep, &format!("n={n}"), &bases1, &d1, &s);
+    }
+    // Zeros and ones split off before the digits: mostly bits, with a few dense scalars.
+    for log in [12u32, 20, 22].into_iter().filter(|&l| l <= args.max_log) {
+        let s = witness_like_scalars(seed + 250 + log as u64, 1 << log);
+        g1_case(rep, &format!("witness-like 2^{log}"), &bases1, &d1, &s);
     }
     // edge cases on 2^14 points
     let n = 1 << 14;
@@ -173,6 +181,13 @@ pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     g2_case(rep, "all r-1", &bases2, &d2, &vec![-Scalar::ONE; n]);
     g2_case(rep, "all one", &bases2, &d2, &vec![Scalar::ONE; n]);
     g2_case(rep, "mostly-zero", &bases2, &d2, &sparse);
+    for log in [12u32, 20]
+        .into_iter()
+        .filter(|&l| l <= args.g2_max_log.min(args.max_log))
+    {
+        let s = witness_like_scalars(seed + 550 + log as u64, 1 << log);
+        g2_case(rep, &format!("witness-like 2^{log}"), &bases2, &d2, &s);
+    }
     let eb2 = edge_points(&bases2, n);
     let de2 = gpu.upload_g2(&eb2).unwrap();
     g2_case(

@@ -11,7 +11,7 @@ use cuzk_prover::cpu;
 use ff::Field;
 use rayon::prelude::*;
 
-use crate::inputs::{median, random_g1, random_scalars};
+use crate::inputs::{median, random_g1, random_scalars, witness_like_scalars};
 use crate::{Args, Report};
 
 /// Distinct bases of the large MSMs.
@@ -66,40 +66,48 @@ pub fn run(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mu
             .collect();
         let db = gpu.upload_g1(&tiled).unwrap();
         drop(tiled);
-        let s = &vecs[0];
-        let folded: Vec<Scalar> = (0..period)
-            .into_par_iter()
-            .map(|j| {
-                (j..n)
-                    .step_by(period)
-                    .fold(Scalar::ZERO, |acc, i| acc + s[i])
-            })
-            .collect();
-        let want = cpu::msm_g1(&distinct, &folded);
         println!(
-            "2^{log}: bases uploaded and the CPU's MSM in {:.1} s",
+            "2^{log}: bases uploaded in {:.1} s",
             t.elapsed().as_secs_f64()
         );
-        let ds = gpu.upload_scalars(s).unwrap();
         let windows: Vec<Option<u32>> = if args.msm_windows.is_empty() {
             vec![None]
         } else {
             args.msm_windows.iter().map(|&c| Some(c)).collect()
         };
-        for c in windows {
-            gpu.set_msm_window(c).unwrap();
-            let name = c.map_or("by size".into(), |c| format!("c = {c}"));
-            let got = gpu.msm_g1_device(&db, &ds, n);
-            rep.check(
-                &format!("msm_g1 2^{log} ({name}) = CPU (bases of period 2^{PERIOD_LOG})"),
-                matches!(got, Ok(g) if g == want),
-            );
-            let m = timed(args.reps, || {
-                let t = Instant::now();
-                gpu.msm_g1_device(&db, &ds, n).unwrap();
-                t.elapsed().as_secs_f64() * 1e3
-            });
-            row(rows, format!("G1 MSM 2^{log}, {name}"), m);
+        // Random scalars (H's) at each window width, and a witness's (L's, A's, B's) by size.
+        let witness = witness_like_scalars(seed + 9200 + log as u64, n);
+        for (kind, s, windows) in [
+            ("random", &vecs[0], windows),
+            ("witness-like", &witness, vec![None]),
+        ] {
+            let folded: Vec<Scalar> = (0..period)
+                .into_par_iter()
+                .map(|j| {
+                    (j..n)
+                        .step_by(period)
+                        .fold(Scalar::ZERO, |acc, i| acc + s[i])
+                })
+                .collect();
+            let want = cpu::msm_g1(&distinct, &folded);
+            let ds = gpu.upload_scalars(s).unwrap();
+            for c in windows {
+                gpu.set_msm_window(c).unwrap();
+                let name = c.map_or("by size".into(), |c| format!("c = {c}"));
+                let got = gpu.msm_g1_device(&db, &ds, n);
+                rep.check(
+                    &format!(
+                        "msm_g1 2^{log} {kind} ({name}) = CPU (bases of period 2^{PERIOD_LOG})"
+                    ),
+                    matches!(got, Ok(g) if g == want),
+                );
+                let m = timed(args.reps, || {
+                    let t = Instant::now();
+                    gpu.msm_g1_device(&db, &ds, n).unwrap();
+                    t.elapsed().as_secs_f64() * 1e3
+                });
+                row(rows, format!("G1 MSM 2^{log}, {kind}, {name}"), m);
+            }
         }
         gpu.set_msm_window(None).unwrap();
     }

@@ -1,7 +1,9 @@
-// Pippenger MSM: signed c-bit digits, a three-pass sort of (point, sign) by (window, bucket),
-// bucket accumulation in XYZZ over equal-length chunks of the sorted entries, a per-bucket
-// reduction of the partials of buckets that cross chunks, per-window weighted reduction (running sums over segments), window sums returned as
-// Jacobian points; the host combines the windows.
+// Pippenger MSM: scalars 0 and 1 (most of a witness: bits) split off first, the ones straight
+// into bucket 1 of window 0; for the rest, signed c-bit digits, a three-pass sort of (point,
+// sign) by (window, bucket), bucket accumulation in XYZZ over equal-length chunks of the sorted
+// entries, a per-bucket reduction of the partials of buckets that cross chunks, per-window
+// weighted reduction (running sums over segments), window sums returned as Jacobian points; the
+// host combines the windows.
 #pragma once
 #include "curve.cuh"
 
@@ -49,6 +51,28 @@ extern "C" __global__ void scan_add(uint32_t* out, uint64_t n, const uint32_t* b
     if (i < n) out[i] += block_off[i / 2048];
 }
 
+// one[i] = (s_i == 1), dense[i] = (s_i not 0 or 1) for i < n, 0 at n: scanned in place, they
+// are each class's positions and counts. Scalars are canonical Montgomery forms, so 1 is R mod r.
+extern "C" __global__ void msm_classify(const Fr* scalars, uint32_t n, uint32_t* one,
+                                        uint32_t* dense) {
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i > n) return;
+    uint32_t o = 0, d = 0;
+    if (i < n) {
+        const Fr s = ld(scalars + i);
+        o = s == Fr::one();
+        d = !o && !s.is_zero();
+    }
+    one[i] = o;
+    dense[i] = d;
+}
+
+// out[pos[i]] = i for each i < n of the class (pos: the class's scanned flags, n + 1 of them).
+extern "C" __global__ void msm_compact(uint32_t n, const uint32_t* pos, uint32_t* out) {
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && pos[i + 1] != pos[i]) out[pos[i]] = i;
+}
+
 // The scalar's canonical limbs, zero-extended for the digit windows' 64-bit reads.
 struct DigitLimbs {
     uint32_t v[10];
@@ -72,16 +96,20 @@ struct DigitLimbs {
     }
 };
 
-// counters[idx] += 1 for each calling lane, returning the old value; lanes of a warp that share
-// idx take consecutive values from one atomic (bit-valued witnesses put most entries in one
-// bucket, which would otherwise serialize on one address).
+// counters[idx] += 1 for each calling lane, returning the old value. A warp whose lanes all
+// share idx (a scalar repeated through the warp: all equal, or small values in window 0) takes
+// consecutive values from one atomic, where lane by lane they would serialize on one address;
+// any other warp takes an atomic a lane. Grouping equal lanes in every warp (__match_any_sync)
+// kept the MIO queue full: 58 % of msm_count's stalls at 2^27 (docs/gpu-runs.md).
 DEVI uint32_t warp_inc(uint32_t* counters, uint32_t idx) {
-    const uint32_t peers = __match_any_sync(__activemask(), idx);
-    const uint32_t lane = threadIdx.x & 31, leader = __ffs(peers) - 1;
+    const uint32_t active = __activemask();
+    const uint32_t lane = threadIdx.x & 31, leader = __ffs(active) - 1;
+    if (!__all_sync(active, idx == __shfl_sync(active, idx, leader)))
+        return atomicAdd(counters + idx, 1u);
     uint32_t first = 0;
-    if (lane == leader) first = atomicAdd(counters + idx, __popc(peers));
-    first = __shfl_sync(peers, first, leader);
-    return first + __popc(peers & ((1u << lane) - 1));
+    if (lane == leader) first = atomicAdd(counters + idx, __popc(active));
+    first = __shfl_sync(active, first, leader);
+    return first + __popc(active & ((1u << lane) - 1));
 }
 
 // The sort by (window, bucket) g = w·2^(c-1) + |d| - 1, in three passes, so that no pass writes
@@ -91,17 +119,20 @@ DEVI uint32_t warp_inc(uint32_t* counters, uint32_t idx) {
 // entry's coarse bin (2^shift consecutive buckets of one window), reserving room once per
 // block and bin. msm_fine walks that array in order and stores each entry at its place: the
 // stores in flight fall inside one coarse bin's slice of the output, which stays in L2.
-// Entries are point index | sign<<31.
-extern "C" __global__ void msm_count(const Fr* scalars, uint32_t n, uint32_t c, uint32_t nwin,
-                                     uint32_t* counts, uint32_t* ranks) {
-    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const DigitLimbs s(scalars + i);
+// Entries are point index | sign<<31. The passes walk the m scalars idx[0..m) (all n when idx
+// is null); the ones' entries, already known, are the first of bucket 0, so its count starts at
+// their number and the coarse pass leaves their room at the front.
+extern "C" __global__ void msm_count(const Fr* scalars, const uint32_t* idx, uint32_t m,
+                                     uint32_t c, uint32_t nwin, uint32_t* counts,
+                                     uint32_t* ranks) {
+    const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m) return;
+    const DigitLimbs s(scalars + (idx ? idx[j] : j));
     const uint32_t B = 1u << (c - 1);
     uint32_t carry = 0, sign;
     for (uint32_t w = 0; w < nwin; w++) {
         const uint32_t d = s.digit(w, c, carry, sign);
-        if (d) ranks[(size_t)w * n + i] = warp_inc(counts, w * B + d - 1);
+        if (d) ranks[(size_t)w * m + j] = warp_inc(counts, w * B + d - 1);
     }
 }
 
@@ -109,39 +140,41 @@ extern "C" __global__ void msm_count(const Fr* scalars, uint32_t n, uint32_t c, 
 #define COARSE_PER_THREAD 8
 // Dynamic shared memory: one word per coarse bin of a window (2^(c-1-shift) of them).
 extern "C" __global__ void __launch_bounds__(COARSE_THREADS) msm_coarse(
-    const Fr* scalars, uint32_t n, uint32_t c, uint32_t nwin, uint32_t shift,
-    const uint32_t* ranks, const uint32_t* offsets, uint32_t* cursors, uint2* coarse) {
+    const Fr* scalars, const uint32_t* idx, uint32_t m, uint32_t c, uint32_t nwin,
+    uint32_t shift, const uint32_t* ranks, const uint32_t* offsets, uint32_t* cursors,
+    uint2* coarse) {
     extern __shared__ uint32_t bins[];
     const uint32_t B = 1u << (c - 1), per = B >> shift;
     const uint32_t first = blockIdx.x * COARSE_THREADS * COARSE_PER_THREAD + threadIdx.x;
+    const auto point = [&](uint32_t j) { return idx ? idx[j] : j; };
     DigitLimbs s[COARSE_PER_THREAD];
     uint32_t carry[COARSE_PER_THREAD];
 #pragma unroll
-    for (int j = 0; j < COARSE_PER_THREAD; j++) {
-        const uint32_t i = first + j * COARSE_THREADS;
-        s[j] = DigitLimbs(scalars + min(i, n - 1));
-        carry[j] = 0;
+    for (int k = 0; k < COARSE_PER_THREAD; k++) {
+        const uint32_t j = first + k * COARSE_THREADS;
+        s[k] = DigitLimbs(scalars + point(min(j, m - 1)));
+        carry[k] = 0;
     }
     for (uint32_t w = 0; w < nwin; w++) {
-        for (uint32_t k = threadIdx.x; k < per; k += COARSE_THREADS) bins[k] = 0;
+        for (uint32_t q = threadIdx.x; q < per; q += COARSE_THREADS) bins[q] = 0;
         __syncthreads();
         uint32_t d[COARSE_PER_THREAD], sign[COARSE_PER_THREAD], local[COARSE_PER_THREAD];
 #pragma unroll
-        for (int j = 0; j < COARSE_PER_THREAD; j++) {
-            d[j] = s[j].digit(w, c, carry[j], sign[j]);
-            if (first + j * COARSE_THREADS >= n) d[j] = 0;
-            if (d[j]) local[j] = atomicAdd(bins + ((d[j] - 1) >> shift), 1u);
+        for (int k = 0; k < COARSE_PER_THREAD; k++) {
+            d[k] = s[k].digit(w, c, carry[k], sign[k]);
+            if (first + k * COARSE_THREADS >= m) d[k] = 0;
+            if (d[k]) local[k] = atomicAdd(bins + ((d[k] - 1) >> shift), 1u);
         }
         __syncthreads();
-        for (uint32_t k = threadIdx.x; k < per; k += COARSE_THREADS)
-            if (bins[k]) bins[k] = atomicAdd(cursors + w * per + k, bins[k]);
+        for (uint32_t q = threadIdx.x; q < per; q += COARSE_THREADS)
+            if (bins[q]) bins[q] = atomicAdd(cursors + w * per + q, bins[q]);
         __syncthreads();
 #pragma unroll
-        for (int j = 0; j < COARSE_PER_THREAD; j++) {
-            if (!d[j]) continue;
-            const uint32_t i = first + j * COARSE_THREADS, g = w * B + d[j] - 1;
-            coarse[bins[(d[j] - 1) >> shift] + local[j]] =
-                make_uint2(offsets[g] + ranks[(size_t)w * n + i], i | (sign[j] << 31));
+        for (int k = 0; k < COARSE_PER_THREAD; k++) {
+            if (!d[k]) continue;
+            const uint32_t j = first + k * COARSE_THREADS, g = w * B + d[k] - 1;
+            coarse[bins[(d[k] - 1) >> shift] + local[k]] =
+                make_uint2(offsets[g] + ranks[(size_t)w * m + j], point(j) | (sign[k] << 31));
         }
         __syncthreads();
     }
@@ -154,11 +187,12 @@ extern "C" __global__ void msm_fine(const uint2* coarse, uint32_t total, uint32_
     sorted[e.x] = e.y;
 }
 
-// out[k] = offsets[k << shift] for k < nbt / 2^shift: each coarse bin's first place.
+// out[k] = offsets[k << shift] for k < nbt / 2^shift: each coarse bin's first place; bin 0's
+// first `reserved` places are the ones'.
 extern "C" __global__ void msm_bin_starts(const uint32_t* offsets, uint32_t nbt, uint32_t shift,
-                                          uint32_t* out) {
+                                          uint32_t reserved, uint32_t* out) {
     const uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (((uint64_t)k << shift) < nbt) out[k] = offsets[(uint64_t)k << shift];
+    if (((uint64_t)k << shift) < nbt) out[k] = offsets[(uint64_t)k << shift] + (k ? 0 : reserved);
 }
 
 // ntasks[b] = ceil(counts[b] / T); *max_tasks = max over b (zeroed by the caller).

@@ -20,38 +20,76 @@ extern "C" __global__ void ntt_bitrev(Fr* x, uint32_t logn) {
 
 // One group of stages s0 .. s0+k-1. A block owns 2^k "rows" (index bits s0..s0+k-1) times
 // 2^lb consecutive "columns" (low index bits, lb <= s0) for one value of the high bits.
-// tw[i] = w_N^i for the table's domain N = 2^logtw (i < N/2); w_n = w_N^(N/n).
-// `dif`: the stages top down with Gentleman–Sande butterflies (the caller runs groups top down).
+// tw[i] = w_N^i for the table's domain N = 2^logtw (i < N/2); w_n = w_N^(N/n): stage s's
+// butterfly on an element whose index has low bits j < 2^s takes w_(2^(s+1))^j.
+
+// Gentleman–Sande (dif) or Cooley–Tukey butterfly on (u, v) with twiddle w.
+__device__ __forceinline__ void butterfly(Fr& u, Fr& v, const Fr& w, bool dif) {
+    if (dif) {
+        const Fr d = u - v;
+        u = u + v;
+        v = d * w;
+    } else {
+        const Fr t = v * w;
+        v = u - t;
+        u = u + t;
+    }
+}
+
+// Local stages ls and ls + 1 (w = 2) or ls alone (w = 1) on every group of 2^w rows
+// {r0 + j·2^ls} of the block: a thread holds a group in registers, so two stages cost one
+// round trip through shared memory and one barrier. Top stage first when `dif`.
+template <int W>
+__device__ __forceinline__ void ntt_step(Fr* sm, const Fr* tw, uint32_t logtw, uint32_t s0,
+                                         uint32_t ls, uint32_t lb, uint32_t E, uint64_t lo_base,
+                                         bool dif) {
+    const uint32_t lmask = (1u << lb) - 1;
+    const uint32_t s = s0 + ls;
+    const uint32_t h = 1u << (ls + lb);  // elements between a group's rows
+    for (uint32_t q = threadIdx.x; q < (E >> W); q += blockDim.x) {
+        const uint32_t t = q & lmask;
+        const uint32_t mp = q >> lb;
+        const uint32_t m_lo = mp & ((1u << ls) - 1);
+        const uint32_t e0 = ((((mp >> ls) << (ls + W)) | m_lo) << lb) | t;
+        // stage s's twiddle index: the index bits below s
+        const uint64_t ka = ((uint64_t)m_lo << s0) | (lo_base + t);
+        const Fr wa = ld(tw + (ka << (logtw - 1 - s)));
+        Fr x[1 << W];
+#pragma unroll
+        for (int j = 0; j < (1 << W); j++) x[j] = sm[e0 + j * h];
+        if constexpr (W == 1) {
+            butterfly(x[0], x[1], wa, dif);
+        } else {
+            // stage s + 1 pairs rows 0-2 (bit ls clear) and 1-3 (bit ls set)
+            const Fr wb0 = ld(tw + (ka << (logtw - 2 - s)));
+            const Fr wb1 = ld(tw + ((ka | (1ull << (ls + s0))) << (logtw - 2 - s)));
+            if (dif) {
+                butterfly(x[0], x[2], wb0, true);
+                butterfly(x[1], x[3], wb1, true);
+            }
+            butterfly(x[0], x[1], wa, dif);
+            butterfly(x[2], x[3], wa, dif);
+            if (!dif) {
+                butterfly(x[0], x[2], wb0, false);
+                butterfly(x[1], x[3], wb1, false);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < (1 << W); j++) sm[e0 + j * h] = x[j];
+    }
+    __syncthreads();
+}
+
+// The group's k stages, two at a time, an odd one alone last (DIT) or first (DIF, which runs
+// the stages top down; the caller runs groups top down too).
 __device__ __forceinline__ void ntt_stages(Fr* sm, const Fr* tw, uint32_t logtw, uint32_t s0,
                                            uint32_t k, uint32_t lb, uint64_t lo_base, bool dif) {
     const uint32_t E = 1u << (k + lb);
-    const uint32_t lmask = (1u << lb) - 1;
-    for (uint32_t it = 0; it < k; it++) {
-        const uint32_t ls = dif ? k - 1 - it : it;
-        const uint32_t s = s0 + ls;
-        const uint32_t shift = logtw - 1 - s;
-        for (uint32_t q = threadIdx.x; q < E / 2; q += blockDim.x) {
-            const uint32_t t = q & lmask;
-            const uint32_t mp = q >> lb;
-            const uint32_t m_lo = mp & ((1u << ls) - 1);
-            const uint32_t m0 = ((mp >> ls) << (ls + 1)) | m_lo;
-            const uint32_t e0 = (m0 << lb) | t;
-            const uint32_t e1 = e0 | (1u << (ls + lb));
-            const uint64_t ktw = ((uint64_t)m_lo << s0) | (lo_base + t);
-            const Fr w = ld(tw + (ktw << shift));
-            const Fr u = sm[e0];
-            if (dif) {
-                const Fr v = sm[e1];
-                sm[e0] = u + v;
-                sm[e1] = (u - v) * w;
-            } else {
-                const Fr v = sm[e1] * w;
-                sm[e0] = u + v;
-                sm[e1] = u - v;
-            }
-        }
-        __syncthreads();
-    }
+    const uint32_t pairs = k / 2;
+    if (dif && (k & 1)) ntt_step<1>(sm, tw, logtw, s0, k - 1, lb, E, lo_base, dif);
+    for (uint32_t p = 0; p < pairs; p++)
+        ntt_step<2>(sm, tw, logtw, s0, 2 * (dif ? pairs - 1 - p : p), lb, E, lo_base, dif);
+    if (!dif && (k & 1)) ntt_step<1>(sm, tw, logtw, s0, k - 1, lb, E, lo_base, dif);
 }
 
 #define NTT_DIF 1u

@@ -3,10 +3,11 @@
 # default all): fp — Fp/Fr multiplication checked against the reference CIOS and timed
 # (kernels/bench/fp_mul_bench.cu, compiled there); check — cuzk-gpu-check's GPU-vs-CPU checks
 # up to 2^CHECK_LOG; g1 — G1 MSM at G1_LOGS, median of 5; durations — every kernel's time in one
-# G1 MSM at 2^LOG under ncu; sections — ncu's occupancy / warp-state / scheduler sections for the
-# bucket accumulation. Expects .device/cuzk-gpu-check.gz (and variants cuzk-gpu-check-NAME.gz,
+# G1 MSM at 2^LOG under ncu; sections — ncu's occupancy / warp-state / scheduler / memory sections
+# of chosen kernels (default: the bucket accumulation; SECTIONS_K below). Expects .device/cuzk-gpu-check.gz (and variants cuzk-gpu-check-NAME.gz,
 # timed in step g1) and .device/fp_mul_bench.cu.
-cd "$(dirname "$0")/../.."
+# The repository root, from kernels/scripts/ or from .device/ (where pack-device.sh copies it).
+case "$(dirname "$0")" in */kernels/scripts | kernels/scripts) cd "$(dirname "$0")/../.." ;; *) cd "$(dirname "$0")/.." ;; esac
 STEPS=${STEPS:-fp,check,g1,durations,sections}
 LOG=${LOG:-24}
 CHECK_LOG=${CHECK_LOG:-20}
@@ -54,9 +55,14 @@ for k, v in sorted(tot.items(), key=lambda kv: -kv[1]):
 PY
 fi
 if has sections; then
-  echo "== accumulate sections"
-  ncu --clock-control none -k regex:msm_accumulate_g1 -c 1 --section SpeedOfLight --section Occupancy \
+  # SECTIONS_K: the kernels (a regex), SECTIONS_C launches of them, in the workload
+  # SECTIONS_ARGS of cuzk-gpu-check (default: the G1 MSM's accumulation at 2^LOG). The whole
+  # report is $OUT/sections.txt.
+  K=${SECTIONS_K:-msm_accumulate_g1}
+  echo "== sections of $K"
+  ncu --clock-control none -k regex:"$K" -c ${SECTIONS_C:-1} --section SpeedOfLight --section Occupancy \
     --section WarpStateStats --section SchedulerStats --section LaunchStats --section ComputeWorkloadAnalysis \
-    /tmp/gc --no-check --no-bench --reps 1 --g1-logs $LOG >$OUT/accumulate.txt 2>&1
-  grep -E "Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Compute \(SM\) Throughput|Warp Cycles Per Issued|Eligible Warps|Active Threads Per Warp|fetch an" $OUT/accumulate.txt | head -20
+    --section MemoryWorkloadAnalysis_Tables \
+    /tmp/gc --no-check --no-bench --reps 1 ${SECTIONS_ARGS:---g1-logs $LOG} >$OUT/sections.txt 2>&1
+  grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Compute \(SM\) Throughput|Warp Cycles Per Issued|Eligible Warps|Bank Conflicts" $OUT/sections.txt | head -${SECTIONS_LINES:-60}
 fi

@@ -23,9 +23,10 @@ pub fn msm_scratch(n: usize, point_bytes: u64) -> u64 {
     let chunk = (entries / 200_000).clamp(8, 128);
     let partials = 2 * entries.div_ceil(chunk) * xyzz;
     // the coarse-sorted (bucket, entry) pairs (8 B) and the sorted entries (4 B) per (point,
-    // window); counts, offsets, cursors and the task tables (4 B) per bucket; the buckets; the
-    // chunk partials.
-    entries * 12 + nbt * 4 * 6 + nbt * xyzz + partials
+    // window); the scalars' class flags, then the ones' and the other scalars' indices (8 B per
+    // point); counts, offsets, cursors and the task tables (4 B) per bucket; the buckets; the
+    // chunk partials. Scalars 0 and 1 make fewer entries and a narrower window, never more.
+    entries * 12 + (n as u64 + 1) * 8 + nbt * 4 * 6 + nbt * xyzz + partials
 }
 
 /// What one partition of a shape needs beyond its key, at the peak of its steps.

@@ -120,21 +120,60 @@ impl Gpu {
         let curve = bases.curve;
         let cf = &self.f.curve[curve as usize];
         let s = &self.stream;
+        let n32 = n as u32;
+        // Zeros take no part and ones need no digits (a witness is mostly bits: 46–47 % ones
+        // and 2–3 % other values in the PoRep partitions of docs/porep.md); the window fits the rest.
+        let (ones, dense) = (self.alloc((n + 1) * 4)?, self.alloc((n + 1) * 4)?);
+        launch!(self, self.f.msm_classify, cfg(grid(n as u64 + 1, 256), 256, 0);
+            scalars, n32, ones.ptr(s), dense.ptr(s))?;
+        self.scan(ones.ptr(s), ones.ptr(s), n as u64 + 1)?;
+        self.scan(dense.ptr(s), dense.ptr(s), n as u64 + 1)?;
+        let mut class = [0u32; 2];
+        self.download_into(&ones, n * 4, as_bytes_mut(&mut class[..1]))?;
+        self.download_into(&dense, n * 4, as_bytes_mut(&mut class[1..]))?;
+        let [n_ones, m] = class;
+        let compact = |pos: &DevBuf, len: u32| -> Result<DevBuf> {
+            let out = self.alloc(len as usize * 4)?;
+            launch!(self, self.f.msm_compact, cfg(grid(n as u64, 256), 256, 0);
+                n32, pos.ptr(s), out.ptr(s))?;
+            Ok(out)
+        };
+        // The dense scalars' indices (none when all are dense: the passes walk 0..n).
+        let idx = if m < n32 {
+            Some(compact(&dense, m)?)
+        } else {
+            None
+        };
+        drop(dense);
+        let one_list = if n_ones > 0 {
+            Some(compact(&ones, n_ones)?)
+        } else {
+            None
+        };
+        drop(ones);
+        let idx_ptr = idx.as_ref().map_or(0, |d| d.ptr(s));
+
         let c = match self.msm_window.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => window_bits(n),
+            0 => window_bits(m as usize),
             c => c,
         };
         let nwin = num_windows(c);
         let nb = 1u32 << (c - 1);
         let nbt = nwin * nb;
-        let n32 = n as u32;
         // Sort by (window, bucket): counts and ranks, offsets, then through coarse bins to each
-        // entry's place (kernels/cuda/msm.cuh, msm_count).
-        let counts = self.alloc_zeroed(nbt as usize * 4)?;
+        // entry's place (kernels/cuda/msm.cuh, msm_count). Bucket 0 (window 0, digit 1) begins
+        // with the ones.
+        let mut counts = self.alloc_zeroed(nbt as usize * 4)?;
+        if n_ones > 0 {
+            self.stream
+                .memcpy_htod(as_bytes(&[n_ones]), &mut counts.buf.slice_mut(0..4))?;
+        }
         let offsets = self.alloc(nbt as usize * 4)?;
-        let ranks = self.alloc(n * nwin as usize * 4)?;
-        launch!(self, self.f.msm_count, cfg(grid(n as u64, 256), 256, 0);
-            scalars, n32, c, nwin, counts.ptr(s), ranks.ptr(s))?;
+        let ranks = self.alloc(m as usize * nwin as usize * 4)?;
+        if m > 0 {
+            launch!(self, self.f.msm_count, cfg(grid(m as u64, 256), 256, 0);
+                scalars, idx_ptr, m, c, nwin, counts.ptr(s), ranks.ptr(s))?;
+        }
         self.scan(counts.ptr(s), offsets.ptr(s), nbt as u64)?;
         let mut last = [0u32; 2];
         self.download_into(
@@ -152,17 +191,26 @@ impl Gpu {
         let nbins = nbt >> shift;
         let bins = self.alloc(nbins as usize * 4)?;
         launch!(self, self.f.msm_bin_starts, cfg(grid(nbins as u64, 256), 256, 0);
-            offsets.ptr(s), nbt, shift, bins.ptr(s))?;
+            offsets.ptr(s), nbt, shift, n_ones, bins.ptr(s))?;
         let coarse = self.alloc(total as usize * 8)?;
-        let blocks = n.div_ceil((COARSE_THREADS * COARSE_PER_THREAD) as usize) as u32;
-        launch!(self, self.f.msm_coarse, cfg(blocks, COARSE_THREADS, (nb >> shift) * 4);
-            scalars, n32, c, nwin, shift, ranks.ptr(s), offsets.ptr(s), bins.ptr(s),
-            coarse.ptr(s))?;
-        drop((ranks, bins));
-        let sorted = self.alloc(total as usize * 4)?;
-        launch!(self, self.f.msm_fine, cfg(grid(total, 256), 256, 0);
-            coarse.ptr(s), total as u32, sorted.ptr(s))?;
+        if m > 0 {
+            let blocks = (m as usize).div_ceil((COARSE_THREADS * COARSE_PER_THREAD) as usize);
+            launch!(self, self.f.msm_coarse, cfg(blocks as u32, COARSE_THREADS, (nb >> shift) * 4);
+                scalars, idx_ptr, m, c, nwin, shift, ranks.ptr(s), offsets.ptr(s), bins.ptr(s),
+                coarse.ptr(s))?;
+        }
+        drop((ranks, bins, idx));
+        let mut sorted = self.alloc(total as usize * 4)?;
+        let placed = total - n_ones as u64;
+        if placed > 0 {
+            launch!(self, self.f.msm_fine, cfg(grid(placed, 256), 256, 0);
+                self.ptr_at(&coarse, n_ones as usize * 8), placed as u32, sorted.ptr(s))?;
+        }
         drop(coarse);
+        if let Some(ones) = one_list {
+            self.stream
+                .memcpy_dtod(&ones.buf, &mut sorted.buf.slice_mut(0..n_ones as usize * 4))?;
+        }
 
         // Equal-length chunks of the sorted entries, one per thread; L is as long as keeps a few
         // waves of threads in flight (long chunks leave fewer crossing buckets to reduce).
