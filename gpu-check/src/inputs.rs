@@ -18,26 +18,28 @@ pub fn rng_from(seed: u64, stream: u64) -> ChaCha20Rng {
 }
 
 pub fn random_scalars(seed: u64, n: usize) -> Vec<Scalar> {
-    let mut v = vec![Scalar::ZERO; n];
-    v.par_chunks_mut(1 << 14).enumerate().for_each(|(i, c)| {
-        let mut r = rng_from(seed, i as u64);
-        c.iter_mut().for_each(|x| *x = Scalar::random(&mut r));
-    });
-    v
+    seeded_scalars(seed, n, |r| Scalar::random(r))
 }
 
 /// Scalars shaped like a PoRep witness (docs/porep.md): 51 % zeros, 47 % ones, 2 % random.
 pub fn witness_like_scalars(seed: u64, n: usize) -> Vec<Scalar> {
+    seeded_scalars(seed, n, |r| match r.next_u32() % 100 {
+        0..51 => Scalar::ZERO,
+        51..98 => Scalar::ONE,
+        _ => Scalar::random(r),
+    })
+}
+
+/// `n` scalars drawn by `draw`, in parallel: an RNG of its own per chunk of 2^14, from `seed`.
+fn seeded_scalars(
+    seed: u64,
+    n: usize,
+    draw: impl Fn(&mut ChaCha20Rng) -> Scalar + Sync,
+) -> Vec<Scalar> {
     let mut v = vec![Scalar::ZERO; n];
     v.par_chunks_mut(1 << 14).enumerate().for_each(|(i, c)| {
         let mut r = rng_from(seed, i as u64);
-        c.iter_mut().for_each(|x| {
-            *x = match r.next_u32() % 100 {
-                0..51 => Scalar::ZERO,
-                51..98 => Scalar::ONE,
-                _ => Scalar::random(&mut r),
-            }
-        });
+        c.iter_mut().for_each(|x| *x = draw(&mut r));
     });
     v
 }
