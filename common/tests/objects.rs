@@ -1,5 +1,6 @@
 //! Striped objects against a real nats-server: a large blob goes up as several objects and comes
-//! back byte for byte, through one connection or several, leaving no consumer behind; plain
+//! back byte for byte, through one connection or several, leaving no consumer behind, into a
+//! fresh buffer or a reused one; plain
 //! objects (written by anything else) still read; a missing or truncated stripe, or one whose
 //! chunks are gone, fails the read instead of returning short data; delete removes every stripe.
 //! Spread over several buckets: each holds its share of the stripes, objects written to one
@@ -101,6 +102,25 @@ async fn consumers_left(js: &Context, stream: &str) -> Vec<String> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     stream.consumer_names().map(|n| n.unwrap()).collect().await
+}
+
+/// A reused buffer holds exactly the object afterwards, whatever it held before (longer or
+/// shorter): the GPU node reads every blob into one of a few such buffers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_buffer_holds_exactly_the_object_read_into_it() {
+    let server = NatsServer::start().unwrap();
+    let (_, one, js) = store(&server).await;
+    let (long, short) = (random(3 * STRIPE_BYTES + 5), random(STRIPE_BYTES / 2));
+    objects::put(&one, "long", &long).await.unwrap();
+    objects::put(&one, "short", &short).await.unwrap();
+    let readers = std::slice::from_ref(&js);
+    let mut buf = vec![0xAB; 4 * STRIPE_BYTES];
+    for (name, want) in [("short", &short), ("long", &long), ("short", &short)] {
+        objects::read_bounded_into(&one, readers, name, 1 << 30, &mut buf)
+            .await
+            .unwrap();
+        assert!(buf == *want, "{name} read into a reused buffer differs");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

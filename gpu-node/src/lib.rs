@@ -32,12 +32,13 @@ use cuzk_wire::blob::{self, DecodeLimits};
 use cuzk_wire::job::{unix_ms, PartitionTimings, WorkItem};
 use cuzk_wire::witness::Witness;
 use ff::Field;
+use rayon::prelude::*;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
 
-use crate::buffers::WitnessBuffers;
+use crate::buffers::Buffers;
 use crate::saver::Outcome;
 
 /// The `circuit`/`shape` labels of a work item's measurements.
@@ -69,9 +70,14 @@ pub struct GpuNode {
     ledger: Ledger,
     config: GpuConfig,
     name: String,
-    /// Decoded-witness buffers, reused so each partition's decode writes into memory that is
-    /// already mapped.
-    buffers: WitnessBuffers,
+    /// Blobs as read and decoded witnesses, in buffers reused so each partition's fetch and
+    /// decode write into memory that is already mapped.
+    blobs: Buffers<Vec<u8>>,
+    buffers: Arc<Buffers<Witness>>,
+    /// Blobs are decoded on half the node's threads: a fetch shares the cores with the other
+    /// partitions' decodes, which have a whole prove to finish in, and on all of them starved
+    /// it (80 MB in 54 ms uncontended, 117–168 ms beside a decode; docs/gpu-runs.md, run 28).
+    decode: Arc<rayon::ThreadPool>,
     shapes: Arc<ShapeCache>,
     /// Host memory for proving keys (the CPU backend's device is the host).
     host_key_bytes: u64,
@@ -96,13 +102,22 @@ impl GpuNode {
         // One buffer per partition a worker can hold (proving plus prefetched), per device.
         let devices = cuzk_kernels::device_count().max(1);
         let workers = config.workers(true).max(config.workers(false));
-        let buffers = WitnessBuffers::new(devices * workers * (1 + config.prefetch));
+        let held = devices * workers * (1 + config.prefetch);
+        let (blobs, buffers) = (Buffers::new(held), Arc::new(Buffers::new(held)));
+        let decode = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads((config.cpu_threads / 2).max(1))
+                .thread_name(|i| format!("decode-{i}"))
+                .build()?,
+        );
         Ok(GpuNode {
             ledger: Ledger::new(&topology),
             topology,
             config,
             name,
+            blobs,
             buffers,
+            decode,
             shapes: Arc::new(shapes),
             host_key_bytes: params.host_cache_bytes,
             allow_synthetic: params.allow_synthetic,
@@ -152,8 +167,9 @@ impl GpuNode {
             }
             // No worker pulls work before every device has its keys: the node is started on
             // all of them or on none. One device at a time, so a parsed SRS is built once.
-            for (_, backend, keys) in &ready {
-                self.preload(backend, keys).await?;
+            for (i, (_, backend, keys)) in ready.iter().enumerate() {
+                let workers = self.config.workers(true) * (i + 1);
+                self.preload(backend, keys, workers).await?;
             }
             for (device, backend, keys) in ready {
                 residents.push(Arc::new(control::OnBackend {
@@ -175,7 +191,8 @@ impl GpuNode {
                 Arc::new(CpuBackend),
                 Arc::new(Keys::new(self.host_key_bytes)),
             );
-            self.preload(&backend, &keys).await?;
+            self.preload(&backend, &keys, self.config.workers(false))
+                .await?;
             residents.push(Arc::new(control::OnBackend {
                 backend: backend.clone(),
                 keys: keys.clone(),
@@ -222,16 +239,53 @@ impl GpuNode {
     }
 
     /// Loads the `--gpu-preload` shapes' keys into a backend before its workers pull work, so
-    /// the first partitions do not wait for them.
-    async fn preload<B: Backend>(&self, backend: &Arc<B>, keys: &Keys<B>) -> anyhow::Result<()> {
+    /// the first partitions do not wait for them; and decoded-witness buffers of the largest
+    /// preloaded shape, faulted in, until the node holds `workers` (this backend's and those
+    /// preloaded before it): a 32 GiB partition's
+    /// first decode and upload into fresh memory took 0.4 s longer than later ones
+    /// (docs/gpu-runs.md, run 28), while the device waited.
+    async fn preload<B: Backend>(
+        &self,
+        backend: &Arc<B>,
+        keys: &Keys<B>,
+        workers: usize,
+    ) -> anyhow::Result<()> {
+        let mut largest = (0, 0);
         for spec in &self.config.preload {
             let spec: CircuitSpec = serde_json::from_value(spec.clone())?;
             let family = cuzk_circuits::resolve(&spec)?;
             let started = Instant::now();
-            self.load_key(backend, keys, family.clone())
+            let loaded = self
+                .load_key(backend, keys, family.clone())
                 .await
                 .map_err(|e| anyhow::anyhow!("preloading {}: {e}", family.shape_key()))?;
+            let info = backend.key_info(&loaded.key);
+            largest = largest.max((info.aux, info.inputs));
             info!(shape = %family.shape_key(), load_ms = ms(started.elapsed()), backend = backend.name(), "proving key preloaded");
+        }
+        if largest.0 > 0 {
+            let (aux, inputs) = largest;
+            let decode = self.decode.clone();
+            let buffers = self.buffers.clone();
+            tokio::task::spawn_blocking(move || {
+                buffers.fill(workers, || {
+                    let zeros = |n: usize| {
+                        let mut v = Vec::new();
+                        decode.install(|| {
+                            (0..n)
+                                .into_par_iter()
+                                .map(|_| Scalar::ZERO)
+                                .collect_into_vec(&mut v)
+                        });
+                        v
+                    };
+                    Witness {
+                        input: zeros(inputs),
+                        aux: zeros(aux),
+                    }
+                })
+            })
+            .await?;
         }
         Ok(())
     }
@@ -423,14 +477,20 @@ impl GpuNode {
             }
         }
         let started = Instant::now();
-        let bytes = objects::read_bounded(
+        let mut bytes = self.blobs.take();
+        let read = objects::read_bounded_into(
             &self.topology.blobs,
             &self.topology.blob_readers,
             &item.blob_object,
             self.limits.max_blob_bytes,
+            &mut bytes,
         )
         .instrument(info_span!("fetch"))
-        .await?;
+        .await;
+        if let Err(e) = read {
+            self.blobs.put(bytes);
+            return Err(e.into());
+        }
         let job = labels(item);
         metrics().stage("fetch", &job, started.elapsed());
         metrics().blob_bytes.add(
@@ -442,15 +502,18 @@ impl GpuNode {
         );
         timings.fetch_ms = ms(started.elapsed());
         let started = Instant::now();
-        let limits = self.limits;
+        let (limits, decode) = (self.limits, self.decode.clone());
         let mut witness = self.buffers.take();
         let decoded = tokio::task::spawn_blocking(move || {
-            blob::decode_blob_into(&bytes, &limits, &mut witness).map(|h| (h, witness))
+            let header = decode.install(|| blob::decode_blob_into(&bytes, &limits, &mut witness));
+            (header, witness, bytes)
         })
         .instrument(info_span!("decode"))
         .await
         .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
-        let (header, witness) = decoded
+        let (header, witness, bytes) = decoded;
+        self.blobs.put(bytes);
+        let header = header
             .map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
         metrics().stage("decode", &job, started.elapsed());
         timings.decode_ms = ms(started.elapsed());

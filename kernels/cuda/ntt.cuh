@@ -151,10 +151,25 @@ extern "C" __global__ void fr_scale(Fr* x, uint64_t n, const Fr* c) {
         st(x + i, ld(x + i) * k);
 }
 
-// a[i] = (a[i] * b[i] - c[i]) * zinv
-extern "C" __global__ void h_pointwise(Fr* a, const Fr* b, const Fr* c, uint64_t n, const Fr* zinv) {
-    const Fr z = ld(zinv);
+// a[i] *= b[i]: the product of A's and B's coset evaluations.
+extern "C" __global__ void h_product(Fr* a, const Fr* b, uint64_t n) {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x)
-        st(a + i, (ld(a + i) * ld(b + i) - ld(c + i)) * z);
+        st(a + i, ld(a + i) * ld(b + i));
+}
+
+// The H pipeline's last step on two vectors of coefficients in bit-reversed order:
+// a[bitrev(i)] = a[i] - k * c[i], each pair (i, bitrev(i)) by one thread.
+extern "C" __global__ void h_finish(Fr* a, const Fr* c, uint32_t logn, const Fr* kp) {
+    const Fr k = ld(kp);
+    const uint64_t n = 1ull << logn;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t j = __brevll(i) >> (64 - logn);
+        if (i <= j) {
+            const Fr u = ld(a + i) - ld(c + i) * k, v = ld(a + j) - ld(c + j) * k;
+            st(a + i, v);
+            st(a + j, u);
+        }
+    }
 }

@@ -4,7 +4,8 @@
 # docs/results/h200.json holds) by kernels/scripts/h200-results.py. Steps, in order, each skipped
 # when the call's time (TOTAL seconds, default 585) would run out before it:
 #   blobs     witness-blob MB/s: one object per blob vs striped over 1 and 4 buckets, written
-#             and read through 1 to 16 connections (CONNECTIONS; `cuzk-load blobs`)
+#             and read through 1 to 16 connections (CONNECTIONS; `cuzk-load blobs`), and the
+#             nodes' layout with the buckets in memory
 #   params32  32 GiB test parameters on the GPU (constraint matrices captured first)
 #   drain32x1 a synthetic 32 GiB C1; its 10 partitions synthesized into the queue, then drained
 #             by one GPU node on one GPU (`cuzk-porep drain`): a partition's GPU-node time and
@@ -74,7 +75,7 @@ if step kernels 240; then
   echo "large rc=$?"; grep -E "FAIL|PASS|^\|" $L/large.log
   # Every H kernel at 2^27 (NCU_KERNELS: another regex, e.g. 'msm_' for the MSM's), ms per run.
   timeout $(( $(left) - 20 )) ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-    -k regex:"${NCU_KERNELS:-ntt_|fr_|h_pointwise}" $B/cuzk-gpu-check --no-check --no-bench --reps 1 \
+    -k regex:"${NCU_KERNELS:-ntt_|fr_|h_}" $B/cuzk-gpu-check --no-check --no-bench --reps 1 \
     --large-logs 27 --msm-windows ${WINDOWS%%,*} >$L/h-kernels.csv 2>$L/ncu.err
   python3 - $L/h-kernels.csv <<'PY'
 import csv, sys, collections
@@ -100,6 +101,12 @@ if step blobs 60; then
   timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 $conns >$L/blobs.log 2>&1
   timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight 4 $conns 2>&1 | grep "|" >$L/blobs-4.log
   cat $L/blobs.log $L/blobs-4.log | grep "|"
+  # The nodes' layout with the buckets in the server's memory: what the file store costs.
+  for n in 1 4; do
+    echo "memory storage, $n in flight:"
+    timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight $n --buckets 4 \
+      --connections 4 --storage memory 2>&1 | grep "|" | tee $L/blobs-memory-$n.log
+  done
   collect
 fi
 
@@ -120,11 +127,23 @@ fi
 drain() {
   local name=$1 key=$2; shift 2
   [ -f $W/syn32.json ] || $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json
-  # cuzk_kernels=debug: the GPU node logs each MSM's time, which the drain prints.
-  env RUST_LOG=info,cuzk_kernels=debug "$@" timeout $(( $(left) - 10 )) $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
+  # cuzk_kernels=debug: the GPU node logs each MSM's time, which the drain prints; and
+  # cuzk_common::objects=debug each blob's and stripe's read.
+  env RUST_LOG=info,cuzk_kernels=debug,cuzk_common::objects=debug "$@" timeout $(( $(left) - 10 )) $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
     --synth-partitions-in-flight ${SYNTH_IN_FLIGHT:-8} --gpu-args="--gpu-backend=cuda" --json $L/$name.json \
     >$L/$name.log 2>&1; echo "$name rc=$?"
   grep -v -E " INFO | WARN |DEBUG" $L/$name.log | tail -30
+  # Where the GPU node's blob reads spend their time (medians over the drain's reads).
+  python3 - $L/$name.log <<'PY'
+import re, statistics, sys
+lines = [re.sub(r"\x1b\[[0-9;]*m", "", l) for l in open(sys.argv[1], errors="replace")]
+for what in ("stripe read", "object read"):
+    rows = [dict(re.findall(r"(\w+_ms)=([\d.]+)", l)) for l in lines if what in l]
+    keys = sorted({k for r in rows for k in r})
+    if rows:
+        print(f"{what} ({len(rows)}): " + ", ".join(
+            f"{k} {statistics.median(float(r[k]) for r in rows if k in r):.1f}" for k in keys))
+PY
   [ -f $L/$name.json ] && json $R $key "$(cat $L/$name.json)"
   collect
 }

@@ -103,7 +103,7 @@ def params_phases(path):
         if "matrices ready" in line and "secs" in fields:
             out["matrices"] = float(fields["secs"])
         elif "generation phases" in line:
-            for k in ("scalars_s", "engine_s", "serialize_s", "write_s"):
+            for k in ("basis_s", "scalars_s", "engine_s", "serialize_s", "write_s"):
                 if k in fields:
                     out[k[:-2]] = float(fields[k])
         elif "synced to disk" in line and "secs" in fields:
@@ -148,6 +148,7 @@ def main():
             continue
         for key, src, digits in (
             ("partition_32gib_ms", "partition_ms", 1),
+            ("partition_32gib_steady_ms", "partition_steady_ms", 1),
             ("partition_32gib_latency_ms", "partition_latency_ms", 1),
             ("wire_bytes_32gib", "wire_bytes", 0),
             ("gpu_busy_pct", "gpu_busy_pct", 1),
@@ -180,6 +181,10 @@ def main():
         in_flight_4 = blob_bench(f"{logs}/blobs-4.log")
         if in_flight_4:
             bench["in_flight_4"] = in_flight_4
+        for n in (1, 4):
+            memory = blob_bench(f"{logs}/blobs-memory-{n}.log")
+            if memory:
+                bench[f"memory_storage_in_flight_{n}"] = memory
     ss32 = summary(f"{logs}/ss32.log", "supraseal_1circuit")
     if ss32:
         h["supraseal_32gib_ms"] = round(float(ss32["median_supraseal_s"]) * 1e3, 1)

@@ -8,13 +8,16 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use async_nats::jetstream::object_store::ObjectMetadata;
+use async_nats::jetstream::object_store::{self, ObjectMetadata};
+use async_nats::jetstream::stream::StorageType;
 use async_nats::jetstream::Context;
 use bytes::Bytes;
 use clap::Args;
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::objects::{self, Shards};
-use cuzk_common::topology::{jetstream_context, provision, Limits, BLOB_CHUNK_SIZE, BLOB_SHARDS};
+use cuzk_common::topology::{
+    blob_shard_bucket, jetstream_context, provision, Limits, BLOB_CHUNK_SIZE, BLOB_SHARDS,
+};
 use futures::{StreamExt, TryStreamExt};
 use rand::RngCore;
 use tokio::io::AsyncReadExt;
@@ -41,6 +44,10 @@ pub struct BlobArgs {
     /// connection count).
     #[arg(long, value_delimiter = ',', default_values_t = [1, BLOB_SHARDS])]
     buckets: Vec<usize>,
+    /// Where the server keeps this run's blob buckets: on disk, as nodes' are made, or in
+    /// memory (`memory`), to see what the file store costs.
+    #[arg(long, default_value = "file", value_parser = ["file", "memory"])]
+    storage: String,
 }
 
 #[derive(Clone, Copy)]
@@ -156,13 +163,20 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
         blobs_max_bytes: (BLOB_SHARDS * 2 * len * args.count).max(1 << 30) as i64,
         ..Limits::local()
     };
-    let mut topology = provision(
-        &jetstream_context(client, Duration::from_secs(30)),
-        1,
-        Duration::from_secs(60),
-        limits,
-    )
-    .await?;
+    let js = jetstream_context(client, Duration::from_secs(30));
+    if args.storage == "memory" {
+        // Made first, so that provisioning finds them and leaves them as they are.
+        for k in 0..BLOB_SHARDS {
+            js.create_object_store(object_store::Config {
+                bucket: blob_shard_bucket(k),
+                max_bytes: limits.blobs_max_bytes / BLOB_SHARDS as i64,
+                storage: StorageType::Memory,
+                ..Default::default()
+            })
+            .await?;
+        }
+    }
+    let mut topology = provision(&js, 1, Duration::from_secs(60), limits).await?;
     let connections = args.connections.iter().copied().max().unwrap_or(1);
     anyhow::ensure!(
         (1..=64).contains(&connections) && !args.connections.contains(&0),
@@ -188,8 +202,8 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
     let tag = rand::random::<u32>();
     let total_mb = (len * args.count) as f64 / 1e6;
     println!(
-        "{} blobs of {} MB, {} in flight, {url}",
-        args.count, args.mb, args.in_flight
+        "{} blobs of {} MB, {} in flight, {} storage, {url}",
+        args.count, args.mb, args.in_flight, args.storage
     );
     println!("| layout | upload MB/s | fetch MB/s |\n|---|---|---|");
     let mut rates = Vec::new();

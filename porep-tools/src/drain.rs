@@ -17,7 +17,9 @@ use cuzk_cli::launcher::{LaunchSpec, ProcessCluster, Role};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::objects;
 use cuzk_common::topology::{results_subject, SUBJECT_SUBMIT};
-use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionStatus, PartitionTimings};
+use cuzk_wire::job::{
+    JobInput, JobRecord, JobResult, JobSpec, JobStatus, PartitionStatus, PartitionTimings,
+};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -110,6 +112,47 @@ fn cuzk_binary() -> Result<PathBuf> {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Watches the job's record in the jobs bucket from now on and notes when each partition is
+/// first seen proved: the GPU node's completions, as they happen (a watch pushes every update).
+fn watch_completions(
+    runtime: &tokio::runtime::Runtime,
+    kv: &async_nats::jetstream::kv::Store,
+    job_id: &str,
+) -> Result<Arc<Mutex<Vec<Instant>>>> {
+    let mut updates = runtime.block_on(kv.watch(job_id))?;
+    let done = Arc::new(Mutex::new(Vec::new()));
+    let sink = done.clone();
+    runtime.spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(Ok(entry)) = updates.next().await {
+            let at = Instant::now();
+            let Ok(record) = serde_json::from_slice::<JobRecord>(&entry.value) else {
+                continue;
+            };
+            seen.resize(record.partitions.len(), false);
+            for (p, was) in record.partitions.iter().zip(seen.iter_mut()) {
+                if p.status == PartitionStatus::Proved && !*was {
+                    *was = true;
+                    sink.lock().expect("completions").push(at);
+                }
+            }
+        }
+    });
+    Ok(done)
+}
+
+/// The median gap between consecutive completions: what a partition costs a node that is kept
+/// fed, without the first partition's fetch, decode and upload that a sector's wall time holds.
+fn steady_ms(completions: &[Instant]) -> f64 {
+    let mut at = completions.to_vec();
+    at.sort();
+    median(
+        at.windows(2)
+            .map(|w| (w[1] - w[0]).as_secs_f64() * 1e3)
+            .collect(),
+    )
 }
 
 /// Waits until `name`'s log contains `needle`, failing if the node exits first.
@@ -232,6 +275,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
 
     // 2. The GPU node loads the key on every device, then drains the queue.
     let sampler = GpuSampler::start();
+    let completions = watch_completions(&runtime, &topology.jobs_kv, &job_id)?;
     let gpu = cluster.add_node(Role::Gpu)?;
     let loading = Instant::now();
     wait_for_log(&mut cluster, &gpu, "gpu node started", opts.timeout)?;
@@ -242,6 +286,13 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         .context("no result in time")?
         .context("results subscription closed")?;
     let sector_s = draining.elapsed().as_secs_f64();
+    // The last partition's update may reach the watch just after the result.
+    let seen = || completions.lock().expect("completions").len();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while seen() < sector.size.partitions() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let steady = steady_ms(&completions.lock().expect("completions"));
     let rss = cluster.pid(&gpu).and_then(peak_rss);
     let (mem_peak, util) = sampler
         .map(|s| s.stop(draining))
@@ -256,10 +307,17 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     let gpu_log = cluster.log(&gpu);
     let gpus = gpu_count(&gpu_log);
     // The device steps that stalled (kernels/src/gpu/mod.rs `note_slow`), with their partitions,
-    // and each MSM's time where the node logs them (RUST_LOG=cuzk_kernels=debug).
+    // each MSM's time (RUST_LOG=cuzk_kernels=debug) and each blob's and stripe's read
+    // (cuzk_common::objects=debug), where the node logs them.
+    const SHOWN: [&str; 4] = [
+        "slow device step",
+        "MSM times",
+        "object read",
+        "stripe read",
+    ];
     for line in gpu_log
         .lines()
-        .filter(|l| l.contains("slow device step") || l.contains("MSM times"))
+        .filter(|l| SHOWN.iter().any(|s| l.contains(s)))
     {
         println!("{line}");
     }
@@ -270,6 +328,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
             synth_wall,
             load_s,
             sector_s,
+            steady_ms: steady,
             gpus,
             mem_peak_gib: mem_peak / 1024.0,
             util,
@@ -291,6 +350,7 @@ struct Report<'a> {
     synth_wall: f64,
     load_s: f64,
     sector_s: f64,
+    steady_ms: f64,
     gpus: usize,
     mem_peak_gib: f64,
     util: f64,
@@ -348,6 +408,10 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "GPU time per partition ms (sector wall × GPUs / partitions)",
             format!("{gpu_ms_per_partition:.0}"),
         ),
+        (
+            "steady state ms (median gap between completions)",
+            format!("{:.0}", r.steady_ms),
+        ),
         ("proofs in flight per GPU (mean)", format!("{in_flight:.2}")),
         (
             "sector wall s (queue prefilled, key loaded → last partition)",
@@ -377,6 +441,7 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "partitions": parts.len(),
             "gpus": r.gpus,
             "partition_ms": gpu_ms_per_partition,
+            "partition_steady_ms": r.steady_ms,
             "partition_latency_ms": node_ms,
             "proofs_in_flight_per_gpu": in_flight,
             "prove_ms": med(|t| t.prove_ms),
@@ -399,4 +464,19 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
         std::fs::write(path, serde_json::to_vec_pretty(&j)?)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steady_state_is_the_median_gap_between_completions_in_any_order() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // The first partition's gap to the node's start is not a gap between completions.
+        let done = [at(1900), at(400), at(1000), at(1450), at(2600)];
+        assert!((steady_ms(&done) - 600.0).abs() < 1e-6);
+        assert!(steady_ms(&done[..1]).is_nan());
+    }
 }

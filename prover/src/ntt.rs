@@ -249,9 +249,12 @@ pub fn icoset_ntt(values: &mut [Scalar], omega: Scalar) {
 }
 
 /// The coefficients of H from the constraint evaluations `a`, `b`, `c` (all of length `n`):
-/// pad to `m = 2^k >= n`, iNTT, coset NTT, `a*b - c`, multiply by `(g^m - 1)^-1`, inverse coset
-/// NTT, keep coefficients `0..m-1` (the dropped top one is zero for a satisfied circuit).
-/// Returns `m - 1` coefficients, bit-identical to bellperson's `execute_fft`.
+/// pad to `m = 2^k >= n`; bellperson's `execute_fft` takes all three through iNTT and coset NTT,
+/// forms `a*b - c`, multiplies by `(g^m - 1)^-1` and applies the inverse coset NTT. That last
+/// transform is linear and undoes C's coset NTT exactly (C has fewer than `m` coefficients), so
+/// here C is only interpolated and subtracted after it: one transform of the seven fewer, the
+/// same coefficients for any input. Returns `m - 1` of them (the dropped top one is zero for a
+/// satisfied circuit), bit-identical to bellperson's.
 pub fn compute_h(
     mut a: Vec<Scalar>,
     mut b: Vec<Scalar>,
@@ -286,31 +289,33 @@ pub fn compute_h(
     let mut from_coset = powers(m_inv * z_inv, g_inv, m);
     bit_reverse_permute(&mut from_coset);
 
-    for v in [&mut a, &mut b, &mut c] {
+    c.resize(m, Scalar::ZERO);
+    dif(&mut c, &tw_inv);
+    for v in [&mut a, &mut b] {
         v.resize(m, Scalar::ZERO);
         dif(v, &tw_inv);
         scale_by(v, &to_coset);
     }
     drop(to_coset);
     let tw = twiddles(w, m);
-    for v in [&mut a, &mut b, &mut c] {
+    for v in [&mut a, &mut b] {
         dit(v, &tw);
     }
     drop(tw);
 
     a.par_chunks_mut(PAR_CHUNK)
         .zip(b.par_chunks(PAR_CHUNK))
-        .zip(c.par_chunks(PAR_CHUNK))
-        .for_each(|((a, b), c)| {
-            for ((a, b), c) in a.iter_mut().zip(b).zip(c) {
-                *a = *a * b - c;
-            }
-        });
+        .for_each(|(a, b)| a.iter_mut().zip(b).for_each(|(a, b)| *a *= b));
     drop(b);
-    drop(c);
 
     dif(&mut a, &tw_inv);
     scale_by(&mut a, &from_coset);
+    // Both in bit-reversed order; C still lacks m^-1 and the division by Z, which A has.
+    let k = m_inv * z_inv;
+    a.par_chunks_mut(PAR_CHUNK)
+        .zip(c.par_chunks(PAR_CHUNK))
+        .for_each(|(a, c)| a.iter_mut().zip(c).for_each(|(a, c)| *a -= *c * k));
+    drop(c);
     bit_reverse_permute(&mut a);
     a.truncate(m - 1);
     Ok(a)

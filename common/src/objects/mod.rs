@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::nats::{retry_retryable as retry, RetryPolicy};
 use crate::topology::BLOB_CHUNK_SIZE;
@@ -170,10 +170,27 @@ pub async fn read_bounded(
     name: &str,
     limit: u64,
 ) -> Result<Vec<u8>, ObjectError> {
+    let mut bytes = Vec::new();
+    read_bounded_into(shards, readers, name, limit, &mut bytes).await?;
+    Ok(bytes)
+}
+
+/// [`read_bounded`] into `out` (replacing what it held): a buffer used again is memory already
+/// mapped, where a fresh 80 MB one took ~50 ms of page faults to fill, 40 % of a 32 GiB
+/// partition's fetch (docs/gpu-runs.md, run 27). Each stripe is copied to its place as soon as
+/// it has arrived, while the rest still stream.
+pub async fn read_bounded_into(
+    shards: &impl AsShards,
+    readers: &[Context],
+    name: &str,
+    limit: u64,
+    out: &mut Vec<u8>,
+) -> Result<(), ObjectError> {
     let shards = shards.as_shards();
     if readers.is_empty() {
         return Err(unavailable(name, "no connection to read it through"));
     }
+    let started = std::time::Instant::now();
     let layout = Layout::from_info(&info(shards.head(), name).await?, shards.count())?;
     if layout.total() as u64 > limit {
         return Err(ObjectError::TooLarge {
@@ -202,16 +219,28 @@ pub async fn read_bounded(
             (i, read_stripe(&store, &js, &stripe, size).await)
         });
     }
-    let mut stripes = vec![Vec::new(); layout.stripes()];
+    out.clear();
+    out.resize(layout.total(), 0);
     while let Some(done) = tasks.join_next().await {
         let (i, chunks) = done.map_err(|e| unavailable(name, e))?;
-        stripes[i] = chunks?;
+        // read_stripe checked the stripe's length against its range; a slip is an error all
+        // the same, never a panic.
+        let mut at = layout.range(i).start;
+        for chunk in chunks? {
+            out.get_mut(at..at + chunk.len())
+                .ok_or_else(|| unavailable(name, "a stripe overruns its range"))?
+                .copy_from_slice(&chunk);
+            at += chunk.len();
+        }
     }
-    let mut bytes = Vec::with_capacity(layout.total());
-    for chunk in stripes.iter().flatten() {
-        bytes.extend_from_slice(chunk);
-    }
-    Ok(bytes)
+    debug!(
+        object = name,
+        stripes = layout.stripes(),
+        bytes = out.len(),
+        read_ms = ms(started.elapsed()),
+        "object read"
+    );
+    Ok(())
 }
 
 /// A stripe's chunks, `size` bytes in all.
@@ -255,6 +284,7 @@ async fn read_chunks(js: &Context, info: &ObjectInfo) -> Result<Vec<Bytes>, Obje
     if info.chunks == 0 {
         return chunks.finish();
     }
+    let started = std::time::Instant::now();
     let stream = format!("OBJ_{}", info.bucket);
     let config = OrderedConfig {
         name: Some(format!("cuzk-read-{:016x}", rand::random::<u64>())),
@@ -285,10 +315,12 @@ async fn read_chunks(js: &Context, info: &ObjectInfo) -> Result<Vec<Bytes>, Obje
             format!("{stored} chunks stored, expected {}", info.chunks),
         ));
     }
+    let created = started.elapsed();
     let mut messages = consumer
         .messages()
         .await
         .map_err(|e| unavailable(name, e))?;
+    let mut first = None;
     loop {
         let chunk = messages
             .next()
@@ -296,11 +328,26 @@ async fn read_chunks(js: &Context, info: &ObjectInfo) -> Result<Vec<Bytes>, Obje
             .ok_or_else(|| unavailable(name, "chunk stream ended"))?
             .map_err(|e| unavailable(name, e))?;
         let last = chunk.info().map_err(|e| unavailable(name, e))?.pending == 0;
+        first.get_or_insert_with(|| started.elapsed());
         chunks.push(chunk.message.payload)?;
         if last {
+            // Where a stripe's time goes: the consumer's creation, the wait for its first chunk
+            // and the stream of the rest (docs/gpu-runs.md reads these to place the fetch's floor).
+            debug!(
+                stripe = name,
+                bytes = info.size,
+                create_ms = ms(created),
+                first_chunk_ms = ms(first.unwrap_or_default()),
+                total_ms = ms(started.elapsed()),
+                "stripe read"
+            );
             return chunks.finish();
         }
     }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// Reads a stripe's chunks by direct gets, one after another: a round trip per chunk, but

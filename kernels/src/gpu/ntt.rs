@@ -151,8 +151,10 @@ impl Gpu {
 
     /// The H polynomial on device-resident evaluations: `abc` hold `m = 2^logm` values each
     /// (the constraint evaluations, zero-padded); the result is in the first buffer, whose
-    /// coefficients `0..m-1` are H (the top one is zero for a satisfied circuit). Pad, iNTT,
-    /// coset NTT, `a·b − c` times `(g^m − 1)⁻¹`, inverse coset NTT: bellperson's pipeline.
+    /// coefficients `0..m-1` are H (the top one is zero for a satisfied circuit). The same
+    /// coefficients as bellperson's pipeline with one transform fewer: the inverse coset
+    /// transform is linear and undoes C's coset transform, so C is only interpolated
+    /// (prover/src/ntt.rs `compute_h`).
     pub fn h_device(&self, abc: [DevBuf; 3], logm: u32) -> Result<DevBuf> {
         let m64 = 1u64 << logm;
         if abc.iter().any(|d| d.bytes() < m64 as usize * 32) {
@@ -164,12 +166,12 @@ impl Gpu {
         let m_inv = Scalar::from(m64).invert().unwrap();
         let z_inv = (g.pow_vartime([m64]) - Scalar::ONE).invert().unwrap();
         let (to_lo, to_hi) = pow_tables(g, m_inv, m64);
-        let (from_lo, from_hi) = pow_tables(g.invert().unwrap(), m_inv, m64);
+        let (from_lo, from_hi) = pow_tables(g.invert().unwrap(), m_inv * z_inv, m64);
         let tabs: Vec<DevBuf> = [&to_lo, &to_hi, &from_lo, &from_hi]
             .iter()
             .map(|t| self.upload(as_bytes(t)))
             .collect::<Result<_>>()?;
-        let zbuf = self.upload(as_bytes(&[z_inv]))?;
+        let kbuf = self.upload(as_bytes(&[m_inv * z_inv]))?;
         let s = &self.stream;
         let gr = grid(m64, 256).min(1 << 16);
         let tw = self.twiddles(logm)?;
@@ -179,8 +181,16 @@ impl Gpu {
         // lowest stages, and the coset factors between them, are one pass over the vector.
         let groups = stage_groups(logm);
         let (low, rest) = groups.split_first().expect("at least one group");
-        for d in &abc {
-            let p = d.ptr(s);
+        let inverse_dif = |p: u64, mul: Option<(&DevBuf, &DevBuf, u32)>| -> Result<()> {
+            for &g in rest.iter().rev() {
+                self.pass(p, logm, t, g, Stages::InverseDif, None)?;
+            }
+            self.pass(p, logm, t, *low, Stages::InverseDif, mul)
+        };
+        let [a, b, c] = abc;
+        let (pa, pb, pc) = (a.ptr(s), b.ptr(s), c.ptr(s));
+        inverse_dif(pc, None)?;
+        for p in [pa, pb] {
             for &g in rest.iter().rev() {
                 self.pass(p, logm, t, g, Stages::InverseDif, None)?;
             }
@@ -190,18 +200,13 @@ impl Gpu {
                 self.pass(p, logm, t, g, Stages::Dit { inverse: false }, None)?;
             }
         }
-        let [a, b, c] = abc;
-        let (pa, pb, pc) = (a.ptr(s), b.ptr(s), c.ptr(s));
-        launch!(self, self.f.h_pointwise, cfg(gr, 256, 0); pa, pb, pc, m64, zbuf.ptr(s))?;
-        for &g in rest.iter().rev() {
-            self.pass(pa, logm, t, g, Stages::InverseDif, None)?;
-        }
-        let from = Some((&tabs[2], &tabs[3], logm));
-        self.pass(pa, logm, t, *low, Stages::InverseDif, from)?;
-        launch!(self, self.f.ntt_bitrev, cfg(gr, 256, 0); pa, logm)?;
+        launch!(self, self.f.h_product, cfg(gr, 256, 0); pa, pb, m64)?;
+        inverse_dif(pa, Some((&tabs[2], &tabs[3], logm)))?;
+        // (A·B on the coset, interpolated and shifted back) − C, both over Z's value on the coset.
+        launch!(self, self.f.h_finish, cfg(gr, 256, 0); pa, pc, logm, kbuf.ptr(s))?;
         // The tables and b, c must outlive the kernels reading them.
         self.stream.synchronize()?;
-        drop((b, c, tabs, zbuf));
+        drop((b, c, tabs, kbuf));
         Ok(a)
     }
 
