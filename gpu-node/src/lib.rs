@@ -241,9 +241,8 @@ impl GpuNode {
     /// Loads the `--gpu-preload` shapes' keys into a backend before its workers pull work, so
     /// the first partitions do not wait for them; and decoded-witness buffers of the largest
     /// preloaded shape, faulted in, until the node holds `workers` (this backend's and those
-    /// preloaded before it): a 32 GiB partition's
-    /// first decode and upload into fresh memory took 0.4 s longer than later ones
-    /// (docs/gpu-runs.md, run 28), while the device waited.
+    /// preloaded before it). A 32 GiB partition decoded into fresh memory took 296 ms instead
+    /// of 120 while the device waited for it (docs/gpu-runs.md, runs 28 and 30).
     async fn preload<B: Backend>(
         &self,
         backend: &Arc<B>,
