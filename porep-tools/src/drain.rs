@@ -15,6 +15,7 @@ use anyhow::{bail, ensure, Context, Result};
 use cuzk_circuits::porep::SealedSector;
 use cuzk_cli::launcher::{LaunchSpec, ProcessCluster, Role};
 use cuzk_common::lifecycle::Ledger;
+use cuzk_common::nats::ms;
 use cuzk_common::objects;
 use cuzk_common::topology::{results_subject, SUBJECT_SUBMIT};
 use cuzk_wire::job::{
@@ -148,11 +149,7 @@ fn watch_completions(
 fn steady_ms(completions: &[Instant]) -> f64 {
     let mut at = completions.to_vec();
     at.sort();
-    median(
-        at.windows(2)
-            .map(|w| (w[1] - w[0]).as_secs_f64() * 1e3)
-            .collect(),
-    )
+    median(at.windows(2).map(|w| ms(w[1] - w[0])).collect())
 }
 
 /// Waits until `name`'s log contains `needle`, failing if the node exits first.

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tracing::{debug, warn};
 
-use crate::nats::{retry_retryable as retry, RetryPolicy};
+use crate::nats::{ms, retry_retryable as retry, RetryPolicy};
 use crate::topology::BLOB_CHUNK_SIZE;
 
 mod layout;
@@ -344,10 +344,6 @@ async fn read_chunks(js: &Context, info: &ObjectInfo) -> Result<Vec<Bytes>, Obje
             return chunks.finish();
         }
     }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// Reads a stripe's chunks by direct gets, one after another: a round trip per chunk, but
