@@ -120,14 +120,22 @@ async fn bad_submissions_fail_cleanly() {
 async fn duplicate_job_ids_keep_the_original() {
     let cluster = cluster().await;
     let client = &cluster.client;
-    let original = job(
+    let mut original = job("dup", "mimc", json!({"rounds": 200, "partitions": 2}), "");
+    // The original's input takes a while to load and the duplicate's none: the first
+    // submission must still be the one that stands.
+    let input: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    objects::put(&cluster.topology.inputs, "dup-input", &input)
+        .await
+        .unwrap();
+    original.input = cuzk_wire::job::JobInput::Object("dup-input".into());
+    let mut duplicate = job(
         "dup",
         "mimc",
-        json!({"rounds": 200, "partitions": 2}),
-        "one",
+        json!({"rounds": 300, "partitions": 1}),
+        "two",
     );
-    let mut duplicate = original.clone();
-    duplicate.params = json!({"rounds": 300, "partitions": 1});
 
     let mut results = client.subscribe(results_subject("dup")).await.unwrap();
     for spec in [&original, &duplicate, &original] {

@@ -3,6 +3,12 @@
 //! wrong is found here, before any synthesis: malformed JSON, an unknown circuit or bad
 //! parameters, `high` priority on the ordinary subject, a job over the size cap or a partition
 //! over the node's memory budget, a missing input.
+//!
+//! Intake is two steps. [`claim`] judges the message and records the job (or finds who holds
+//! its id); the picker waits for it before taking the next message, so one node claims ids in
+//! the stream's order and the first submission of an id is the one that stands. Loading the
+//! input ([`Claimed::load`]), which can take seconds for a large object, comes after and runs
+//! beside the next claims.
 
 use std::sync::Arc;
 
@@ -55,17 +61,26 @@ pub struct Admitted {
     pub partition_bytes: u64,
 }
 
+/// A job whose record this submission holds, its input not loaded yet.
+pub struct Claimed {
+    spec: JobSpec,
+    circuit: Arc<dyn CircuitFamily>,
+    labels: JobLabels,
+    seq: u64,
+    pending: Vec<usize>,
+    partition_bytes: u64,
+}
+
 pub enum Intake {
-    Run(Admitted),
+    Run(Claimed),
     /// Nothing to do: a duplicate submission, or a job that has already ended.
     Settled,
 }
 
-/// Admits the job in `body`, or says why not. `job_id` and `labels` are filled in as soon as
-/// they are known, so that a failure is reported on the job's own subject and counted under its
-/// circuit.
-pub async fn admit(
-    topology: &Topology,
+/// Judges the job in `body` and records it, or says why not. `job_id` and `labels` are filled
+/// in as soon as they are known, so that a failure is reported on the job's own subject and
+/// counted under its circuit.
+pub async fn claim(
     ledger: &Ledger,
     limits: &Limits,
     body: &[u8],
@@ -115,7 +130,7 @@ pub async fn admit(
         ));
     }
     let bytes = check_size(&*circuit, limits)?;
-    let input = load_input(topology, limits, &spec.input).await?;
+    check_inline_input(limits, &spec.input)?;
     let admission = ledger
         .admit(
             &spec,
@@ -144,15 +159,30 @@ pub async fn admit(
         .filter(|(_, p)| p.status == cuzk_wire::job::PartitionStatus::Pending)
         .map(|(i, _)| i)
         .collect();
-    Ok(Intake::Run(Admitted {
+    Ok(Intake::Run(Claimed {
         spec,
         circuit,
         labels: job_labels,
-        input: Arc::new(input),
         seq: submission.seq,
         pending,
         partition_bytes: bytes,
     }))
+}
+
+impl Claimed {
+    /// Loads the job's input; a failure ends the job this submission holds.
+    pub async fn load(self, topology: &Topology) -> Result<Admitted, StepError> {
+        let input = load_input(topology, &self.spec.input).await?;
+        Ok(Admitted {
+            spec: self.spec,
+            circuit: self.circuit,
+            labels: self.labels,
+            input: Arc::new(input),
+            seq: self.seq,
+            pending: self.pending,
+            partition_bytes: self.partition_bytes,
+        })
+    }
 }
 
 /// Refuses a job over the cluster's size cap, or whose partitions cannot fit this node's
@@ -177,23 +207,28 @@ fn check_size(circuit: &dyn CircuitFamily, limits: &Limits) -> Result<u64, StepE
     Ok(bytes)
 }
 
-async fn load_input(
-    topology: &Topology,
-    limits: &Limits,
-    input: &JobInput,
-) -> Result<Vec<u8>, StepError> {
+/// Refuses an inline input over the limit before the job is recorded.
+fn check_inline_input(limits: &Limits, input: &JobInput) -> Result<(), StepError> {
     let limit = limits.max_inline_input;
-    let too_large = |len: usize| {
-        StepError::Fatal(format!(
+    let len = match input {
+        JobInput::Utf8(text) => text.len(),
+        JobInput::Base64(text) => text.len() / 4 * 3,
+        JobInput::None | JobInput::Object(_) | JobInput::ObjectIn { .. } => 0,
+    };
+    if len > limit {
+        return Err(StepError::Fatal(format!(
             "inline input of {len} bytes exceeds the limit of {limit}; upload it to the {} object store bucket and pass {{\"object\": NAME}}",
             topology::INPUTS_BUCKET
-        ))
-    };
+        )));
+    }
+    Ok(())
+}
+
+/// The input's bytes (inline sizes were checked by [`claim`]).
+async fn load_input(topology: &Topology, input: &JobInput) -> Result<Vec<u8>, StepError> {
     match input {
         JobInput::None => Ok(Vec::new()),
-        JobInput::Utf8(text) if text.len() > limit => Err(too_large(text.len())),
         JobInput::Utf8(text) => Ok(text.as_bytes().to_vec()),
-        JobInput::Base64(text) if text.len() / 4 * 3 > limit => Err(too_large(text.len() / 4 * 3)),
         JobInput::Base64(text) => base64::engine::general_purpose::STANDARD
             .decode(text)
             .map_err(|e| StepError::Fatal(format!("input is not valid base64: {e}"))),

@@ -29,7 +29,7 @@ use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, MAX_DELIVER};
 use cuzk_wire::blob::EncodeOptions;
 use cuzk_wire::job::{JobResult, JobStatus, JOB_ID_HEADER};
-use tokio::sync::Semaphore;
+use tokio::sync::{oneshot, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
@@ -148,10 +148,17 @@ impl SynthNode {
                     let cancel = shutdown.child_token();
                     // Counts as one waiting partition until intake knows the job's.
                     let waiting = self.backlog.add(1);
+                    let (claimed, claim_done) = oneshot::channel();
                     tasks.spawn(async move {
-                        node.handle(message, waiting, cancel).await;
+                        node.handle(message, waiting, claimed, cancel).await;
                         drop(permit);
                     });
+                    // The next message waits until this one's id is claimed (or the message
+                    // is settled without a claim), so ids are claimed in the stream's order.
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = claim_done => {}
+                    }
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -177,6 +184,7 @@ impl SynthNode {
         self: Arc<Self>,
         message: jetstream::Message,
         waiting: Waiting,
+        claimed: oneshot::Sender<()>,
         cancel: CancellationToken,
     ) {
         let submission = match message.info() {
@@ -217,12 +225,13 @@ impl SynthNode {
             queue_wait = now.duration_since(published).ok();
         }
         let mut labels = None;
+        let mut claimed = Some(claimed);
         let outcome = self
             .process(
                 &message.payload,
                 &submission,
                 (&mut job_id, &mut labels),
-                waiting,
+                (waiting, &mut claimed),
                 cancel,
             )
             .instrument(span.clone())
@@ -253,6 +262,8 @@ impl SynthNode {
         }
         .instrument(span)
         .await;
+        // A refusal is recorded (and so holds the id) before the next message is claimed.
+        drop(claimed);
         if let Err(e) = message.ack_with(settle.ack_kind()).await {
             warn!(err = %e, seq = submission.seq, "acknowledging job message failed; it will be redelivered");
         }
@@ -291,7 +302,7 @@ impl SynthNode {
         body: &[u8],
         submission: &Submission,
         (job_id, labels): (&mut Option<String>, &mut Option<JobLabels>),
-        mut waiting: Waiting,
+        (mut waiting, claimed): (Waiting, &mut Option<oneshot::Sender<()>>),
         cancel: CancellationToken,
     ) -> Result<(), StepError> {
         let limits = Limits {
@@ -300,19 +311,13 @@ impl SynthNode {
             memory_budget: self.memory.total(),
             allow_synthetic: self.allow_synthetic,
         };
-        let intake = intake::admit(
-            &self.topology,
-            &self.ledger,
-            &limits,
-            body,
-            submission,
-            job_id,
-            labels,
-        );
+        let intake = intake::claim(&self.ledger, &limits, body, submission, job_id, labels);
         let job = match intake.await? {
-            Intake::Run(job) => Arc::new(job),
+            Intake::Run(job) => job,
             Intake::Settled => return Ok(()),
         };
+        drop(claimed.take());
+        let job = Arc::new(job.load(&self.topology).await?);
         // The placeholder share becomes the job's pending partitions.
         drop(waiting);
         waiting = self.backlog.add(job.pending.len());
