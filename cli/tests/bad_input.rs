@@ -130,7 +130,7 @@ async fn duplicate_job_ids_keep_the_original() {
         .await
         .unwrap();
     original.input = cuzk_wire::job::JobInput::Object("dup-input".into());
-    let mut duplicate = job(
+    let duplicate = job(
         "dup",
         "mimc",
         json!({"rounds": 300, "partitions": 1}),
