@@ -102,7 +102,7 @@ impl GpuNode {
         // One buffer per partition a worker can hold (proving plus prefetched), per device.
         let devices = cuzk_kernels::device_count().max(1);
         let workers = config.workers(true).max(config.workers(false));
-        let held = devices * workers * (1 + config.prefetch);
+        let held = devices * held_by(workers, config.prefetch);
         let (blobs, buffers) = (Buffers::new(held), Arc::new(Buffers::new(held)));
         let decode = Arc::new(
             rayon::ThreadPoolBuilder::new()
@@ -168,8 +168,8 @@ impl GpuNode {
             // No worker pulls work before every device has its keys: the node is started on
             // all of them or on none. One device at a time, so a parsed SRS is built once.
             for (i, (_, backend, keys)) in ready.iter().enumerate() {
-                let workers = self.config.workers(true) * (i + 1);
-                self.preload(backend, keys, workers).await?;
+                let held = held_by(self.config.workers(true), self.config.prefetch) * (i + 1);
+                self.preload(backend, keys, held).await?;
             }
             for (device, backend, keys) in ready {
                 residents.push(Arc::new(control::OnBackend {
@@ -191,8 +191,8 @@ impl GpuNode {
                 Arc::new(CpuBackend),
                 Arc::new(Keys::new(self.host_key_bytes)),
             );
-            self.preload(&backend, &keys, self.config.workers(false))
-                .await?;
+            let held = held_by(self.config.workers(false), self.config.prefetch);
+            self.preload(&backend, &keys, held).await?;
             residents.push(Arc::new(control::OnBackend {
                 backend: backend.clone(),
                 keys: keys.clone(),
@@ -240,14 +240,17 @@ impl GpuNode {
 
     /// Loads the `--gpu-preload` shapes' keys into a backend before its workers pull work, so
     /// the first partitions do not wait for them; and decoded-witness buffers of the largest
-    /// preloaded shape, faulted in, until the node holds `workers` (this backend's and those
-    /// preloaded before it). A 32 GiB partition decoded into fresh memory took 296 ms instead
-    /// of 120 while the device waited for it (docs/gpu-runs.md, runs 28 and 30).
+    /// preloaded shape, faulted in, until the node holds `held` (what this backend's workers and
+    /// those preloaded before it can hold at once, so the node's peak is what draining a full
+    /// queue reaches anyway). A 32 GiB partition decoded into fresh memory took 296 ms instead
+    /// of 120 while the device waited for it; with one buffer per worker, the second worker's
+    /// first partition still found none (its prefetch had taken it) and decoded in 1,033 ms
+    /// (docs/gpu-runs.md, runs 28 and 30).
     async fn preload<B: Backend>(
         &self,
         backend: &Arc<B>,
         keys: &Keys<B>,
-        workers: usize,
+        held: usize,
     ) -> anyhow::Result<()> {
         let mut largest = (0, 0);
         for spec in &self.config.preload {
@@ -267,7 +270,7 @@ impl GpuNode {
             let decode = self.decode.clone();
             let buffers = self.buffers.clone();
             tokio::task::spawn_blocking(move || {
-                buffers.fill(workers, || {
+                buffers.fill(held, || {
                     let zeros = |n: usize| {
                         let mut v = Vec::new();
                         decode.install(|| {
@@ -712,6 +715,12 @@ async fn still_to_prove(ledger: &Ledger, item: &WorkItem) -> bool {
             true
         }
     }
+}
+
+/// Partitions `workers` on one device hold at once: each the one it proves and those it has
+/// prefetched.
+fn held_by(workers: usize, prefetch: usize) -> usize {
+    workers * (1 + prefetch)
 }
 
 fn family_of(item: &WorkItem) -> Result<Arc<dyn CircuitFamily>, PartitionError> {
