@@ -5,7 +5,8 @@
 # when the call's time (TOTAL seconds, default 585) would run out before it:
 #   blobs     witness-blob MB/s: one object per blob vs striped over 1 and 4 buckets, written
 #             and read through 1 to 16 connections (CONNECTIONS; `cuzk-load blobs`), and the
-#             nodes' layout with the buckets in memory
+#             nodes' layout with the buckets in memory, and on every further nats-server packed
+#             (pack-device.sh NATS_ALT)
 #   params32  32 GiB test parameters on the GPU (constraint matrices captured first)
 #   drain32x1 a synthetic 32 GiB C1; its 10 partitions synthesized into the queue, then drained
 #             by one GPU node on one GPU (`cuzk-porep drain`): a partition's GPU-node time and
@@ -18,14 +19,15 @@
 #             up to 2^22, the 2 KiB partition proved by both backends (every step compared,
 #             verify_seal), then H and the G1 MSM at 2^27 (MSM windows side by side, each checked
 #             exactly) and every H kernel's time under ncu (`cuzk-gpu-check --large-logs 27`)
-# STEPS picks a subset (default: all, in the order above). Files live in /tmp/cuzk-32g, so a
+# STEPS picks a subset (default: all, in the order above); NATS=nats-server-<version> runs every
+# step on that packed server instead of the default one. Files live in /tmp/cuzk-32g, so a
 # later call on the same warm machine reuses the parameters and C1.
 cd "$(dirname "$0")/.."
 B=.device/bin; mkdir -p $B
 for f in .device/*.gz; do [ -x "$B/$(basename "$f" .gz)" ] || { gunzip -c "$f" > "$B/$(basename "$f" .gz)"; chmod +x "$B/$(basename "$f" .gz)"; }; done
 W=/tmp/cuzk-32g; L=$W/logs; mkdir -p $W/params $L
 # One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
-export FIL_PROOFS_PARAMETER_CACHE=$W/params CUZK_PARAM_CACHE=$W/params NATS_SERVER=$B/nats-server TMPDIR=$W
+export FIL_PROOFS_PARAMETER_CACHE=$W/params CUZK_PARAM_CACHE=$W/params NATS_SERVER=$B/${NATS:-nats-server} TMPDIR=$W
 TOTAL=${TOTAL:-585}
 STEPS=${STEPS:-kernels blobs params32 drain32x1 drain32 2k ss32}
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
@@ -106,6 +108,16 @@ if step blobs 60; then
     echo "memory storage, $n in flight:"
     timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight $n --buckets 4 \
       --connections 4 --storage memory 2>&1 | grep "|" | tee $L/blobs-memory-$n.log
+  done
+  # The nodes' layout on each further server: what a newer nats-server's file store gives.
+  for alt in $B/nats-server-*; do
+    [ -x "$alt" ] || continue
+    v=${alt##*/nats-server-}
+    for n in 1 4; do
+      echo "nats-server $v, $n in flight:"
+      NATS_SERVER=$alt timeout $(( $(left) - 5 )) $B/cuzk-load blobs --mb 80 --count 8 --in-flight $n \
+        --buckets 4 --connections 4 2>&1 | grep "|" | tee $L/blobs-nats-$v-$n.log
+    done
   done
   collect
 fi

@@ -6,6 +6,7 @@ RESULTS_JSON is what device-32g.sh accumulated across its phases (timings, the p
 drain JSON); LOG_DIR holds the phases' logs (SupraSeal's SUMMARY lines, the cluster bench's
 per-partition tables). Keys whose run did not happen are left out, never invented.
 """
+import glob
 import json
 import os
 import re
@@ -185,6 +186,11 @@ def main():
             memory = blob_bench(f"{logs}/blobs-memory-{n}.log")
             if memory:
                 bench[f"memory_storage_in_flight_{n}"] = memory
+        for path in sorted(glob.glob(f"{logs}/blobs-nats-*-*.log")):
+            version, n = re.match(r".*/blobs-nats-(.+)-(\d+)\.log$", path).groups()
+            rows = blob_bench(path)
+            if rows:
+                bench.setdefault("nats_server", {})[f"{version}_in_flight_{n}"] = rows
     ss32 = summary(f"{logs}/ss32.log", "supraseal_1circuit")
     if ss32:
         h["supraseal_32gib_ms"] = round(float(ss32["median_supraseal_s"]) * 1e3, 1)

@@ -8,6 +8,8 @@
 #   CUZK_CUDA_ARCHS=90 kernels/scripts/pack-device.sh      # H200 SASS only: smaller, faster to build
 #   SSA=path/to/ssa                                        # the anchor (default: its build cache)
 #   ANCHOR=DIR                                             # the SupraSeal anchor harness's directory, which holds c1-2k.json
+#   NATS_ALT="BIN..."                                      # further nats-server binaries, packed as nats-server-<version>
+#                                                          # (scripts/install-nats-server.sh), to set beside the default
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 NVCC="${NVCC:-$(scripts/install-nvcc.sh | tail -n 1)}"
@@ -16,7 +18,11 @@ cargo build --release -p cuzk-porep-tools -p cuzk-gpu-check -p cuzk-cli -p cuzk-
 mkdir -p .device /tmp/cuzk-pack
 tools="cuzk cuzk-porep cuzk-gpu-check cuzk-load"
 for t in $tools; do cp "target/release/$t" /tmp/cuzk-pack/ && strip "/tmp/cuzk-pack/$t"; done
+rm -f /tmp/cuzk-pack/nats-server* .device/nats-server*.gz
 cp "$(command -v nats-server)" /tmp/cuzk-pack/
+for bin in ${NATS_ALT:-}; do
+  cp "$bin" "/tmp/cuzk-pack/nats-server-$("$bin" --version | sed 's/.* v//')"
+done
 SSA="${SSA:-$HOME/.cache/cuzk/ssa/build/target/release/ssa}"
 [ -x "$SSA" ] && cp "$SSA" /tmp/cuzk-pack/ssa
 # A 32 GiB build of the anchor (Tree and config switched), made beside it, never in the repo.
