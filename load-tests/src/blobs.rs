@@ -109,10 +109,9 @@ impl Layout {
     async fn get(
         self,
         (shards, readers): (&Shards, &[Context]),
-        name: &str,
+        (name, len): (&str, usize),
         out: &mut Vec<u8>,
     ) -> anyhow::Result<()> {
-        let len = out.len();
         match self {
             Layout::OneObject => {
                 out.clear();
@@ -231,8 +230,7 @@ pub async fn run(args: BlobArgs) -> anyhow::Result<()> {
             let name = name(i);
             async move {
                 let mut out = buffers.lock().unwrap().pop().unwrap_or_default();
-                out.resize(len, 0);
-                let read = layout.get((shards, readers), &name, &mut out).await;
+                let read = layout.get((shards, readers), (&name, len), &mut out).await;
                 buffers.lock().unwrap().push(out);
                 read
             }

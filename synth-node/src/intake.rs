@@ -61,15 +61,8 @@ pub struct Admitted {
     pub partition_bytes: u64,
 }
 
-/// A job whose record this submission holds, its input not loaded yet.
-pub struct Claimed {
-    spec: JobSpec,
-    circuit: Arc<dyn CircuitFamily>,
-    labels: JobLabels,
-    seq: u64,
-    pending: Vec<usize>,
-    partition_bytes: u64,
-}
+/// A job whose record this submission holds, its input not loaded yet (empty).
+pub struct Claimed(Admitted);
 
 pub enum Intake {
     Run(Claimed),
@@ -159,29 +152,23 @@ pub async fn claim(
         .filter(|(_, p)| p.status == cuzk_wire::job::PartitionStatus::Pending)
         .map(|(i, _)| i)
         .collect();
-    Ok(Intake::Run(Claimed {
+    Ok(Intake::Run(Claimed(Admitted {
         spec,
         circuit,
         labels: job_labels,
+        input: Arc::default(),
         seq: submission.seq,
         pending,
         partition_bytes: bytes,
-    }))
+    })))
 }
 
 impl Claimed {
     /// Loads the job's input; a failure ends the job this submission holds.
     pub async fn load(self, topology: &Topology) -> Result<Admitted, StepError> {
-        let input = load_input(topology, &self.spec.input).await?;
-        Ok(Admitted {
-            spec: self.spec,
-            circuit: self.circuit,
-            labels: self.labels,
-            input: Arc::new(input),
-            seq: self.seq,
-            pending: self.pending,
-            partition_bytes: self.partition_bytes,
-        })
+        let Claimed(mut job) = self;
+        job.input = Arc::new(load_input(topology, &job.spec.input).await?);
+        Ok(job)
     }
 }
 
