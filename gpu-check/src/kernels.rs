@@ -16,8 +16,36 @@ use crate::inputs::{
 };
 use crate::{Args, Report};
 
+/// A witness uploaded through the staging, read in place from pinned memory, and through the
+/// staging again once its pin is gone: each arrives whole.
+fn check_uploads(gpu: &Gpu, seed: u64, rep: &mut Report) {
+    let input = random_scalars(seed + 31, 3);
+    let aux = random_scalars(seed + 32, (1 << 20) + 7);
+    let arrives = |what: &str, rep: &mut Report| {
+        let got = gpu
+            .upload_concat(&[&input, &aux])
+            .and_then(|d| gpu.download_scalars(&d, input.len() + aux.len()));
+        rep.check(
+            &format!("witness upload, {what}"),
+            matches!(got, Ok(ref v) if v[..3] == input[..] && v[3..] == aux[..]),
+        );
+    };
+    arrives("through the staging", rep);
+    // SAFETY: `aux` outlives the pin and does not move.
+    let bytes = unsafe { std::slice::from_raw_parts(aux.as_ptr().cast::<u8>(), aux.len() * 32) };
+    match unsafe { gpu.pin_host(bytes) } {
+        Ok(pin) => {
+            arrives("read in place from pinned memory", rep);
+            drop(pin);
+            arrives("through the staging after its pin was dropped", rep);
+        }
+        Err(e) => rep.check(&format!("page-locking a witness buffer ({e})"), false),
+    }
+}
+
 pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     let gpu = be.gpu();
+    check_uploads(gpu, seed, rep);
     let kinds = [
         (
             NttKind::Forward,
@@ -67,7 +95,7 @@ pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
 
     // ---- MSM G1
     let max_g1 = 1usize << args.max_log;
-    let bases1 = random_g1(seed + 21, max_g1);
+    let bases1 = random_g1(seed + 21, max_g1.max(1 << 14));
     let d1 = gpu.upload_g1(&bases1).expect("upload G1 bases");
     let g1_case =
         |rep: &mut Report, name: &str, bases: &[G1Affine], d: &DeviceBases, s: &[Scalar]| {
@@ -82,7 +110,10 @@ pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
         let s = random_scalars(seed + 100 + log as u64, 1 << log);
         g1_case(rep, &format!("2^{log}"), &bases1, &d1, &s);
     }
-    for n in [1000usize, 12345, 100_003] {
+    for n in [1000usize, 12345, 100_003]
+        .into_iter()
+        .filter(|&n| n <= max_g1)
+    {
         let s = random_scalars(seed + 200 + n as u64, n);
         g1_case(rep, &format!("n={n}"), &bases1, &d1, &s);
     }

@@ -41,3 +41,66 @@ impl<T: Default> Buffers<T> {
         self.free.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// A decoded-witness buffer, page-locked by the backend where that speeds its upload.
+#[derive(Default)]
+pub struct WitnessBuf {
+    /// Declared first, so dropped first: the memory is unpinned before it is freed.
+    pin: Option<cuzk_prover::HostPin>,
+    pub w: cuzk_wire::witness::Witness,
+}
+
+impl WitnessBuf {
+    /// `w` pinned by `backend` where it can.
+    pub fn pinned<B: cuzk_prover::Backend>(backend: &B, w: cuzk_wire::witness::Witness) -> Self {
+        // SAFETY: the pin lives in the same buffer as `w` and is dropped before it, and before
+        // `w.aux` grows (`make_room`): the only ways its memory is freed or moved.
+        let pin = unsafe { backend.pin(&w) };
+        WitnessBuf { pin, w }
+    }
+
+    /// Readies the buffer for a witness of `aux` elements: one that must grow is unpinned
+    /// first, since growing moves it.
+    pub fn make_room(&mut self, aux: usize) {
+        if self.w.aux.capacity() < aux {
+            self.pin = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    struct Unpinned(Arc<AtomicBool>);
+    impl Drop for Unpinned {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_buffer_that_must_grow_is_unpinned_first() {
+        let unpinned = Arc::new(AtomicBool::new(false));
+        let mut buf = WitnessBuf {
+            pin: Some(Box::new(Unpinned(unpinned.clone()))),
+            w: cuzk_wire::witness::Witness {
+                input: vec![],
+                aux: Vec::with_capacity(10),
+            },
+        };
+        buf.make_room(10);
+        assert!(
+            !unpinned.load(Ordering::SeqCst),
+            "a witness that fits keeps its pin"
+        );
+        buf.make_room(11);
+        assert!(
+            unpinned.load(Ordering::SeqCst),
+            "one that must grow loses it"
+        );
+    }
+}

@@ -38,7 +38,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
 
-use crate::buffers::Buffers;
+use crate::buffers::{Buffers, WitnessBuf};
 use crate::saver::Outcome;
 
 /// The `circuit`/`shape` labels of a work item's measurements.
@@ -52,7 +52,7 @@ struct Prepared {
     ticker: tokio::task::JoinHandle<()>,
     delivered: i64,
     item: WorkItem,
-    witness: Witness,
+    witness: WitnessBuf,
     /// The hash of the matrices the witness was synthesized against (from the blob header).
     shape_hash: [u8; 32],
     timings: PartitionTimings,
@@ -73,11 +73,14 @@ pub struct GpuNode {
     /// Blobs as read and decoded witnesses, in buffers reused so each partition's fetch and
     /// decode write into memory that is already mapped.
     blobs: Buffers<Vec<u8>>,
-    buffers: Arc<Buffers<Witness>>,
+    buffers: Arc<Buffers<WitnessBuf>>,
     /// Blobs are decoded on half the node's threads: a fetch shares the cores with the other
     /// partitions' decodes, which have a whole prove to finish in, and on all of them starved
     /// it (80 MB in 54 ms uncontended, 117–168 ms beside a decode; docs/gpu-runs.md, run 28).
     decode: Arc<rayon::ThreadPool>,
+    /// One decode at a time: two at once (the workers' first partitions) each took twice as
+    /// long, 360 ms for the partition the device waited for (docs/gpu-runs.md, run 31).
+    decode_turn: Arc<std::sync::Mutex<()>>,
     shapes: Arc<ShapeCache>,
     /// Host memory for proving keys (the CPU backend's device is the host).
     host_key_bytes: u64,
@@ -118,6 +121,7 @@ impl GpuNode {
             blobs,
             buffers,
             decode,
+            decode_turn: Arc::default(),
             shapes: Arc::new(shapes),
             host_key_bytes: params.host_cache_bytes,
             allow_synthetic: params.allow_synthetic,
@@ -240,9 +244,9 @@ impl GpuNode {
 
     /// Loads the `--gpu-preload` shapes' keys into a backend before its workers pull work, so
     /// the first partitions do not wait for them; and decoded-witness buffers of the largest
-    /// preloaded shape, faulted in, until the node holds `held` (what this backend's workers and
-    /// those preloaded before it can hold at once, so the node's peak is what draining a full
-    /// queue reaches anyway). A 32 GiB partition decoded into fresh memory took 296 ms instead
+    /// preloaded shape, faulted in and pinned by the backend, until the node holds `held`
+    /// (what this backend's workers and those preloaded before it can hold at once, so the
+    /// node's peak is what draining a full queue reaches anyway). A 32 GiB partition decoded into fresh memory took 296 ms instead
     /// of 120 while the device waited for it; with one buffer per worker, the second worker's
     /// first partition still found none (its prefetch had taken it) and decoded in 1,033 ms
     /// (docs/gpu-runs.md, runs 28 and 30).
@@ -267,8 +271,8 @@ impl GpuNode {
         }
         if largest.0 > 0 {
             let (aux, inputs) = largest;
-            let decode = self.decode.clone();
-            let buffers = self.buffers.clone();
+            let (decode, buffers, backend) =
+                (self.decode.clone(), self.buffers.clone(), backend.clone());
             tokio::task::spawn_blocking(move || {
                 buffers.fill(held, || {
                     let zeros = |n: usize| {
@@ -281,10 +285,11 @@ impl GpuNode {
                         });
                         v
                     };
-                    Witness {
+                    let w = Witness {
                         input: zeros(inputs),
                         aux: zeros(aux),
-                    }
+                    };
+                    WitnessBuf::pinned(&*backend, w)
                 })
             })
             .await?;
@@ -429,7 +434,7 @@ impl GpuNode {
             ticker,
             delivered,
             item,
-            witness: Witness::default(),
+            witness: WitnessBuf::default(),
             shape_hash: [0; 32],
             timings,
             span: span.clone(),
@@ -463,7 +468,7 @@ impl GpuNode {
         &self,
         item: &WorkItem,
         timings: &mut PartitionTimings,
-    ) -> Result<Option<(Witness, [u8; 32])>, PartitionError> {
+    ) -> Result<Option<(WitnessBuf, [u8; 32])>, PartitionError> {
         // A redelivered item of a proved partition (lost ack, server restart, leader change)
         // finds its blob deleted: skip it, and finish what a crash may have left of its job.
         let Some(record) = self.ledger.get(&item.job_id).await? else {
@@ -504,10 +509,14 @@ impl GpuNode {
         );
         timings.fetch_ms = ms(started.elapsed());
         let started = Instant::now();
-        let (limits, decode) = (self.limits, self.decode.clone());
+        let (limits, decode, turn) = (self.limits, self.decode.clone(), self.decode_turn.clone());
         let mut witness = self.buffers.take();
+        if let Ok(header) = blob::peek_header(&bytes, &limits) {
+            witness.make_room(header.aux as usize);
+        }
         let decoded = tokio::task::spawn_blocking(move || {
-            let header = decode.install(|| blob::decode_blob_into(&bytes, &limits, &mut witness));
+            let _turn = turn.lock().unwrap_or_else(|e| e.into_inner());
+            let header = decode.install(|| blob::decode_blob_into(&bytes, &limits, &mut witness.w));
             (header, witness, bytes)
         })
         .instrument(info_span!("decode"))
@@ -579,7 +588,7 @@ impl GpuNode {
         keys: &Keys<B>,
         label: &str,
         prepared: &Prepared,
-        witness: Witness,
+        witness: WitnessBuf,
     ) -> Result<ProvedPartition, PartitionError> {
         let item = &prepared.item;
         let family = family_of(item)?;
@@ -618,7 +627,7 @@ impl GpuNode {
                 span.in_scope(|| {
                     let pvk = verified.then_some(&shape_ref.pvk);
                     let key = &shape_ref.key;
-                    executor::prove(&*backend_ref, key, pvk, &witness, (r, s), partition, &job)
+                    executor::prove(&*backend_ref, key, pvk, &witness.w, (r, s), partition, &job)
                 })
             });
             (proved, witness)

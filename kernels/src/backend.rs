@@ -6,7 +6,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use blstrs::{G1Affine, G2Affine, Scalar};
-use cuzk_prover::backend::{Backend, BackendError, MsmResults};
+use cuzk_prover::backend::{Backend, BackendError, HostPin, MsmResults};
 use cuzk_prover::key::Srs;
 use cuzk_prover::params::Query;
 use cuzk_prover::r1cs::Matrix;
@@ -288,8 +288,34 @@ impl Backend for CudaBackend {
         bytes + working.peak()
     }
 
-    /// Through pinned staging on the copy stream, without the device lock: a worker's upload
-    /// overlaps another worker's kernels.
+    unsafe fn pin(&self, w: &Witness) -> Option<HostPin> {
+        if w.aux.capacity() == 0 {
+            return None;
+        }
+        // SAFETY: the whole allocation, which the caller keeps in place while the pin lives.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(w.aux.as_ptr().cast::<u8>(), w.aux.capacity() * 32)
+        };
+        let started = Instant::now();
+        // SAFETY: passed on from the caller.
+        match unsafe { self.gpu.pin_host(bytes) } {
+            Ok(pin) => {
+                tracing::debug!(
+                    bytes = bytes.len(),
+                    ms = started.elapsed().as_millis() as u64,
+                    "witness buffer page-locked"
+                );
+                Some(Box::new(pin))
+            }
+            Err(e) => {
+                tracing::warn!(bytes = bytes.len(), err = %e, "could not page-lock a witness buffer; its uploads go through the staging");
+                None
+            }
+        }
+    }
+
+    /// On the copy stream, without the device lock: a worker's upload overlaps another
+    /// worker's kernels. From where the witness lies when it is pinned, else through the staging.
     fn upload(&self, _: &CudaKey, w: &Witness) -> Result<DevWitness, BackendError> {
         let buf = self.gpu.upload_concat(&[&w.input, &w.aux])?;
         Ok(DevWitness {

@@ -48,6 +48,9 @@ pub struct MsmResults {
     pub b_g2: G2Projective,
 }
 
+/// Host memory a backend holds page-locked ([`Backend::pin`]) until this is dropped.
+pub type HostPin = Box<dyn Send + Sync>;
+
 /// An engine that proves Groth16 partitions of shapes it has loaded.
 pub trait Backend: Send + Sync + 'static {
     /// A shape's proving key in the backend's form (a GPU keeps SRS and matrices resident).
@@ -73,6 +76,16 @@ pub trait Backend: Send + Sync + 'static {
     /// Takes a witness whose lengths [`KeyInfo::check_witness`] accepted. Borrowed, so the caller
     /// can reuse its (large, already faulted-in) buffers for the next partition.
     fn upload(&self, key: &Self::Key, witness: &Witness) -> Result<Self::Witness, BackendError>;
+
+    /// Page-locks `w`'s aux buffer (all its capacity) where the backend uploads from such
+    /// memory faster (a GPU: DMA from where it lies), until the returned pin is dropped. `None`:
+    /// no gain here, or it could not be had (the upload then takes its usual path).
+    ///
+    /// # Safety
+    /// `w.aux` must not be freed or reallocated while the pin lives.
+    unsafe fn pin(&self, _w: &Witness) -> Option<HostPin> {
+        None
+    }
 
     /// Waits until this witness may use the backend's compute: a device proves one partition
     /// at a time from its evaluation to its MSMs, while other workers' uploads go on. Its own
@@ -131,6 +144,11 @@ impl<B: Backend> Backend for Arc<B> {
 
     fn upload(&self, key: &Self::Key, witness: &Witness) -> Result<Self::Witness, BackendError> {
         (**self).upload(key, witness)
+    }
+
+    unsafe fn pin(&self, w: &Witness) -> Option<HostPin> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { (**self).pin(w) }
     }
 
     fn wait_turn(&self, w: &Self::Witness) -> Result<(), BackendError> {

@@ -15,7 +15,7 @@ pub mod setup;
 pub mod witness_cs;
 mod write_behind;
 
-pub use backend::{Backend, BackendError, MsmResults};
+pub use backend::{Backend, BackendError, HostPin, MsmResults};
 pub use cpu::CpuBackend;
 pub use dual::Dual;
 pub use groth16::{proof_bytes, prove, prove_timed, verify, ProveTimings};

@@ -3,6 +3,7 @@
 //! products and gathers).
 
 pub use ntt::NttKind;
+pub use pinned::HostPin;
 pub use spmv::{long_rows, DeviceMatrix};
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -363,8 +364,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// Uploads `parts` back to back into one new buffer through the pinned staging area, on the
-    /// copy stream, and waits for the copy: the buffer is ready for any stream.
+    /// Uploads `parts` back to back into one new buffer on the copy stream, and waits for the
+    /// copy: the buffer is ready for any stream. A part in pinned memory ([`Gpu::pin_host`]) is
+    /// read where it lies; the others go through the pinned staging area.
     pub fn upload_concat(&self, parts: &[&[Scalar]]) -> Result<DevBuf> {
         let total: usize = parts.iter().map(|p| p.len() * 32).sum();
         let started = Instant::now();
@@ -372,18 +374,35 @@ impl Gpu {
             buf: unsafe { self.copy.alloc::<u8>(total.max(1)) }?,
         };
         self.note_slow("witness allocation", started);
-        self.with_staging(total, "a witness upload", |pinned| {
-            let started = Instant::now();
-            let mut off = 0;
-            for p in parts {
-                self.stage_upload(pinned, off, as_bytes(p), &mut d, off)?;
-                off += p.len() * 32;
+        let started = Instant::now();
+        let mut staged = Vec::new();
+        let mut off = 0;
+        for p in parts {
+            let bytes = as_bytes(p);
+            if pinned::is_pinned(bytes) {
+                let mut view = d.buf.slice_mut(off..off + bytes.len());
+                self.copy.memcpy_htod(bytes, &mut view)?;
+            } else if !bytes.is_empty() {
+                staged.push((off, bytes));
             }
-            let started = self.note_slow("copy into the pinned staging", started);
-            self.copy.synchronize()?;
-            self.note_slow("witness upload", started);
-            Ok(())
-        })?;
+            off += bytes.len();
+        }
+        if !staged.is_empty() {
+            let bytes = staged.iter().map(|(_, b)| b.len()).sum();
+            self.with_staging(bytes, "a witness upload", |pinned| {
+                let mut at = 0;
+                for (off, b) in &staged {
+                    self.stage_upload(pinned, at, b, &mut d, *off)?;
+                    at += b.len();
+                }
+                self.note_slow("copy into the pinned staging", started);
+                // The staging is free again once its copies are done.
+                self.copy.synchronize()?;
+                Ok(())
+            })?;
+        }
+        self.copy.synchronize()?;
+        self.note_slow("witness upload", started);
         Ok(d)
     }
 
@@ -495,4 +514,5 @@ impl Gpu {
 mod fixed_base;
 mod msm;
 mod ntt;
+mod pinned;
 mod spmv;
