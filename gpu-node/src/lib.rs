@@ -246,10 +246,10 @@ impl GpuNode {
     /// the first partitions do not wait for them; and decoded-witness buffers of the largest
     /// preloaded shape, faulted in and pinned by the backend, until the node holds `held`
     /// (what this backend's workers and those preloaded before it can hold at once, so the
-    /// node's peak is what draining a full queue reaches anyway). A 32 GiB partition decoded into fresh memory took 296 ms instead
-    /// of 120 while the device waited for it; with one buffer per worker, the second worker's
-    /// first partition still found none (its prefetch had taken it) and decoded in 1,033 ms
-    /// (docs/gpu-runs.md, runs 28 and 30).
+    /// node's peak is what draining a full queue reaches anyway). A 32 GiB partition decoded
+    /// into fresh memory took 296 ms instead of 120 while the device waited for it; with one
+    /// buffer per worker, the second worker's first partition still found none (its prefetch
+    /// had taken it) and decoded in 1,033 ms (docs/gpu-runs.md, runs 28 and 30).
     async fn preload<B: Backend>(
         &self,
         backend: &Arc<B>,

@@ -396,12 +396,13 @@ impl Gpu {
                     at += b.len();
                 }
                 self.note_slow("copy into the pinned staging", started);
-                // The staging is free again once its copies are done.
+                // Waits for the direct copies too (one stream); the staging is free again after.
                 self.copy.synchronize()?;
                 Ok(())
             })?;
+        } else {
+            self.copy.synchronize()?;
         }
-        self.copy.synchronize()?;
         self.note_slow("witness upload", started);
         Ok(d)
     }

@@ -50,10 +50,8 @@ impl Gpu {
 
 /// Whether `bytes` lie inside memory a live pin holds.
 pub(super) fn is_pinned(bytes: &[u8]) -> bool {
-    let (s, e) = (
-        bytes.as_ptr() as usize,
-        bytes.as_ptr() as usize + bytes.len(),
-    );
+    let s = bytes.as_ptr() as usize;
+    let e = s + bytes.len();
     !bytes.is_empty() && registered().iter().any(|&(a, l)| a <= s && e <= a + l)
 }
 
