@@ -1,5 +1,6 @@
 //! The GPU node: per worker, a fetcher pulls partition work items one at a time and prefetches
-//! and decodes the next witness blob while the current partition is proved (the picker); the
+//! and decodes the next witness blob while the current partition is proved (the picker; a
+//! device's workers fetch one blob at a time, `fetch_turn`, and the node decodes one); the
 //! executor proves through a [`Backend`] with the shape's proving key, resident per device and
 //! shared by its workers (`executor`); the saver records the proof through the ledger, which
 //! assembles and reports the job on the node that completes its set (`saver`). A work item whose
@@ -8,6 +9,7 @@
 mod buffers;
 mod control;
 mod executor;
+mod fetch_turn;
 mod keys;
 mod saver;
 
@@ -39,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
 
 use crate::buffers::{Buffers, WitnessBuf};
+use crate::fetch_turn::FetchTurn;
 use crate::saver::Outcome;
 
 /// The `circuit`/`shape` labels of a work item's measurements.
@@ -77,7 +80,11 @@ pub struct GpuNode {
     /// Blobs are decoded on half the node's threads: a fetch shares the cores with the other
     /// partitions' decodes, which have a whole prove to finish in, and on all of them starved
     /// it (80 MB in 54 ms uncontended, 117–168 ms beside a decode; docs/gpu-runs.md, run 28).
+    /// The decode the device waits for gained little on all of them (148 ms against 177, run 33),
+    /// and the one after it, on all of them too, took 1.7 s while the device idled.
     decode: Arc<rayon::ThreadPool>,
+    /// Host-side proving work (the whole proof on the CPU backend).
+    prove_pool: Arc<rayon::ThreadPool>,
     /// One decode at a time: two at once (the workers' first partitions) each took twice as
     /// long, 360 ms for the partition the device waited for (docs/gpu-runs.md, run 31).
     decode_turn: Arc<std::sync::Mutex<()>>,
@@ -107,12 +114,15 @@ impl GpuNode {
         let workers = config.workers(true).max(config.workers(false));
         let held = devices * held_by(workers, config.prefetch);
         let (blobs, buffers) = (Buffers::new(held), Arc::new(Buffers::new(held)));
-        let decode = Arc::new(
+        let pool = |name: &'static str, threads: usize| {
             rayon::ThreadPoolBuilder::new()
-                .num_threads((config.cpu_threads / 2).max(1))
-                .thread_name(|i| format!("decode-{i}"))
-                .build()?,
-        );
+                .num_threads(threads.max(1))
+                .thread_name(move |i| format!("{name}-{i}"))
+                .build()
+                .map(Arc::new)
+        };
+        let decode = pool("decode", config.cpu_threads / 2)?;
+        let prove_pool = pool("prove", config.cpu_threads)?;
         Ok(GpuNode {
             ledger: Ledger::new(&topology),
             topology,
@@ -121,6 +131,7 @@ impl GpuNode {
             blobs,
             buffers,
             decode,
+            prove_pool,
             decode_turn: Arc::default(),
             shapes: Arc::new(shapes),
             host_key_bytes: params.host_cache_bytes,
@@ -134,13 +145,6 @@ impl GpuNode {
     /// is proving and hands back what it prefetched.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) -> anyhow::Result<()> {
         let consumers = Arc::new(self.topology.gpu_consumers().await?);
-        // Host-side proving work (the whole proof on the CPU backend) runs on this pool.
-        let pool = Arc::new(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(self.config.cpu_threads)
-                .thread_name(|i| format!("prove-{i}"))
-                .build()?,
-        );
         let mut workers = JoinSet::new();
         let mut residents: Vec<Arc<dyn control::Resident>> = Vec::new();
         let use_cuda = match self.config.backend {
@@ -185,7 +189,6 @@ impl GpuNode {
                     backend,
                     keys,
                     (&format!("cuda{device}"), self.config.workers(true)),
-                    &pool,
                     &consumers,
                     &shutdown,
                 );
@@ -206,7 +209,6 @@ impl GpuNode {
                 backend,
                 keys,
                 ("cpu", self.config.workers(false)),
-                &pool,
                 &consumers,
                 &shutdown,
             );
@@ -298,23 +300,22 @@ impl GpuNode {
     }
 
     /// `count` proving workers on one backend, labelled `{prefix}.{index}`, sharing its proving
-    /// keys.
-    #[allow(clippy::too_many_arguments)]
+    /// keys and their [`FetchTurn`].
     fn spawn_workers<B: Backend>(
         self: &Arc<Self>,
         workers: &mut JoinSet<()>,
         backend: Arc<B>,
         keys: Arc<Keys<B>>,
         (prefix, count): (&str, usize),
-        pool: &Arc<rayon::ThreadPool>,
         consumers: &Arc<[PullConsumer; 2]>,
         shutdown: &CancellationToken,
     ) {
+        let fetch_turn = Arc::new(FetchTurn::default());
         for w in 0..count {
             workers.spawn(self.clone().worker(
                 backend.clone(),
                 keys.clone(),
-                pool.clone(),
+                fetch_turn.clone(),
                 format!("{prefix}.{w}"),
                 consumers.clone(),
                 shutdown.clone(),
@@ -326,17 +327,20 @@ impl GpuNode {
         self: Arc<Self>,
         backend: Arc<B>,
         keys: Arc<Keys<B>>,
-        pool: Arc<rayon::ThreadPool>,
+        fetch_turn: Arc<FetchTurn>,
         label: String,
         consumers: Arc<[PullConsumer; 2]>,
         shutdown: CancellationToken,
     ) {
         let slots = Arc::new(Semaphore::new(1 + self.config.prefetch));
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let fetcher = tokio::spawn(
-            self.clone()
-                .fetch_loop(consumers, slots, tx, shutdown.clone()),
-        );
+        let fetcher = tokio::spawn(self.clone().fetch_loop(
+            consumers,
+            fetch_turn,
+            slots,
+            tx,
+            shutdown.clone(),
+        ));
         while let Some(prepared) = rx.recv().await {
             let prepared: Prepared = prepared;
             if shutdown.is_cancelled() {
@@ -345,7 +349,7 @@ impl GpuNode {
             }
             let span = prepared.span.clone();
             span.record("cuzk.worker", label.as_str());
-            self.prove_and_settle(&backend, &pool, &keys, &label, prepared)
+            self.prove_and_settle(&backend, &keys, &label, prepared)
                 .instrument(span)
                 .await;
         }
@@ -357,6 +361,7 @@ impl GpuNode {
     async fn fetch_loop(
         self: Arc<Self>,
         consumers: Arc<[PullConsumer; 2]>,
+        fetch_turn: Arc<FetchTurn>,
         slots: Arc<Semaphore>,
         tx: mpsc::UnboundedSender<Prepared>,
         shutdown: CancellationToken,
@@ -379,7 +384,7 @@ impl GpuNode {
                     continue;
                 }
             };
-            if let Some(prepared) = self.prepare(message, slot).await {
+            if let Some(prepared) = self.prepare(message, &fetch_turn, slot).await {
                 if tx.send(prepared).is_err() {
                     return;
                 }
@@ -392,6 +397,7 @@ impl GpuNode {
     async fn prepare(
         &self,
         message: jetstream::Message,
+        fetch_turn: &FetchTurn,
         slot: OwnedSemaphorePermit,
     ) -> Option<Prepared> {
         let delivered = message.info().map(|i| i.delivered).unwrap_or(1);
@@ -426,7 +432,7 @@ impl GpuNode {
         timings.queue_wait_ms = unix_ms().saturating_sub(item.published_at_ms) as f64;
         metrics().stage_ms("work_queue", &labels(&item), timings.queue_wait_ms);
         let fetched = self
-            .fetch_witness(&item, &mut timings)
+            .fetch_witness(&item, fetch_turn, &mut timings)
             .instrument(span.clone())
             .await;
         let mut prepared = Prepared {
@@ -467,6 +473,7 @@ impl GpuNode {
     async fn fetch_witness(
         &self,
         item: &WorkItem,
+        fetch_turn: &FetchTurn,
         timings: &mut PartitionTimings,
     ) -> Result<Option<(WitnessBuf, [u8; 32])>, PartitionError> {
         // A redelivered item of a proved partition (lost ack, server restart, leader change)
@@ -483,6 +490,7 @@ impl GpuNode {
                 return Ok(None);
             }
         }
+        let turn = fetch_turn.take(FETCH_TURN_WAIT).await;
         let started = Instant::now();
         let mut bytes = self.blobs.take();
         let read = objects::read_bounded_into(
@@ -494,6 +502,7 @@ impl GpuNode {
         )
         .instrument(info_span!("fetch"))
         .await;
+        drop(turn);
         if let Err(e) = read {
             self.blobs.put(bytes);
             return Err(e.into());
@@ -543,7 +552,6 @@ impl GpuNode {
     async fn prove_and_settle<B: Backend>(
         &self,
         backend: &Arc<B>,
-        pool: &Arc<rayon::ThreadPool>,
         keys: &Keys<B>,
         label: &str,
         mut prepared: Prepared,
@@ -556,10 +564,7 @@ impl GpuNode {
             self.save(&prepared, Outcome::Skipped).await;
             return;
         }
-        let outcome = match self
-            .prove(backend, pool, keys, label, &prepared, witness)
-            .await
-        {
+        let outcome = match self.prove(backend, keys, label, &prepared, witness).await {
             Ok(proof) => Outcome::Proved(proof),
             Err(e) => Outcome::Failed(e),
         };
@@ -584,7 +589,6 @@ impl GpuNode {
     async fn prove<B: Backend>(
         &self,
         backend: &Arc<B>,
-        pool: &Arc<rayon::ThreadPool>,
         keys: &Keys<B>,
         label: &str,
         prepared: &Prepared,
@@ -615,7 +619,8 @@ impl GpuNode {
         let mut rng = rand::rngs::OsRng;
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let started = Instant::now();
-        let (backend_ref, shape_ref, pool) = (backend.clone(), shape.clone(), pool.clone());
+        let (backend_ref, shape_ref, pool) =
+            (backend.clone(), shape.clone(), self.prove_pool.clone());
         // A synthetic witness satisfies no constraint: its proof cannot verify.
         let verified = self.config.verify && !synthetic;
         let (partition, job) = (item.partition, labels(item));
@@ -725,6 +730,10 @@ async fn still_to_prove(ledger: &Ledger, item: &WorkItem) -> bool {
         }
     }
 }
+
+/// How long a fetch waits for its device's fetch turn ([`FetchTurn`]): well beyond what
+/// a 0.3 GB blob takes at 1 GB/s.
+const FETCH_TURN_WAIT: Duration = Duration::from_secs(1);
 
 /// Partitions `workers` on one device hold at once: each the one it proves and those it has
 /// prefetched.
