@@ -4,9 +4,14 @@
 use std::time::Instant;
 
 use blstrs::{G1Affine, G2Affine, Scalar};
-use cuzk_kernels::{CudaBackend, DeviceBases, Gpu, NttKind};
+use cuzk_kernels::plan::EXPAND_BATCH;
+use cuzk_kernels::{CudaBackend, CudaError, DeviceBases, Gpu, NttKind};
 use cuzk_prover::cpu;
-use ff::Field;
+use cuzk_wire::blob::{
+    decode_blob_compact_into, encode_blob, BlobHeaderInfo, CompactWitness, DecodeLimits,
+    EncodeOptions,
+};
+use ff::{Field, PrimeField};
 use group::Group;
 use rand::RngCore;
 
@@ -43,9 +48,124 @@ fn check_uploads(gpu: &Gpu, seed: u64, rep: &mut Report) {
     }
 }
 
+/// Every class and byte length of the codec, both signs: 2^k, 2^k ± 1 and their negatives.
+fn every_length() -> Vec<Scalar> {
+    let mut v = vec![Scalar::ZERO, Scalar::ONE, -Scalar::ONE, -Scalar::from(2)];
+    for k in 1..255u64 {
+        let p = Scalar::from(2).pow_vartime([k]);
+        v.extend([p, p - Scalar::ONE, p + Scalar::ONE, -p, -(p + Scalar::ONE)]);
+    }
+    v
+}
+
+/// `input ‖ aux` as a GPU node holds it: encoded into a blob in chunks of 2^`chunk_log`, then
+/// decompressed.
+fn compact(input: &[Scalar], aux: &[Scalar], chunk_log: u32) -> CompactWitness {
+    let info = BlobHeaderInfo::new("check", 0, "check", [0; 32]).unwrap();
+    let opts = EncodeOptions {
+        chunk_elements: 1 << chunk_log,
+        ..Default::default()
+    };
+    let blob = encode_blob(&info, input, aux, &opts);
+    let mut w = CompactWitness::default();
+    decode_blob_compact_into(&blob, &DecodeLimits::default(), &mut w).unwrap();
+    w
+}
+
+/// A compact witness expanded on the device equals what was encoded (the host's expansion):
+/// every codec class and length, witness-like values, two chunk sizes, in one batch and in
+/// many, through the staging and read in place from pinned memory. One whose chunks hold a
+/// value >= r, a bad tag or short values is refused at the lowest such chunk, which the host's
+/// decoder refuses too.
+fn check_compact_uploads(gpu: &Gpu, seed: u64, rep: &mut Report) {
+    let input = random_scalars(seed + 33, 5);
+    let mut aux = every_length();
+    aux.extend(witness_like_scalars(seed + 34, (1 << 20) + 11));
+    let want: Vec<Scalar> = input.iter().chain(&aux).copied().collect();
+    let arrives = |w: &CompactWitness, batch: u64| {
+        gpu.upload_compact_batched(&w.input, &w.aux, batch)
+            .and_then(|d| gpu.download_scalars(&d, want.len()))
+            .is_ok_and(|got| got == want)
+    };
+    for chunk_log in [12, 16] {
+        let w = compact(&input, &aux, chunk_log);
+        for (what, batch) in [("one batch", EXPAND_BATCH), ("batches of 256 KiB", 1 << 18)] {
+            rep.check(
+                &format!("compact witness expanded, chunks of 2^{chunk_log}, {what}"),
+                arrives(&w, batch),
+            );
+        }
+    }
+    let mut w = compact(&input, &aux, 16);
+    // SAFETY: `w` outlives the pin and its memory does not move while it lives.
+    match unsafe { gpu.pin_host(w.aux.memory()) } {
+        Ok(pin) => {
+            rep.check(
+                "compact witness expanded, read in place from pinned memory",
+                arrives(&w, EXPAND_BATCH),
+            );
+            drop(pin);
+        }
+        Err(e) => rep.check(&format!("page-locking a compact witness ({e})"), false),
+    }
+    // Forged chunks: r in place of a 32-byte value in chunk 9 (its first such value), a tag
+    // the codec lacks in chunk 7, a zero's tag claiming one value byte in chunk 12.
+    forge(&mut w, 9, |raw, n| {
+        let mut value = n;
+        for &tag in &raw[..n] {
+            if tag == 34 {
+                raw[value..value + 32].copy_from_slice(&r_bytes());
+                return;
+            }
+            value += match tag {
+                3..=34 => tag as usize - 2,
+                35..=66 => tag as usize - 34,
+                _ => 0,
+            };
+        }
+        panic!("chunk 9 holds no 32-byte value");
+    });
+    let refused = |w: &CompactWitness| match gpu.upload_compact(&w.input, &w.aux) {
+        Err(CudaError::RefusedChunk(c)) => Some(c),
+        _ => None,
+    };
+    let host_refuses = |w: &CompactWitness, c: usize| {
+        (0..c).all(|i| w.aux.check_chunk(i).is_ok()) && w.aux.check_chunk(c).is_err()
+    };
+    let mut expect = |what: &str, w: &CompactWitness, chunk: usize| {
+        rep.check(
+            &format!("compact witness with {what} refused at chunk {chunk}, as on the host"),
+            refused(w) == Some(chunk) && host_refuses(w, chunk),
+        );
+    };
+    expect("r as a value", &w, 9);
+    forge(&mut w, 7, |raw, _| raw[100] = 200);
+    expect("a bad tag", &w, 7);
+    forge(&mut w, 3, |raw, n| {
+        let zero = raw[..n].iter().position(|&t| t == 0).expect("a zero");
+        raw[zero] = 3;
+    });
+    expect("one value byte too few", &w, 3);
+}
+
+/// Alters chunk `chunk` of `w`'s aux: `alter` gets its bytes onwards and its element count.
+fn forge(w: &mut CompactWitness, chunk: usize, alter: impl FnOnce(&mut [u8], usize)) {
+    let n = w.aux.chunk(chunk).0.len();
+    let at = w.aux.starts()[chunk] as usize;
+    alter(&mut w.aux.bytes_mut()[at..], n);
+}
+
+/// r's canonical little-endian bytes: the smallest value that is not a field element.
+fn r_bytes() -> [u8; 32] {
+    let mut r = (-Scalar::ONE).to_repr();
+    r[0] += 1;
+    r
+}
+
 pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     let gpu = be.gpu();
     check_uploads(gpu, seed, rep);
+    check_compact_uploads(gpu, seed, rep);
     let kinds = [
         (
             NttKind::Forward,
@@ -325,6 +445,19 @@ pub fn run_bench(args: &Args, be: &CudaBackend, seed: u64, rows: &mut Vec<String
             g,
             Some(cm),
         );
+    }
+    // A witness-like witness to the device in its compact form, expanded there (GPU), against
+    // its expansion on the host alone (CPU), which the scalars' copy would then follow.
+    for log in [24u32].into_iter().filter(|&l| l <= args.bench_max_log) {
+        let w = compact(&[Scalar::ONE], &witness_like_scalars(seed + 1100, 1 << log), 16);
+        let g = time_ms(reps, || {
+            gpu.upload_compact(&w.input, &w.aux).unwrap();
+        });
+        let c = time_ms(1, || {
+            w.expand().unwrap();
+        });
+        let mb = w.aux.bytes().len() as f64 / 1e6;
+        row(rows, format!("witness 2^{log} compact up ({mb:.0} MB)"), g, Some(c));
     }
     // G1 MSM
     let maxn = 1usize << args.bench_max_log;

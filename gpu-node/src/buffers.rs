@@ -1,5 +1,5 @@
 //! Buffers reused so each partition's fetch and decode write into memory that is already
-//! mapped: witness blobs as read (each at most the blob limit) and decoded witnesses.
+//! mapped: witness blobs as read (each at most the blob limit) and compact witnesses.
 
 /// Buffers kept for reuse: at most `max` (what the workers can hold at once), so the pool never
 /// holds more than the pipeline itself does.
@@ -42,28 +42,49 @@ impl<T: Default> Buffers<T> {
     }
 }
 
-/// A decoded-witness buffer, page-locked by the backend where that speeds its upload.
+/// A compact-witness buffer, page-locked by the backend where that speeds its upload.
 #[derive(Default)]
 pub struct WitnessBuf {
     /// Declared first, so dropped first: the memory is unpinned before it is freed.
     pin: Option<cuzk_prover::HostPin>,
-    pub w: cuzk_wire::witness::Witness,
+    /// It lost its pin growing: pinned again before its next upload.
+    repin: bool,
+    pub w: cuzk_wire::blob::CompactWitness,
 }
 
 impl WitnessBuf {
     /// `w` pinned by `backend` where it can.
-    pub fn pinned<B: cuzk_prover::Backend>(backend: &B, w: cuzk_wire::witness::Witness) -> Self {
-        // SAFETY: the pin lives in the same buffer as `w` and is dropped before it, and before
-        // `w.aux` grows (`make_room`): the only ways its memory is freed or moved.
-        let pin = unsafe { backend.pin(&w) };
-        WitnessBuf { pin, w }
+    pub fn pinned<B: cuzk_prover::Backend>(
+        backend: &B,
+        w: cuzk_wire::blob::CompactWitness,
+    ) -> Self {
+        let mut buf = WitnessBuf {
+            pin: None,
+            repin: true,
+            w,
+        };
+        buf.repin(backend);
+        buf
     }
 
-    /// Readies the buffer for a witness of `aux` elements: one that must grow is unpinned
+    /// Readies the buffer for a compact aux of up to `bytes`: one that must grow is unpinned
     /// first, since growing moves it.
-    pub fn make_room(&mut self, aux: usize) {
-        if self.w.aux.capacity() < aux {
-            self.pin = None;
+    pub fn make_room(&mut self, bytes: usize) {
+        if self.w.aux.memory().len() < bytes && self.pin.take().is_some() {
+            self.repin = true;
+        }
+    }
+
+    /// Pins the buffer again if it lost its pin growing.
+    pub fn repin<B: cuzk_prover::Backend>(&mut self, backend: &B) {
+        // SAFETY: the pin lives in the same buffer as `w` and is dropped before it, and before
+        // `w`'s memory grows (`make_room`): the only ways that memory is freed or moved.
+        self.repin_with(|memory| unsafe { backend.pin(memory) });
+    }
+
+    fn repin_with(&mut self, pin: impl FnOnce(&[u8]) -> Option<cuzk_prover::HostPin>) {
+        if std::mem::take(&mut self.repin) {
+            self.pin = pin(self.w.aux.memory());
         }
     }
 }
@@ -83,15 +104,13 @@ mod tests {
     }
 
     #[test]
-    fn a_buffer_that_must_grow_is_unpinned_first() {
+    fn a_buffer_that_must_grow_is_unpinned_first_and_pinned_again() {
         let unpinned = Arc::new(AtomicBool::new(false));
         let mut buf = WitnessBuf {
             pin: Some(Box::new(Unpinned(unpinned.clone()))),
-            w: cuzk_wire::witness::Witness {
-                input: vec![],
-                aux: Vec::with_capacity(10),
-            },
+            ..WitnessBuf::default()
         };
+        buf.w.aux.reserve(10);
         buf.make_room(10);
         assert!(
             !unpinned.load(Ordering::SeqCst),
@@ -102,5 +121,13 @@ mod tests {
             unpinned.load(Ordering::SeqCst),
             "one that must grow loses it"
         );
+        let mut pinned = Vec::new();
+        for _ in 0..2 {
+            buf.repin_with(|memory| {
+                pinned.push(memory.len());
+                Some(Box::new(()))
+            });
+        }
+        assert_eq!(pinned, [10], "pinned again once, over its memory");
     }
 }

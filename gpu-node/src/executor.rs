@@ -8,15 +8,14 @@ use bellperson::groth16::{PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
 use cuzk_common::metrics::JobLabels;
 use cuzk_common::policy::StepError;
-use cuzk_prover::{Backend, ProveTimings};
-use cuzk_wire::witness::Witness;
+use cuzk_prover::{Assignment, Backend, ProveTimings};
 
 /// Proves `witness` with the shape's `key`, and checks the proof against `pvk` when given.
 pub fn prove<B: Backend>(
     backend: &B,
     key: &B::Key,
     pvk: Option<&PreparedVerifyingKey<Bls12>>,
-    witness: &Witness,
+    witness: &impl Assignment,
     (r, s): (Scalar, Scalar),
     partition: u32,
     labels: &JobLabels,
@@ -49,6 +48,7 @@ mod tests {
     use bellperson::groth16::prepare_verifying_key;
     use cuzk_circuits::{CircuitFamily, MimcFamily, ShapeCache};
     use cuzk_prover::{BackendError, CpuBackend, KeyInfo, MsmResults, ProvingKey};
+    use cuzk_wire::witness::Witness;
     use ff::Field;
 
     /// The CPU backend behind a device-style lock, panicking once while holding it: what a

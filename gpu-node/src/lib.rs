@@ -30,11 +30,9 @@ use cuzk_common::policy::{Settle, StepError as PartitionError};
 use cuzk_common::telemetry;
 use cuzk_common::topology::Topology;
 use cuzk_prover::{Backend, CpuBackend};
-use cuzk_wire::blob::{self, DecodeLimits};
+use cuzk_wire::blob::{self, CompactWitness, DecodeLimits};
 use cuzk_wire::job::{unix_ms, PartitionTimings, WorkItem};
-use cuzk_wire::witness::Witness;
 use ff::Field;
-use rayon::prelude::*;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -273,24 +271,14 @@ impl GpuNode {
         }
         if largest.0 > 0 {
             let (aux, inputs) = largest;
-            let (decode, buffers, backend) =
-                (self.decode.clone(), self.buffers.clone(), backend.clone());
+            let (buffers, backend) = (self.buffers.clone(), backend.clone());
             tokio::task::spawn_blocking(move || {
                 buffers.fill(held, || {
-                    let zeros = |n: usize| {
-                        let mut v = Vec::new();
-                        decode.install(|| {
-                            (0..n)
-                                .into_par_iter()
-                                .map(|_| Scalar::ZERO)
-                                .collect_into_vec(&mut v)
-                        });
-                        v
+                    let mut w = CompactWitness {
+                        input: vec![Scalar::ZERO; inputs],
+                        ..CompactWitness::default()
                     };
-                    let w = Witness {
-                        input: zeros(inputs),
-                        aux: zeros(aux),
-                    };
+                    w.aux.reserve(aux * COMPACT_BYTES_PER_AUX);
                     WitnessBuf::pinned(&*backend, w)
                 })
             })
@@ -521,11 +509,12 @@ impl GpuNode {
         let (limits, decode, turn) = (self.limits, self.decode.clone(), self.decode_turn.clone());
         let mut witness = self.buffers.take();
         if let Ok(header) = blob::peek_header(&bytes, &limits) {
-            witness.make_room(header.aux as usize);
+            witness.make_room(header.encoded_len as usize);
         }
         let decoded = tokio::task::spawn_blocking(move || {
             let _turn = turn.lock().unwrap_or_else(|e| e.into_inner());
-            let header = decode.install(|| blob::decode_blob_into(&bytes, &limits, &mut witness.w));
+            let header =
+                decode.install(|| blob::decode_blob_compact_into(&bytes, &limits, &mut witness.w));
             (header, witness, bytes)
         })
         .instrument(info_span!("decode"))
@@ -628,6 +617,8 @@ impl GpuNode {
         // prover's stage spans are its children.
         let span = info_span!("prove");
         let (proved, witness) = tokio::task::spawn_blocking(move || {
+            let mut witness = witness;
+            witness.repin(&*backend_ref);
             let proved = pool.install(|| {
                 span.in_scope(|| {
                     let pvk = verified.then_some(&shape_ref.pvk);
@@ -730,6 +721,10 @@ async fn still_to_prove(ledger: &Ledger, item: &WorkItem) -> bool {
         }
     }
 }
+
+/// Compact bytes per aux variable a witness buffer gets at key load: PoRep witnesses take
+/// 1.5–1.9 (docs/porep.md). A blob that needs more grows its buffer once, and pins it again.
+const COMPACT_BYTES_PER_AUX: usize = 3;
 
 /// How long a fetch waits for its device's fetch turn ([`FetchTurn`]): well beyond what
 /// a 0.3 GB blob takes at 1 GB/s.

@@ -5,3 +5,4 @@
 #include "msm.cuh"
 #include "spmv.cuh"
 #include "fixed_base.cuh"
+#include "expand.cuh"

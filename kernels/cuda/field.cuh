@@ -19,6 +19,12 @@ struct FrCfg {
                                    0xecbc4ff5, 0x998c4fef, 0xacc5056f, 0x1824b159};
         return O[i];
     }
+    // R^2 mod r: a canonical value times it is its Montgomery form.
+    static DEVI uint32_t r2(int i) {
+        constexpr uint32_t R2[8] = {0xf3f29c6d, 0xc999e990, 0x87925c23, 0x2b6cedcb,
+                                    0x7254398f, 0x05d31496, 0x9f59ff11, 0x0748d9d9};
+        return R2[i];
+    }
 };
 
 struct FpCfg {

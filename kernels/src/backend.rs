@@ -12,6 +12,7 @@ use cuzk_prover::params::Query;
 use cuzk_prover::r1cs::Matrix;
 use cuzk_prover::setup::FixedBase;
 use cuzk_prover::{KeyInfo, ProvingKey};
+use cuzk_wire::blob::CompactWitness;
 use cuzk_wire::witness::Witness;
 
 use crate::error::CudaError;
@@ -71,6 +72,22 @@ pub struct DevWitness {
     aux: usize,
     /// The device's turn, from its evaluation to the end of its MSMs (or until it is dropped).
     turn: Mutex<Option<Turn>>,
+}
+
+impl DevWitness {
+    fn new(buf: DevBuf, inputs: usize, aux: usize) -> Self {
+        DevWitness {
+            buf,
+            inputs,
+            aux,
+            turn: Mutex::new(None),
+        }
+    }
+
+    /// The witness's values (checks of the upload paths).
+    pub fn download(&self, gpu: &Gpu) -> Result<Vec<Scalar>, CudaError> {
+        gpu.download_scalars(&self.buf, self.inputs + self.aux)
+    }
 }
 
 /// One partition at a time between evaluation and MSMs: the working-memory plan counts one
@@ -249,10 +266,10 @@ impl CudaBackend {
             accounted: self.resident.clone(),
         };
         g.synchronize()?;
-        // Otherwise a key's first partition pays for page-locking the witness staging (1.5 s
-        // for a 32 GiB partition's 4.2 GB) and for mapping its working buffers into the memory
-        // pool (docs/gpu-runs.md, run 8); here the node is still loading.
-        g.reserve_staging(working.witness as usize)?;
+        // Otherwise a key's first partition pays for page-locking the staging its compact
+        // witness goes up through when it is not pinned in place, and for mapping its working
+        // buffers into the memory pool (docs/gpu-runs.md, run 8); here the node is still loading.
+        g.reserve_staging(working.expand as usize)?;
         // Only for the device's first key: no partition's buffers compete with it yet.
         if resident.keys == 0 {
             if let Err(e) = g.warm_pool(working.peak() as usize) {
@@ -288,14 +305,10 @@ impl Backend for CudaBackend {
         bytes + working.peak()
     }
 
-    unsafe fn pin(&self, w: &Witness) -> Option<HostPin> {
-        if w.aux.capacity() == 0 {
+    unsafe fn pin(&self, bytes: &[u8]) -> Option<HostPin> {
+        if bytes.is_empty() {
             return None;
         }
-        // SAFETY: the whole allocation, which the caller keeps in place while the pin lives.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(w.aux.as_ptr().cast::<u8>(), w.aux.capacity() * 32)
-        };
         let started = Instant::now();
         // SAFETY: passed on from the caller.
         match unsafe { self.gpu.pin_host(bytes) } {
@@ -318,12 +331,26 @@ impl Backend for CudaBackend {
     /// worker's kernels. From where the witness lies when it is pinned, else through the staging.
     fn upload(&self, _: &CudaKey, w: &Witness) -> Result<DevWitness, BackendError> {
         let buf = self.gpu.upload_concat(&[&w.input, &w.aux])?;
-        Ok(DevWitness {
-            buf,
-            inputs: w.input.len(),
-            aux: w.aux.len(),
-            turn: Mutex::new(None),
-        })
+        Ok(DevWitness::new(buf, w.input.len(), w.aux.len()))
+    }
+
+    /// As `upload`, the aux's compact bytes expanded on the device; a chunk it refuses is
+    /// decoded on the host to say why.
+    fn upload_compact(
+        &self,
+        _: &CudaKey,
+        w: &CompactWitness,
+    ) -> Result<DevWitness, BackendError> {
+        match self.gpu.upload_compact(&w.input, &w.aux) {
+            Ok(buf) => Ok(DevWitness::new(buf, w.input.len(), w.aux.len())),
+            Err(CudaError::RefusedChunk(chunk)) => Err(match w.aux.check_chunk(chunk) {
+                Err(why) => BackendError::Witness(why),
+                Ok(()) => BackendError::Device(format!(
+                    "the device refused compact witness chunk {chunk}, which the host's decoder accepts"
+                )),
+            }),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn wait_turn(&self, w: &DevWitness) -> Result<(), BackendError> {

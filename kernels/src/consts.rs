@@ -9,6 +9,10 @@ pub const FR_P: [u32; 8] = [
 pub const FR_ONE: [u32; 8] = [
     0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa, 0xecbc4ff5, 0x998c4fef, 0xacc5056f, 0x1824b159,
 ];
+/// R^2 mod r: the factor that takes a canonical value to its Montgomery form.
+pub const FR_R2: [u32; 8] = [
+    0xf3f29c6d, 0xc999e990, 0x87925c23, 0x2b6cedcb, 0x7254398f, 0x05d31496, 0x9f59ff11, 0x0748d9d9,
+];
 /// -r^-1 mod 2^32.
 pub const FR_INV: u32 = 0xffffffff;
 
@@ -37,10 +41,15 @@ pub fn neg_inv32(m0: u32) -> u32 {
 
 /// 2^(32·n) mod m for an n-limb modulus m, by repeated doubling (schoolbook, test use only).
 pub fn r_mod<const N: usize>(m: &[u32; N]) -> [u32; N] {
-    // start at 1, double 32·N times with reduction.
+    pow2_mod(m, 32 * N)
+}
+
+/// 2^bits mod m, by repeated doubling.
+pub fn pow2_mod<const N: usize>(m: &[u32; N], bits: usize) -> [u32; N] {
+    // start at 1, double `bits` times with reduction.
     let mut x = [0u32; N];
     x[0] = 1;
-    for _ in 0..32 * N {
+    for _ in 0..bits {
         let mut carry = 0u32;
         for l in x.iter_mut() {
             let v = ((*l as u64) << 1) | carry as u64;
@@ -98,6 +107,13 @@ mod tests {
         assert_eq!(FR_INV, neg_inv32(FR_P[0]));
         assert_eq!(FR_ONE, r_mod(&FR_P));
         assert_eq!(scalar_raw(&Scalar::ONE), FR_ONE);
+        // R² mod r is the Montgomery form of R mod r.
+        assert_eq!(FR_R2, pow2_mod(&FR_P, 512));
+        let mut r = [0u8; 32];
+        for (b, l) in r.chunks_exact_mut(4).zip(FR_ONE) {
+            b.copy_from_slice(&l.to_le_bytes());
+        }
+        assert_eq!(scalar_raw(&Scalar::from_repr_vartime(r).unwrap()), FR_R2);
     }
 
     #[test]

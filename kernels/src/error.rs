@@ -21,6 +21,10 @@ pub enum CudaError {
     /// Raw scalar bytes that are not a canonical field element (>= r).
     #[error("scalar {0} is not canonical (>= r)")]
     NonCanonicalScalar(usize),
+    /// A compact witness's chunk the device did not expand: a value, tag or length the codec
+    /// does not allow (the host's decoder says which).
+    #[error("compact witness chunk {0} refused by the device")]
+    RefusedChunk(usize),
 }
 
 impl From<CudaError> for BackendError {
@@ -28,7 +32,9 @@ impl From<CudaError> for BackendError {
         match e {
             CudaError::OutOfMemory(m) => BackendError::OutOfMemory(m),
             CudaError::Shape(m) => BackendError::Shape(m),
-            CudaError::NonCanonicalScalar(_) => BackendError::Shape(e.to_string()),
+            CudaError::NonCanonicalScalar(_) | CudaError::RefusedChunk(_) => {
+                BackendError::Shape(e.to_string())
+            }
             CudaError::NotBuilt | CudaError::NoDriver | CudaError::NoDevice(..) => {
                 BackendError::Unavailable(e.to_string())
             }

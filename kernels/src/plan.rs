@@ -3,7 +3,14 @@
 //! budget is refused when its key is loaded, with the numbers, instead of running out of memory
 //! in the middle of a proof.
 
+use cuzk_wire::blob::MAX_CHUNK_ELEMENTS;
+use cuzk_wire::codec::max_encoded_len;
+
 use crate::digits::{num_windows, window_bits};
+
+/// Bytes of a compact witness that go to the device at a time (gpu/expand.rs): the most a
+/// chunk of a blob may take, so that every chunk fits one batch.
+pub const EXPAND_BATCH: u64 = max_encoded_len(MAX_CHUNK_ELEMENTS as usize) as u64;
 
 /// Bytes of an affine G1 and G2 point.
 pub const G1: u64 = 96;
@@ -34,6 +41,8 @@ pub fn msm_scratch(n: usize, point_bytes: u64) -> u64 {
 pub struct Working {
     /// One witness on the device.
     pub witness: u64,
+    /// Its compact form on the device while it is expanded (at most [`EXPAND_BATCH`]).
+    pub expand: u64,
     /// Witnesses on the device at once: one per worker (one proving, the others uploaded and
     /// waiting for their turn).
     pub witnesses: u64,
@@ -61,6 +70,7 @@ impl Working {
         .unwrap_or(0);
         Working {
             witness: vars as u64 * s,
+            expand: (max_encoded_len(vars) as u64).min(EXPAND_BATCH),
             witnesses: workers.max(1) as u64,
             twiddles: m as u64 * s,
             evaluations: 3 * m as u64 * s,
@@ -69,7 +79,9 @@ impl Working {
     }
 
     pub fn peak(&self) -> u64 {
-        self.witness * self.witnesses + self.twiddles + self.evaluations.max(self.msm_phase)
+        (self.witness + self.expand) * self.witnesses
+            + self.twiddles
+            + self.evaluations.max(self.msm_phase)
     }
 }
 
@@ -90,7 +102,9 @@ mod tests {
         let small = Working::new(2_685_713, 1 << 22, 2_500_000, 1_300_000, 1);
         assert!(small.peak() < big.peak() / 20);
         let two = Working::new(130_169_893 + 328, 1 << 27, 120_000_000, 60_000_000, 2);
-        assert_eq!(two.peak() - big.peak(), big.witness);
+        assert_eq!(two.peak() - big.peak(), big.witness + big.expand);
+        assert_eq!(big.expand, EXPAND_BATCH);
+        assert_eq!(small.expand, 33 * small.witness / 32);
         assert_eq!(msm_scratch(0, G1), 0);
         assert!(msm_scratch(1 << 20, G2) > msm_scratch(1 << 20, G1));
     }

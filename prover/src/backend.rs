@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use blstrs::{G1Projective, G2Projective, Scalar};
+use cuzk_wire::blob::{BlobError, CompactWitness};
 use cuzk_wire::witness::Witness;
 
 use crate::key::{KeyInfo, ProvingKey};
@@ -28,6 +29,9 @@ pub enum BackendError {
     /// Two engines run side by side ([`crate::Dual`]) disagreed.
     #[error("backends disagree: {0}")]
     Mismatch(String),
+    /// A compact witness's values are not what the codec allows (a value >= r, a bad tag).
+    #[error("invalid witness: {0}")]
+    Witness(#[from] BlobError),
 }
 
 impl cuzk_wire::Retryable for BackendError {
@@ -73,17 +77,29 @@ pub trait Backend: Send + Sync + 'static {
         key.device_bytes()
     }
 
-    /// Takes a witness whose lengths [`KeyInfo::check_witness`] accepted. Borrowed, so the caller
+    /// Takes a witness whose lengths [`KeyInfo::check_lens`] accepted. Borrowed, so the caller
     /// can reuse its (large, already faulted-in) buffers for the next partition.
     fn upload(&self, key: &Self::Key, witness: &Witness) -> Result<Self::Witness, BackendError>;
 
-    /// Page-locks `w`'s aux buffer (all its capacity) where the backend uploads from such
-    /// memory faster (a GPU: DMA from where it lies), until the returned pin is dropped. `None`:
-    /// no gain here, or it could not be had (the upload then takes its usual path).
+    /// Takes a witness whose aux is still in the blob's compact codec, its lengths accepted by
+    /// [`KeyInfo::check_lens`]. By default it is expanded on the host and then uploaded; a GPU
+    /// copies the compact bytes (a sixteenth of the scalars for a PoRep witness) and expands
+    /// them on the device. Values the codec refuses fail with [`BackendError::Witness`].
+    fn upload_compact(
+        &self,
+        key: &Self::Key,
+        witness: &CompactWitness,
+    ) -> Result<Self::Witness, BackendError> {
+        self.upload(key, &witness.expand()?)
+    }
+
+    /// Page-locks `memory` where the backend uploads from such memory faster (a GPU: DMA from
+    /// where it lies), until the returned pin is dropped. `None`: no gain here, or it could not
+    /// be had (uploads from it then take their usual path).
     ///
     /// # Safety
-    /// `w.aux` must not be freed or reallocated while the pin lives.
-    unsafe fn pin(&self, _w: &Witness) -> Option<HostPin> {
+    /// `memory` must not be freed or moved while the pin lives.
+    unsafe fn pin(&self, _memory: &[u8]) -> Option<HostPin> {
         None
     }
 
@@ -146,9 +162,17 @@ impl<B: Backend> Backend for Arc<B> {
         (**self).upload(key, witness)
     }
 
-    unsafe fn pin(&self, w: &Witness) -> Option<HostPin> {
+    fn upload_compact(
+        &self,
+        key: &Self::Key,
+        witness: &CompactWitness,
+    ) -> Result<Self::Witness, BackendError> {
+        (**self).upload_compact(key, witness)
+    }
+
+    unsafe fn pin(&self, memory: &[u8]) -> Option<HostPin> {
         // SAFETY: the caller's promise, passed on.
-        unsafe { (**self).pin(w) }
+        unsafe { (**self).pin(memory) }
     }
 
     fn wait_turn(&self, w: &Self::Witness) -> Result<(), BackendError> {

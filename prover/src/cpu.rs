@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bellperson::groth16::Parameters;
 use blst::{blst_p1_affine, blst_p2_affine, MultiPoint};
 use blstrs::{Bls12, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use cuzk_wire::blob::CompactWitness;
 use cuzk_wire::witness::Witness;
 use group::Group;
 use rayon::prelude::*;
@@ -46,6 +47,10 @@ impl Backend for CpuBackend {
 
     fn upload(&self, _: &Self::Key, witness: &Witness) -> Result<Witness, BackendError> {
         Ok(witness.clone())
+    }
+
+    fn upload_compact(&self, _: &Self::Key, w: &CompactWitness) -> Result<Witness, BackendError> {
+        Ok(w.expand()?)
     }
 
     fn evaluate(&self, key: &Self::Key, w: &Witness) -> Result<[Vec<Scalar>; 3], BackendError> {

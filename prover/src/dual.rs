@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use blstrs::Scalar;
+use cuzk_wire::blob::CompactWitness;
 use cuzk_wire::witness::Witness;
 
 use crate::backend::{Backend, BackendError, MsmResults};
@@ -68,6 +69,17 @@ impl<R: Backend, C: Backend> Backend for Dual<R, C> {
         pair(
             self.reference.upload(&key.0, witness),
             self.candidate.upload(&key.1, witness),
+        )
+    }
+
+    fn upload_compact(
+        &self,
+        key: &Self::Key,
+        witness: &CompactWitness,
+    ) -> Result<Self::Witness, BackendError> {
+        pair(
+            self.reference.upload_compact(&key.0, witness),
+            self.candidate.upload_compact(&key.1, witness),
         )
     }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use bellperson::groth16::{self, PreparedVerifyingKey, Proof, VerifyingKey};
 use bellperson::SynthesisError;
 use blstrs::{Bls12, Scalar};
+use cuzk_wire::blob::CompactWitness;
 use cuzk_wire::witness::Witness;
 use group::Curve;
 
@@ -29,11 +30,45 @@ pub struct ProveTimings {
     pub total: Duration,
 }
 
+/// A witness in a form backends take: scalars ([`Backend::upload`]), or a blob's compact form
+/// ([`Backend::upload_compact`]).
+pub trait Assignment {
+    /// Public inputs (ONE included) and aux variables.
+    fn lens(&self) -> (usize, usize);
+    /// The public inputs a verifier takes (without ONE).
+    fn public_inputs(&self) -> &[Scalar];
+    fn upload_to<B: Backend>(&self, backend: &B, key: &B::Key) -> Result<B::Witness, BackendError>;
+}
+
+impl Assignment for Witness {
+    fn lens(&self) -> (usize, usize) {
+        (self.input.len(), self.aux.len())
+    }
+    fn public_inputs(&self) -> &[Scalar] {
+        Witness::public_inputs(self)
+    }
+    fn upload_to<B: Backend>(&self, backend: &B, key: &B::Key) -> Result<B::Witness, BackendError> {
+        backend.upload(key, self)
+    }
+}
+
+impl Assignment for CompactWitness {
+    fn lens(&self) -> (usize, usize) {
+        (self.input.len(), self.aux.len())
+    }
+    fn public_inputs(&self) -> &[Scalar] {
+        CompactWitness::public_inputs(self)
+    }
+    fn upload_to<B: Backend>(&self, backend: &B, key: &B::Key) -> Result<B::Witness, BackendError> {
+        backend.upload_compact(key, self)
+    }
+}
+
 /// Proves one witness of `key`'s shape with blinding factors `r` and `s`.
 pub fn prove<B: Backend>(
     backend: &B,
     key: &B::Key,
-    witness: &Witness,
+    witness: &impl Assignment,
     r: Scalar,
     s: Scalar,
 ) -> Result<Proof<Bls12>, BackendError> {
@@ -45,14 +80,14 @@ pub fn prove<B: Backend>(
 pub fn prove_timed<B: Backend>(
     backend: &B,
     key: &B::Key,
-    witness: &Witness,
+    witness: &impl Assignment,
     r: Scalar,
     s: Scalar,
 ) -> Result<(Proof<Bls12>, ProveTimings), BackendError> {
     let start = Instant::now();
     let info = backend.key_info(key);
-    info.check_witness(witness)?;
-    let w = tracing::info_span!("upload").in_scope(|| backend.upload(key, witness))?;
+    info.check_lens(witness.lens())?;
+    let w = tracing::info_span!("upload").in_scope(|| witness.upload_to(backend, key))?;
     let uploaded = Instant::now();
     tracing::info_span!("wait_turn").in_scope(|| backend.wait_turn(&w))?;
     let turn = Instant::now();
@@ -140,6 +175,15 @@ mod tests {
         )
     }
 
+    fn compact(w: &Witness) -> CompactWitness {
+        use cuzk_wire::blob::{decode_blob_compact_into, encode_blob, BlobHeaderInfo};
+        let info = BlobHeaderInfo::new("j", 0, "toy", [0; 32]).unwrap();
+        let blob = encode_blob(&info, &w.input, &w.aux, &Default::default());
+        let mut compact = CompactWitness::default();
+        decode_blob_compact_into(&blob, &Default::default(), &mut compact).unwrap();
+        compact
+    }
+
     #[test]
     fn toy_proofs_match_bellperson_byte_for_byte() {
         let mut rng = ChaCha20Rng::seed_from_u64(11);
@@ -178,6 +222,11 @@ mod tests {
             );
             let via_dual = prove(&dual, &dual_key, &w, r_s[i], s_s[i]).unwrap();
             assert_eq!(proof_bytes(&via_dual), proof_bytes(&ours));
+            // The same witness as a blob carries it, kept compact until the backends take it.
+            let compact = compact(&w);
+            assert_eq!(Assignment::public_inputs(&compact), &inputs[..]);
+            let via_compact = prove(&dual, &dual_key, &compact, r_s[i], s_s[i]).unwrap();
+            assert_eq!(proof_bytes(&via_compact), proof_bytes(&ours));
             let mut written = Vec::new();
             ours.write(&mut written).unwrap();
             assert_eq!(written, proof_bytes(&ours));
@@ -300,5 +349,9 @@ mod tests {
             err.to_string(),
             "input does not fit the parameters: the witness has 3 inputs and 5 aux variables, the shape's matrices 3 and 6"
         );
+        let err = prove(&backend, &key, &compact(&w), Scalar::ONE, Scalar::ONE).unwrap_err();
+        assert!(err.to_string().contains("5 aux variables"), "{err}");
+        let invalid = BackendError::from(cuzk_wire::blob::BlobError::ChecksumMismatch);
+        assert!(!invalid.retryable());
     }
 }

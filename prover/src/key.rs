@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use bellperson::groth16::{Parameters, VerifyingKey};
 use blstrs::Bls12;
-use cuzk_wire::witness::Witness;
 use group::prime::PrimeCurveAffine;
 
 use crate::backend::BackendError;
@@ -75,15 +74,12 @@ pub struct KeyInfo {
 }
 
 impl KeyInfo {
-    /// A witness of another shape fails here, naming both lengths.
-    pub fn check_witness(&self, w: &Witness) -> Result<(), BackendError> {
-        if w.input.len() != self.inputs || w.aux.len() != self.aux {
+    /// A witness of another shape, `(inputs, aux)` variables, fails here, naming both lengths.
+    pub fn check_lens(&self, (inputs, aux): (usize, usize)) -> Result<(), BackendError> {
+        if inputs != self.inputs || aux != self.aux {
             return Err(BackendError::Shape(format!(
-                "the witness has {} inputs and {} aux variables, the shape's matrices {} and {}",
-                w.input.len(),
-                w.aux.len(),
-                self.inputs,
-                self.aux
+                "the witness has {inputs} inputs and {aux} aux variables, the shape's matrices {} and {}",
+                self.inputs, self.aux
             )));
         }
         Ok(())

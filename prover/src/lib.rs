@@ -18,7 +18,7 @@ mod write_behind;
 pub use backend::{Backend, BackendError, HostPin, MsmResults};
 pub use cpu::CpuBackend;
 pub use dual::Dual;
-pub use groth16::{proof_bytes, prove, prove_timed, verify, ProveTimings};
+pub use groth16::{proof_bytes, prove, prove_timed, verify, Assignment, ProveTimings};
 pub use key::{KeyInfo, ProvingKey};
 pub use r1cs::ShapeMatrices;
 pub use witness_cs::synthesize_witness;

@@ -265,7 +265,15 @@ impl FrameDecoder {
         if self.buf.len() < expected {
             self.buf.resize(expected, 0);
         }
-        let out = &mut self.buf[..expected];
+        let mut buf = std::mem::take(&mut self.buf);
+        let done = self.decompress_into(frame, &mut buf[..expected]);
+        self.buf = buf;
+        done.map(|()| &self.buf[..expected])
+    }
+
+    /// Decompresses `frame` into `out`, which it must fill exactly.
+    pub fn decompress_into(&mut self, frame: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+        let expected = out.len();
         let err = |reason: String| CodecError::Decompress { expected, reason };
         let written = self
             .dctx
@@ -274,7 +282,7 @@ impl FrameDecoder {
         if written != expected {
             return Err(err(format!("got {written} bytes")));
         }
-        Ok(&self.buf[..expected])
+        Ok(())
     }
 }
 

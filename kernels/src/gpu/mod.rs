@@ -115,6 +115,7 @@ struct Funcs {
     spmv_csr: CudaFunction,
     spmv_long_rows: CudaFunction,
     gather_fr: CudaFunction,
+    witness_expand: CudaFunction,
     fixed_base_g1: CudaFunction,
     fixed_base_g2: CudaFunction,
     to_affine_g1: CudaFunction,
@@ -177,7 +178,15 @@ fn cfg(grid: u32, block: u32, smem: u32) -> LaunchConfig {
     }
 }
 
+/// `launch!(gpu, f, cfg; args)` on the compute stream, `launch!(on stream, f, cfg; args)` on another.
 macro_rules! launch {
+    (on $st:expr, $f:expr, $cfg:expr; $($a:expr),* $(,)?) => {{
+        use cudarc::driver::PushKernelArg as _;
+        let mut b = $st.launch_builder(&$f);
+        $( let v = $a; b.arg(&v); )*
+        #[allow(unused_unsafe)]
+        unsafe { b.launch($cfg) }.map(|_| ()).map_err($crate::error::CudaError::from)
+    }};
     ($s:expr, $f:expr, $cfg:expr; $($a:expr),* $(,)?) => {{
         use cudarc::driver::PushKernelArg as _;
         let mut b = $s.stream.launch_builder(&$f);
@@ -281,6 +290,7 @@ impl Gpu {
             spmv_csr: lf("spmv_csr")?,
             spmv_long_rows: lf("spmv_long_rows")?,
             gather_fr: lf("gather_fr")?,
+            witness_expand: lf("witness_expand")?,
             fixed_base_g1: lf("fixed_base_g1")?,
             fixed_base_g2: lf("fixed_base_g2")?,
             to_affine_g1: lf("to_affine_g1")?,
@@ -512,6 +522,7 @@ impl Gpu {
 }
 
 // After `launch!`, which they use.
+mod expand;
 mod fixed_base;
 mod msm;
 mod ntt;

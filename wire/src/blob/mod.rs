@@ -35,8 +35,11 @@ use serde::{Deserialize, Serialize};
 use crate::codec::{self, ClassCounts, CodecError};
 use crate::witness::Witness;
 
+mod compact;
 #[cfg(test)]
 mod tests;
+
+pub use compact::{CompactAux, CompactWitness};
 
 pub const MAGIC: [u8; 8] = *b"CUZKBLOB";
 pub const FORMAT_VERSION: u16 = 2;
@@ -491,6 +494,29 @@ fn validate(h: &BlobHeader, header_len: usize, limits: &DecodeLimits) -> Result<
     Ok(())
 }
 
+/// A codec error of chunk `chunk` of `kind`, whose first element is `first`, as the blob's.
+fn chunk_error(kind: VectorKind, chunk: usize, first: u64, e: CodecError) -> BlobError {
+    match e {
+        CodecError::Decompress { reason, .. } => BlobError::Decompress {
+            kind,
+            chunk,
+            reason,
+        },
+        CodecError::NonCanonical { index } => BlobError::NonCanonical {
+            kind,
+            index: first + index as u64,
+        },
+        other => BlobError::Corrupt(format!("{kind} chunk {chunk}: {other}")),
+    }
+}
+
+/// Where a chunk goes: decoded into scalars (the inputs), or only decompressed (the aux, kept in
+/// the codec's form).
+enum ChunkOut<'a> {
+    Scalars(&'a mut [Scalar]),
+    Compact(&'a mut [u8]),
+}
+
 struct ChunkJob<'a> {
     kind: VectorKind,
     chunk: usize,
@@ -498,40 +524,31 @@ struct ChunkJob<'a> {
     first: u64,
     frame: &'a [u8],
     raw_len: usize,
-    out: &'a mut [Scalar],
+    out: ChunkOut<'a>,
 }
 
 impl ChunkJob<'_> {
     fn run(self, dec: &mut codec::FrameDecoder) -> Result<(), BlobError> {
-        let (kind, chunk) = (self.kind, self.chunk);
-        let raw = dec
-            .decompress(self.frame, self.raw_len)
-            .map_err(|e| match e {
-                CodecError::Decompress { reason, .. } => BlobError::Decompress {
-                    kind,
-                    chunk,
-                    reason,
-                },
-                other => BlobError::Corrupt(format!("{kind} chunk {chunk}: {other}")),
-            })?;
-        codec::decode_into(raw, self.out).map_err(|e| match e {
-            CodecError::NonCanonical { index } => BlobError::NonCanonical {
-                kind,
-                index: self.first + index as u64,
-            },
-            other => BlobError::Corrupt(format!("{kind} chunk {chunk}: {other}")),
-        })
+        let err = |e| chunk_error(self.kind, self.chunk, self.first, e);
+        match self.out {
+            ChunkOut::Scalars(out) => {
+                let raw = dec.decompress(self.frame, self.raw_len).map_err(err)?;
+                codec::decode_into(raw, out).map_err(err)
+            }
+            ChunkOut::Compact(out) => dec.decompress_into(self.frame, out).map_err(err),
+        }
     }
 }
 
-/// Decodes a blob into its header and a new witness; see [`decode_blob_into`].
+/// Decodes a blob into its header and a new witness: [`decode_blob_compact_into`], then
+/// [`CompactWitness::expand`].
 pub fn decode_blob(
     bytes: &[u8],
     limits: &DecodeLimits,
 ) -> Result<(BlobHeader, Witness), BlobError> {
-    let mut witness = Witness::default();
-    let header = decode_blob_into(bytes, limits, &mut witness)?;
-    Ok((header, witness))
+    let mut compact = CompactWitness::default();
+    let header = decode_blob_compact_into(bytes, limits, &mut compact)?;
+    Ok((header, compact.expand()?))
 }
 
 /// Resizes `v` to `n` elements, touching new memory on every core (a fresh 100 MB vector zeroed
@@ -556,12 +573,14 @@ fn resize(v: &mut Vec<Scalar>, n: usize) {
 }
 
 /// Decodes a blob into `witness`, reusing its buffers (a node decoding partition after
-/// partition of one shape allocates once). Checks, in order: header and limits, the exact
-/// length, the checksum, the chunk table, then each chunk; on an error `witness` holds garbage.
-pub fn decode_blob_into(
+/// partition of one shape allocates once): the inputs into scalars, the aux only decompressed.
+/// Checks, in order: header and limits, the exact length, the checksum, the chunk table, then
+/// each chunk's frame and the inputs' values; the aux's values are checked where they are
+/// expanded. On an error `witness` holds garbage.
+pub fn decode_blob_compact_into(
     bytes: &[u8],
     limits: &DecodeLimits,
-    witness: &mut Witness,
+    witness: &mut CompactWitness,
 ) -> Result<BlobHeader, BlobError> {
     if bytes.len() as u64 > limits.max_blob_bytes {
         return Err(BlobError::BlobTooLarge {
@@ -594,8 +613,6 @@ pub fn decode_blob_into(
 
     // Vectors are sized only now, after every count was bounded and the checksum matched.
     let chunk = header.chunk_elements as usize;
-    resize(&mut witness.input, header.inputs as usize);
-    resize(&mut witness.aux, header.aux as usize);
     let payload = &bytes[payload_start..];
     let chunks: usize = header
         .vectors()
@@ -610,18 +627,10 @@ pub fn decode_blob_into(
         ))
     })?;
     let mut entries = table.chunks_exact(TABLE_ENTRY_LEN);
-    let mut encoded_len = 0u64;
-    let mut jobs = Vec::with_capacity(chunks);
-    let outs = [
-        (VectorKind::Input, &mut witness.input),
-        (VectorKind::Aux, &mut witness.aux),
-    ];
-    for (kind, out) in outs {
-        let n = out.len();
-        for ((i, range), out) in chunk_ranges(n, chunk)
-            .enumerate()
-            .zip(out.chunks_mut(chunk))
-        {
+    // (kind, chunk, first element, frame, decoded length) in payload order.
+    let mut listed = Vec::with_capacity(chunks);
+    for (kind, n) in header.vectors() {
+        for (i, range) in chunk_ranges(n as usize, chunk).enumerate() {
             let corrupt =
                 |reason: String| BlobError::Corrupt(format!("{kind} chunk {i}: {reason}"));
             let entry = entries
@@ -639,15 +648,7 @@ pub fn decode_blob_into(
                 corrupt(format!("frame of {frame_len} bytes overruns the payload"))
             })?;
             frames = rest;
-            encoded_len += raw_len as u64;
-            jobs.push(ChunkJob {
-                kind,
-                chunk: i,
-                first: range.start as u64,
-                frame,
-                raw_len,
-                out,
-            });
+            listed.push((kind, i, range.start as u64, frame, raw_len));
         }
     }
     if !frames.is_empty() {
@@ -656,12 +657,42 @@ pub fn decode_blob_into(
             frames.len()
         )));
     }
+    let encoded_len: u64 = listed.iter().map(|l| l.4 as u64).sum();
     if encoded_len != header.encoded_len {
         return Err(BlobError::Corrupt(format!(
             "chunks declare {encoded_len} decoded bytes, the header {}",
             header.encoded_len
         )));
     }
+    resize(&mut witness.input, header.inputs as usize);
+    let aux_lens: Vec<usize> = listed
+        .iter()
+        .filter(|l| l.0 == VectorKind::Aux)
+        .map(|l| l.4)
+        .collect();
+    let outs = witness
+        .input
+        .chunks_mut(chunk)
+        .map(ChunkOut::Scalars)
+        .chain(
+            witness
+                .aux
+                .layout(header.aux as usize, chunk, &aux_lens)
+                .into_iter()
+                .map(ChunkOut::Compact),
+        );
+    let jobs: Vec<ChunkJob> = listed
+        .into_iter()
+        .zip(outs)
+        .map(|((kind, chunk, first, frame, raw_len), out)| ChunkJob {
+            kind,
+            chunk,
+            first,
+            frame,
+            raw_len,
+            out,
+        })
+        .collect();
     jobs.into_par_iter()
         .try_for_each_init(codec::FrameDecoder::new, |dec, job| match dec {
             Ok(dec) => job.run(dec),

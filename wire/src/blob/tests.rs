@@ -152,6 +152,35 @@ fn roundtrips() {
     }
 }
 
+/// A node decodes blob after blob into one compact witness: a smaller one reuses its memory in
+/// place, and each expands to what was encoded.
+#[test]
+fn compact_witnesses_reuse_their_memory() {
+    let mut rng = StdRng::seed_from_u64(4);
+    let limits = DecodeLimits::default();
+    let big = witness(&mut rng, 3, 5 * 4096 + 9);
+    let small = witness(&mut rng, 2, 2 * 4096);
+    let mut compact = CompactWitness::default();
+    let (blob, stats) = encode(&big, &small_opts());
+    decode_blob_compact_into(&blob, &limits, &mut compact).unwrap();
+    assert_eq!(compact.expand().unwrap(), big);
+    let aux = &compact.aux;
+    assert_eq!((aux.len(), aux.chunks(), aux.chunk_elements()), (5 * 4096 + 9, 6, 4096));
+    assert_eq!(aux.starts()[0], 0);
+    assert_eq!(aux.bytes().len() as u64, stats.vectors[1].encoded_bytes);
+    assert_eq!(aux.chunk(5).0, 5 * 4096..5 * 4096 + 9);
+    let memory = (aux.memory().as_ptr(), aux.memory().len());
+    let (blob, _) = encode(&small, &small_opts());
+    decode_blob_compact_into(&blob, &limits, &mut compact).unwrap();
+    assert_eq!(compact.expand().unwrap(), small);
+    assert_eq!(compact.public_inputs(), &small.input[1..]);
+    assert_eq!(
+        (compact.aux.memory().as_ptr(), compact.aux.memory().len()),
+        memory
+    );
+    assert!(compact.aux.bytes().len() < memory.1);
+}
+
 #[test]
 fn peek_needs_only_the_header() {
     let mut rng = StdRng::seed_from_u64(2);
@@ -301,13 +330,23 @@ fn rejects_bad_payloads() {
         (raw.len(), codec::compress(&raw, 1)),
     ];
     h_aux.encoded_len = chunks.iter().map(|c| c.0 as u64).sum();
-    match decode(&forge(&h_aux, &payload(&chunks))) {
+    let blob = forge(&h_aux, &payload(&chunks));
+    match decode(&blob) {
         Err(BlobError::NonCanonical {
             kind: VectorKind::Aux,
             index: 4099,
         }) => {}
         other => panic!("{other:?}"),
     }
+    // Kept compact, the aux's values are checked where it is expanded: the chunk that holds r
+    // fails alone, with the element's index in the vector.
+    let mut compact = CompactWitness::default();
+    decode_blob_compact_into(&blob, &DecodeLimits::default(), &mut compact).unwrap();
+    compact.aux.check_chunk(0).unwrap();
+    assert!(matches!(
+        compact.aux.check_chunk(1),
+        Err(BlobError::NonCanonical { index: 4099, .. })
+    ));
 
     // Decompression bomb: 64 MiB of zero tags declared as a one-element aux chunk.
     let mut h_bomb = h.clone();

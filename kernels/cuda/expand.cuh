@@ -1,0 +1,130 @@
+// A witness's aux expanded on the device from the blob's compact codec (wire/src/codec.rs): per
+// chunk, one byte per element (its class and value length), then the elements' significant
+// little-endian value bytes back to back. The host copies those bytes, a sixteenth of the
+// scalars for a PoRep witness, instead of expanding 4.2 GB per 32 GiB partition and copying it.
+#pragma once
+#include "field.cuh"
+
+namespace expand {
+
+constexpr uint32_t THREADS = 256;
+// Elements a thread takes per tile: its value offsets come from one block scan per tile.
+constexpr uint32_t PER_THREAD = 8;
+constexpr uint32_t TILE = THREADS * PER_THREAD;
+
+// The codec's tags: 0, 1, r - 1; v with (tag - 2) bytes; r - v with (tag - 34) bytes.
+constexpr uint32_t POS_BASE = 2, NEG_BASE = 34, TAG_MAX = NEG_BASE + 32;
+
+// Value bytes of `tag`, or -1 for a tag the codec does not have.
+DEVI int value_len(uint32_t tag) {
+    if (tag <= POS_BASE) return 0;
+    if (tag <= NEG_BASE) return tag - POS_BASE;
+    if (tag <= TAG_MAX) return tag - NEG_BASE;
+    return -1;
+}
+
+DEVI bool below_r(const Fr& x) {
+#pragma unroll
+    for (int i = Fr::N - 1; i >= 0; i--)
+        if (x.v[i] != FrCfg::p(i)) return x.v[i] < FrCfg::p(i);
+    return false;
+}
+
+// Exclusive prefix sum of v over the block; *total gets the block's sum.
+DEVI uint32_t block_scan(uint32_t v, uint32_t* total) {
+    __shared__ uint32_t warp_sum[THREADS / 32];
+    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint32_t x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= (uint32_t)o) x += y;
+    }
+    if (lane == 31) warp_sum[warp] = x;
+    __syncthreads();
+    uint32_t before = 0, all = 0;
+#pragma unroll
+    for (uint32_t w = 0; w < THREADS / 32; w++) {
+        before += w < warp ? warp_sum[w] : 0;
+        all += warp_sum[w];
+    }
+    __syncthreads();  // warp_sum is rewritten by the next tile's scan
+    *total = all;
+    return before + x - v;
+}
+
+}  // namespace expand
+
+// Block b expands chunk first_chunk + b: elements [c·chunk_elements, ...) of the aux, its bytes
+// at bytes[starts[c] - base ...]. A chunk whose tags, value lengths or values the codec refuses
+// (a value >= r, a bad tag, value bytes short or left over) lowers *bad_chunk to its index; the
+// host then decodes that chunk itself for the exact error.
+extern "C" __global__ void __launch_bounds__(expand::THREADS) witness_expand(
+    const uint8_t* __restrict__ bytes, uint64_t base, const uint64_t* __restrict__ starts,
+    uint32_t first_chunk, uint32_t chunk_elements, uint64_t n, Fr* __restrict__ out,
+    uint32_t* bad_chunk) {
+    using namespace expand;
+    __shared__ int bad;
+    const uint32_t c = first_chunk + blockIdx.x;
+    const uint64_t first = (uint64_t)c * chunk_elements;
+    const uint32_t elems = (uint32_t)min((uint64_t)chunk_elements, n - first);
+    const uint8_t* tags = bytes + (starts[c] - base);
+    const uint64_t raw_len = starts[c + 1] - starts[c];
+    if (threadIdx.x == 0) bad = raw_len < elems;
+    __syncthreads();
+    if (bad) {
+        if (threadIdx.x == 0) atomicMin(bad_chunk, c);
+        return;
+    }
+    const uint8_t* values = tags + elems;
+    const uint64_t values_len = raw_len - elems;
+    Fr r2;
+#pragma unroll
+    for (int i = 0; i < Fr::N; i++) r2.v[i] = FrCfg::r2(i);
+    uint64_t carry = 0;  // value bytes of the tiles before
+    bool ok = true;
+    for (uint32_t tile = 0; tile < elems; tile += TILE) {
+        const uint32_t at = tile + threadIdx.x * PER_THREAD;
+        uint8_t t[PER_THREAD];
+        uint32_t mine = 0;
+#pragma unroll
+        for (uint32_t k = 0; k < PER_THREAD; k++) {
+            t[k] = at + k < elems ? tags[at + k] : 0;
+            const int len = value_len(t[k]);
+            ok &= len >= 0;
+            mine += len < 0 ? 0 : len;
+        }
+        uint32_t tile_bytes;
+        uint64_t off = carry + block_scan(mine, &tile_bytes);
+        carry += tile_bytes;
+#pragma unroll
+        for (uint32_t k = 0; k < PER_THREAD; k++) {
+            if (at + k >= elems) break;
+            const int len = value_len(t[k]);
+            Fr x;
+            if (t[k] == 0) {
+                x = Fr::zero();
+            } else if (t[k] == 1) {
+                x = Fr::one();
+            } else if (t[k] == 2) {
+                x = Fr::one().neg();
+            } else if (len < 0 || off + len > values_len) {
+                ok = false;
+                x = Fr::zero();
+            } else {
+                x = Fr::zero();
+                for (int j = 0; j < len; j++)
+                    x.v[j >> 2] |= (uint32_t)values[off + j] << (8 * (j & 3));
+                ok &= below_r(x);
+                x = x * r2;  // to Montgomery form: x·R² / R
+                if (t[k] > NEG_BASE) x = x.neg();
+            }
+            off += len < 0 ? 0 : len;
+            st(out + first + at + k, x);
+        }
+    }
+    ok &= carry == values_len;
+    if (!ok) bad = 1;
+    __syncthreads();
+    if (threadIdx.x == 0 && bad) atomicMin(bad_chunk, c);
+}

@@ -1,0 +1,93 @@
+//! A witness uploaded in the blob's compact form and expanded on the device (`witness_expand`,
+//! kernels/cuda/expand.cuh): for a 32 GiB PoRep partition ~0.2 GB crosses PCIe instead of the
+//! 4.2 GB of scalars, and the host never writes those.
+
+use blstrs::Scalar;
+use cuzk_wire::blob::CompactAux;
+
+use super::{as_bytes, cfg, pinned, DevBuf, Gpu, Result};
+use crate::error::CudaError;
+use crate::plan::EXPAND_BATCH;
+
+impl Gpu {
+    /// `input`, then `aux` expanded, back to back into one new buffer, on the copy stream, and
+    /// waits for it: the buffer is ready for any stream. The aux goes up in batches of whole
+    /// chunks of at most [`EXPAND_BATCH`] bytes, from where it lies when that is pinned
+    /// ([`Gpu::pin_host`]), else through the pinned staging. A chunk the codec does not allow
+    /// fails with [`CudaError::RefusedChunk`] (the lowest such).
+    pub fn upload_compact(&self, input: &[Scalar], aux: &CompactAux) -> Result<DevBuf> {
+        self.upload_compact_batched(input, aux, EXPAND_BATCH)
+    }
+
+    /// [`Gpu::upload_compact`] in batches of at most `batch` bytes (checks take small ones, to
+    /// cover several); a chunk larger than that is refused as a shape error.
+    pub fn upload_compact_batched(
+        &self,
+        input: &[Scalar],
+        aux: &CompactAux,
+        batch: u64,
+    ) -> Result<DevBuf> {
+        let c = &self.copy;
+        let inputs = input.len() * 32;
+        let mut d = DevBuf {
+            buf: unsafe { c.alloc::<u8>((inputs + aux.len() * 32).max(1)) }?,
+        };
+        if !input.is_empty() {
+            c.memcpy_htod(as_bytes(input), &mut d.buf.slice_mut(0..inputs))?;
+        }
+        let chunks = aux.chunks();
+        if chunks == 0 {
+            c.synchronize()?;
+            return Ok(d);
+        }
+        let (bytes, starts) = (aux.bytes(), aux.starts());
+        let mut dstarts = DevBuf {
+            buf: unsafe { c.alloc::<u8>(starts.len() * 8) }?,
+        };
+        c.memcpy_htod(as_bytes(starts), &mut dstarts.buf)?;
+        let mut refused = DevBuf {
+            buf: unsafe { c.alloc::<u8>(4) }?,
+        };
+        c.memcpy_htod(&u32::MAX.to_le_bytes(), &mut refused.buf)?;
+        let mut staged = DevBuf {
+            buf: unsafe { c.alloc::<u8>((bytes.len() as u64).min(batch) as usize) }?,
+        };
+        let out = d.ptr(c) + inputs as u64;
+        let mut first = 0;
+        while first < chunks {
+            // Whole chunks up to the batch's size.
+            let base = starts[first];
+            let end = (first + 1..=chunks)
+                .take_while(|&e| starts[e] - base <= batch)
+                .last()
+                .ok_or_else(|| {
+                    CudaError::Shape(format!(
+                        "compact chunk {first} of {} bytes exceeds the {batch}-byte batch",
+                        starts[first + 1] - base
+                    ))
+                })?;
+            let part = &bytes[base as usize..starts[end] as usize];
+            if pinned::is_pinned(part) {
+                c.memcpy_htod(part, &mut staged.buf.slice_mut(0..part.len()))?;
+            } else {
+                self.with_staging(part.len(), "a compact witness", |host| {
+                    self.stage_upload(host, 0, part, &mut staged, 0)?;
+                    // The staging is free for others once the copy has read it.
+                    Ok(c.synchronize()?)
+                })?;
+            }
+            launch!(on c, self.f.witness_expand, cfg((end - first) as u32, 256, 0);
+                staged.ptr(c), base, dstarts.ptr(c), first as u32, aux.chunk_elements() as u32,
+                aux.len() as u64, out, refused.ptr(c))?;
+            first = end;
+        }
+        let mut lowest = [0u8; 4];
+        c.memcpy_dtoh(&refused.buf, &mut lowest)?;
+        c.synchronize()?;
+        drop((staged, dstarts, refused));
+        match u32::from_le_bytes(lowest) {
+            u32::MAX => Ok(d),
+            chunk => Err(CudaError::RefusedChunk(chunk as usize)),
+        }
+    }
+}
