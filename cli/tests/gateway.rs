@@ -245,7 +245,7 @@ fn a_curio_porep_request_is_proved_and_verify_seal_accepts_it() {
             .info(&format!("{job_id}.input"))
             .await;
         assert!(
-            input.is_ok_and(|i| i.size as usize > 800 << 10),
+            input.is_ok_and(|i| i.size > 800 << 10),
             "the C1 went through the inputs bucket"
         );
         cluster.stop().await.unwrap();

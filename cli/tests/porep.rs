@@ -235,7 +235,7 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
             assert!(verify(&proof), "verify_seal rejected the cluster's proof");
             // The input went through the inputs bucket.
             let input = cluster.topology.inputs.info("porep-lotus.input").await;
-            assert!(input.is_ok_and(|i| i.size as usize > 800 << 10));
+            assert!(input.is_ok_and(|i| i.size > 800 << 10));
 
             // And a proof for another sector number is rejected.
             assert!(!seal::verify_seal(

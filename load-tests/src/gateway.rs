@@ -186,7 +186,8 @@ fn table(direct: &[Sample], gateway: &[Sample], jobs: usize) -> String {
          | latency | direct NATS median | p90 | gateway median | p90 | gateway − direct, median | p90 |\n\
          |---|---|---|---|---|---|---|\n"
     );
-    let rows: [(&str, fn(&Sample) -> Duration); 2] = [
+    type Pick = fn(&Sample) -> Duration;
+    let rows: [(&str, Pick); 2] = [
         ("submit → acknowledged", |s| s.ack),
         ("submit → result", |s| s.end_to_end),
     ];

@@ -81,12 +81,15 @@ pub struct Waiting {
     n: usize,
 }
 
-impl Backlog {
-    pub fn new() -> Backlog {
+impl Default for Backlog {
+    fn default() -> Backlog {
         Backlog {
             count: Arc::new(watch::channel(0).0),
         }
     }
+}
+
+impl Backlog {
 
     pub fn add(&self, n: usize) -> Waiting {
         self.count.send_modify(|c| *c += n);
@@ -98,6 +101,10 @@ impl Backlog {
 
     pub fn len(&self) -> usize {
         *self.count.borrow()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Returns once fewer than `limit` partitions wait.
@@ -151,7 +158,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_backlog_counts_until_partitions_start() {
-        let backlog = Backlog::new();
+        let backlog = Backlog::default();
         let mut job = backlog.add(3);
         assert_eq!(backlog.len(), 3);
         let first = job.take_one().unwrap();
@@ -165,7 +172,7 @@ mod tests {
         assert!(!waiter.is_finished());
         drop(job);
         waiter.await.unwrap();
-        assert_eq!(backlog.len(), 0);
+        assert!(backlog.is_empty());
     }
 
     #[test]

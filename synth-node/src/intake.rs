@@ -65,7 +65,8 @@ pub struct Admitted {
 pub struct Claimed(Admitted);
 
 pub enum Intake {
-    Run(Claimed),
+    /// Boxed: an admitted job is large, the other answer empty.
+    Run(Box<Claimed>),
     /// Nothing to do: a duplicate submission, or a job that has already ended.
     Settled,
 }
@@ -152,7 +153,7 @@ pub async fn claim(
         .filter(|(_, p)| p.status == cuzk_wire::job::PartitionStatus::Pending)
         .map(|(i, _)| i)
         .collect();
-    Ok(Intake::Run(Claimed(Admitted {
+    Ok(Intake::Run(Box::new(Claimed(Admitted {
         spec,
         circuit,
         labels: job_labels,
@@ -160,7 +161,7 @@ pub async fn claim(
         seq: submission.seq,
         pending,
         partition_bytes: bytes,
-    })))
+    }))))
 }
 
 impl Claimed {

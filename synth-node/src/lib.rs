@@ -85,7 +85,7 @@ impl SynthNode {
             memory: MemoryBudget::new(
                 config.memory_budget - cuzk_common::config::SYNTH_PROCESS_ALLOWANCE,
             ),
-            backlog: Backlog::new(),
+            backlog: Backlog::default(),
             topology,
             config,
             pool: Arc::new(pool),
