@@ -8,7 +8,7 @@
 namespace expand {
 
 constexpr uint32_t THREADS = 256;
-// Elements a thread takes per tile: its value offsets come from one block scan per tile.
+// Elements a thread takes per tile: their value offsets come from one block scan per tile.
 constexpr uint32_t PER_THREAD = 8;
 constexpr uint32_t TILE = THREADS * PER_THREAD;
 
@@ -56,15 +56,20 @@ DEVI uint32_t block_scan(uint32_t v, uint32_t* total) {
 }  // namespace expand
 
 // Block b expands chunk first_chunk + b: elements [c·chunk_elements, ...) of the aux, its bytes
-// at bytes[starts[c] - base ...]. A chunk whose tags, value lengths or values the codec refuses
-// (a value >= r, a bad tag, value bytes short or left over) lowers *bad_chunk to its index; the
-// host then decodes that chunk itself for the exact error.
+// at bytes[starts[c] - base ...]. Per tile, the tags go to shared memory, each thread scans the
+// value lengths of 8 adjacent elements (a block scan joins them) and leaves their offsets there,
+// then the threads expand the tile's elements strided, so a warp's stores are contiguous. A
+// chunk whose tags, value lengths or values the codec refuses (a value >= r, a bad tag, value
+// bytes short or left over) lowers *bad_chunk to its index; the host then decodes that chunk
+// itself for the exact error.
 extern "C" __global__ void __launch_bounds__(expand::THREADS) witness_expand(
     const uint8_t* __restrict__ bytes, uint64_t base, const uint64_t* __restrict__ starts,
     uint32_t first_chunk, uint32_t chunk_elements, uint64_t n, Fr* __restrict__ out,
     uint32_t* bad_chunk) {
     using namespace expand;
     __shared__ int bad;
+    __shared__ uint8_t tag_s[TILE];
+    __shared__ uint32_t off_s[TILE];  // value offset of each element from the tile's first
     const uint32_t c = first_chunk + blockIdx.x;
     const uint64_t first = (uint64_t)c * chunk_elements;
     const uint32_t elems = (uint32_t)min((uint64_t)chunk_elements, n - first);
@@ -81,47 +86,61 @@ extern "C" __global__ void __launch_bounds__(expand::THREADS) witness_expand(
     Fr r2;
 #pragma unroll
     for (int i = 0; i < Fr::N; i++) r2.v[i] = FrCfg::r2(i);
+    const Fr minus_one = Fr::one().neg();
     uint64_t carry = 0;  // value bytes of the tiles before
     bool ok = true;
     for (uint32_t tile = 0; tile < elems; tile += TILE) {
-        const uint32_t at = tile + threadIdx.x * PER_THREAD;
-        uint8_t t[PER_THREAD];
+#pragma unroll
+        for (uint32_t k = 0; k < PER_THREAD; k++) {
+            const uint32_t e = k * THREADS + threadIdx.x;
+            tag_s[e] = tile + e < elems ? tags[tile + e] : 0;
+        }
+        __syncthreads();
+        const uint32_t mine0 = threadIdx.x * PER_THREAD;
         uint32_t mine = 0;
 #pragma unroll
         for (uint32_t k = 0; k < PER_THREAD; k++) {
-            t[k] = at + k < elems ? tags[at + k] : 0;
-            const int len = value_len(t[k]);
+            const int len = value_len(tag_s[mine0 + k]);
             ok &= len >= 0;
             mine += len < 0 ? 0 : len;
         }
         uint32_t tile_bytes;
-        uint64_t off = carry + block_scan(mine, &tile_bytes);
-        carry += tile_bytes;
+        uint32_t off = block_scan(mine, &tile_bytes);
 #pragma unroll
         for (uint32_t k = 0; k < PER_THREAD; k++) {
-            if (at + k >= elems) break;
-            const int len = value_len(t[k]);
-            Fr x;
-            if (t[k] == 0) {
-                x = Fr::zero();
-            } else if (t[k] == 1) {
-                x = Fr::one();
-            } else if (t[k] == 2) {
-                x = Fr::one().neg();
-            } else if (len < 0 || off + len > values_len) {
-                ok = false;
-                x = Fr::zero();
-            } else {
-                x = Fr::zero();
-                for (int j = 0; j < len; j++)
-                    x.v[j >> 2] |= (uint32_t)values[off + j] << (8 * (j & 3));
-                ok &= below_r(x);
-                x = x * r2;  // to Montgomery form: x·R² / R
-                if (t[k] > NEG_BASE) x = x.neg();
-            }
+            off_s[mine0 + k] = off;
+            const int len = value_len(tag_s[mine0 + k]);
             off += len < 0 ? 0 : len;
-            st(out + first + at + k, x);
         }
+        __syncthreads();
+#pragma unroll
+        for (uint32_t k = 0; k < PER_THREAD; k++) {
+            const uint32_t e = k * THREADS + threadIdx.x;
+            if (tile + e >= elems) break;
+            const uint32_t tag = tag_s[e];
+            const int len = value_len(tag);
+            const uint64_t at = carry + off_s[e];
+            Fr x = Fr::zero();
+            if (tag == 1) {
+                x = Fr::one();
+            } else if (tag == 2) {
+                x = minus_one;
+            } else if (len > 0) {
+                if (at + len > values_len) {
+                    ok = false;
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 32; j++)
+                        if (j < len) x.v[j >> 2] |= (uint32_t)values[at + j] << (8 * (j & 3));
+                    ok &= below_r(x);
+                    x = x * r2;  // to Montgomery form: x·R² / R
+                    if (tag > NEG_BASE) x = x.neg();
+                }
+            }
+            st(out + first + tile + e, x);
+        }
+        carry += tile_bytes;
+        __syncthreads();  // tag_s and off_s are rewritten by the next tile
     }
     ok &= carry == values_len;
     if (!ok) bad = 1;
