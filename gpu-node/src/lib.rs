@@ -71,7 +71,7 @@ pub struct GpuNode {
     ledger: Ledger,
     config: GpuConfig,
     name: String,
-    /// Blobs as read and decoded witnesses, in buffers reused so each partition's fetch and
+    /// Blobs as read and compact witnesses, in buffers reused so each partition's fetch and
     /// decode write into memory that is already mapped.
     blobs: Buffers<Vec<u8>>,
     buffers: Arc<Buffers<WitnessBuf>>,
@@ -243,7 +243,7 @@ impl GpuNode {
     }
 
     /// Loads the `--gpu-preload` shapes' keys into a backend before its workers pull work, so
-    /// the first partitions do not wait for them; and decoded-witness buffers of the largest
+    /// the first partitions do not wait for them; and compact-witness buffers of the largest
     /// preloaded shape, faulted in and pinned by the backend, until the node holds `held`
     /// (what this backend's workers and those preloaded before it can hold at once, so the
     /// node's peak is what draining a full queue reaches anyway). A 32 GiB partition decoded

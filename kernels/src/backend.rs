@@ -84,10 +84,6 @@ impl DevWitness {
         }
     }
 
-    /// The witness's values (checks of the upload paths).
-    pub fn download(&self, gpu: &Gpu) -> Result<Vec<Scalar>, CudaError> {
-        gpu.download_scalars(&self.buf, self.inputs + self.aux)
-    }
 }
 
 /// One partition at a time between evaluation and MSMs: the working-memory plan counts one
