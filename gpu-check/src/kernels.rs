@@ -449,7 +449,11 @@ pub fn run_bench(args: &Args, be: &CudaBackend, seed: u64, rows: &mut Vec<String
     // A witness-like witness to the device in its compact form, expanded there (GPU), against
     // its expansion on the host alone (CPU), which the scalars' copy would then follow.
     for log in [24u32].into_iter().filter(|&l| l <= args.bench_max_log) {
-        let w = compact(&[Scalar::ONE], &witness_like_scalars(seed + 1100, 1 << log), 16);
+        let w = compact(
+            &[Scalar::ONE],
+            &witness_like_scalars(seed + 1100, 1 << log),
+            16,
+        );
         let g = time_ms(reps, || {
             gpu.upload_compact(&w.input, &w.aux).unwrap();
         });
@@ -457,7 +461,12 @@ pub fn run_bench(args: &Args, be: &CudaBackend, seed: u64, rows: &mut Vec<String
             w.expand().unwrap();
         });
         let mb = w.aux.bytes().len() as f64 / 1e6;
-        row(rows, format!("witness 2^{log} compact up ({mb:.0} MB)"), g, Some(c));
+        row(
+            rows,
+            format!("witness 2^{log} compact up ({mb:.0} MB)"),
+            g,
+            Some(c),
+        );
     }
     // G1 MSM
     let maxn = 1usize << args.bench_max_log;

@@ -104,7 +104,7 @@ def params_phases(path):
         if "matrices ready" in line and "secs" in fields:
             out["matrices"] = float(fields["secs"])
         elif "generation phases" in line:
-            for k in ("basis_s", "scalars_s", "engine_s", "serialize_s", "write_s"):
+            for k in ("basis_s", "sums_s", "sums_wait_s", "scalars_s", "engine_s", "write_s"):
                 if k in fields:
                     out[k[:-2]] = float(fields[k])
         elif "synced to disk" in line and "secs" in fields:

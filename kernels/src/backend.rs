@@ -83,7 +83,6 @@ impl DevWitness {
             turn: Mutex::new(None),
         }
     }
-
 }
 
 /// One partition at a time between evaluation and MSMs: the working-memory plan counts one
@@ -332,11 +331,7 @@ impl Backend for CudaBackend {
 
     /// As `upload`, the aux's compact bytes expanded on the device; a chunk it refuses is
     /// decoded on the host to say why.
-    fn upload_compact(
-        &self,
-        _: &CudaKey,
-        w: &CompactWitness,
-    ) -> Result<DevWitness, BackendError> {
+    fn upload_compact(&self, _: &CudaKey, w: &CompactWitness) -> Result<DevWitness, BackendError> {
         match self.gpu.upload_compact(&w.input, &w.aux) {
             Ok(buf) => Ok(DevWitness::new(buf, w.input.len(), w.aux.len())),
             Err(CudaError::RefusedChunk(chunk)) => Err(match w.aux.check_chunk(chunk) {

@@ -91,12 +91,30 @@ impl GpuSampler {
     }
 }
 
-/// Peak resident set of a process (VmHWM), in bytes.
-fn peak_rss(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+/// A process's resident memory in GiB: its peak (VmHWM), and what is resident now split into
+/// anonymous memory and file pages (a mapped parameters file counts in the peak but is page
+/// cache the kernel can take back).
+#[derive(Clone, Copy)]
+struct Rss {
+    peak: f64,
+    anon: f64,
+    file: f64,
+}
+
+impl Rss {
+    fn of(pid: u32) -> Option<Rss> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let gib = |field: &str| -> Option<f64> {
+            let line = status.lines().find(|l| l.starts_with(field))?;
+            let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb / (1u64 << 20) as f64)
+        };
+        Some(Rss {
+            peak: gib("VmHWM:")?,
+            anon: gib("RssAnon:")?,
+            file: gib("RssFile:")?,
+        })
+    }
 }
 
 fn cuzk_binary() -> Result<PathBuf> {
@@ -290,7 +308,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         std::thread::sleep(Duration::from_millis(10));
     }
     let steady = steady_ms(&completions.lock().expect("completions"));
-    let rss = cluster.pid(&gpu).and_then(peak_rss);
+    let rss = cluster.pid(&gpu).and_then(Rss::of);
     let (mem_peak, util) = sampler
         .map(|s| s.stop(draining))
         .unwrap_or((f64::NAN, f64::NAN));
@@ -329,7 +347,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
             gpus,
             mem_peak_gib: mem_peak / 1024.0,
             util,
-            rss_gib: rss.map(|b| b as f64 / (1u64 << 30) as f64),
+            rss,
             json: opts.json.as_deref(),
         },
     )
@@ -351,7 +369,7 @@ struct Report<'a> {
     gpus: usize,
     mem_peak_gib: f64,
     util: f64,
-    rss_gib: Option<f64>,
+    rss: Option<Rss>,
     json: Option<&'a Path>,
 }
 
@@ -420,8 +438,10 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
         ),
         ("device memory peak GiB", format!("{:.1}", r.mem_peak_gib)),
         (
-            "GPU node peak RSS GiB",
-            r.rss_gib.map_or("-".into(), |g| format!("{g:.1}")),
+            "GPU node peak RSS GiB (resident at the end: anonymous / file)",
+            r.rss.map_or("-".into(), |m| {
+                format!("{:.1} ({:.1} / {:.1})", m.peak, m.anon, m.file)
+            }),
         ),
         ("key load s (all devices)", format!("{:.1}", r.load_s)),
         (
@@ -455,7 +475,9 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "sector_s": r.sector_s,
             "gpu_busy_pct": r.util,
             "device_mem_peak_gib": r.mem_peak_gib,
-            "gpu_node_rss_gib": r.rss_gib,
+            "gpu_node_rss_gib": r.rss.map(|m| m.peak),
+            "gpu_node_rss_anon_gib": r.rss.map(|m| m.anon),
+            "gpu_node_rss_file_gib": r.rss.map(|m| m.file),
             "key_load_s": r.load_s,
         });
         std::fs::write(path, serde_json::to_vec_pretty(&j)?)?;

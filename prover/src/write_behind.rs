@@ -2,10 +2,11 @@
 //! file written through the page cache otherwise leaves gigabytes dirty (Linux starts background
 //! write-back only past a share of RAM), and the final `fsync` waited 7.1 s for them
 //! (docs/gpu-runs.md, run 6). Write-back is requested from a thread of its own, because
-//! `sync_file_range` blocks while the disk's queue is full and the writer must not.
+//! `sync_file_range` blocks while the disk's queue is full and the writer must not. Seeks are
+//! allowed: the parameter generator writes its sections where they belong, out of order.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -14,8 +15,11 @@ const STEP: u64 = 256 << 20;
 
 pub struct WriteBehind {
     file: File,
-    written: u64,
-    requested_to: u64,
+    /// Where the next write lands.
+    pos: u64,
+    /// The start of the bytes written since write-back was last requested: they end at `pos`,
+    /// because a seek requests them first.
+    unrequested: u64,
     ranges: Option<mpsc::Sender<(u64, u64)>>,
     flusher: Option<JoinHandle<()>>,
 }
@@ -38,11 +42,21 @@ impl WriteBehind {
         };
         Ok(WriteBehind {
             file,
-            written: 0,
-            requested_to: 0,
+            pos: 0,
+            unrequested: 0,
             ranges,
             flusher,
         })
+    }
+
+    /// Asks for write-back of what was written since the last request.
+    fn request(&mut self) {
+        if self.pos > self.unrequested {
+            if let Some(ranges) = &self.ranges {
+                let _ = ranges.send((self.unrequested, self.pos - self.unrequested));
+            }
+        }
+        self.unrequested = self.pos;
     }
 
     /// Syncs what is left and returns the file.
@@ -77,18 +91,24 @@ fn start_writeback(_: &File, _: u64, _: u64) {}
 impl Write for WriteBehind {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.file.write(buf)?;
-        self.written += n as u64;
-        if self.written - self.requested_to >= STEP {
-            if let Some(ranges) = &self.ranges {
-                let _ = ranges.send((self.requested_to, self.written - self.requested_to));
-            }
-            self.requested_to = self.written;
+        self.pos += n as u64;
+        if self.pos - self.unrequested >= STEP {
+            self.request();
         }
         Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
         self.file.flush()
+    }
+}
+
+impl Seek for WriteBehind {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        self.request();
+        self.pos = self.file.seek(to)?;
+        self.unrequested = self.pos;
+        Ok(self.pos)
     }
 }
 
@@ -107,8 +127,24 @@ mod tests {
         for part in data.chunks(1 << 20) {
             w.write_all(part).unwrap();
         }
-        assert!(w.requested_to >= STEP, "write-back was never requested");
+        assert!(w.unrequested >= STEP, "write-back was never requested");
         w.finish().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), data);
+    }
+
+    #[test]
+    fn writes_sections_out_of_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut w = WriteBehind::new(File::create(&path).unwrap()).unwrap();
+        let data: Vec<u8> = (0..3 * STEP as usize).map(|i| (i % 253) as u8).collect();
+        let third = STEP as usize;
+        // The last third, the first, then the middle: as the parameter generator's sections.
+        for part in [2 * third..3 * third, 0..third, third..2 * third] {
+            w.seek(SeekFrom::Start(part.start as u64)).unwrap();
+            w.write_all(&data[part]).unwrap();
+        }
+        w.finish().unwrap();
+        assert!(std::fs::read(&path).unwrap() == data);
     }
 }

@@ -90,7 +90,6 @@ impl Default for Backlog {
 }
 
 impl Backlog {
-
     pub fn add(&self, n: usize) -> Waiting {
         self.count.send_modify(|c| *c += n);
         Waiting {

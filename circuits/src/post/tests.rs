@@ -215,9 +215,10 @@ fn proofs_equal_bellpersons_byte_for_byte() {
         // Our generator (the one test parameters come from), which is quicker than
         // bellperson's; bellperson proves with whatever parameters it is given.
         let matrices = f.capture_matrices().unwrap();
-        let mut bytes = Vec::new();
+        let mut bytes = std::io::Cursor::new(Vec::new());
         cuzk_prover::setup::generate(&matrices, &mut rng, &CpuFixedBase::new(), &mut bytes)
             .unwrap();
+        let bytes = bytes.into_inner();
         let params = Arc::new(Parameters::<Bls12>::read(&bytes[..], false).unwrap());
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let theirs = f.bellperson_proof(&good, &params, r, s).unwrap();

@@ -165,7 +165,10 @@ fn compact_witnesses_reuse_their_memory() {
     decode_blob_compact_into(&blob, &limits, &mut compact).unwrap();
     assert_eq!(compact.expand().unwrap(), big);
     let aux = &compact.aux;
-    assert_eq!((aux.len(), aux.chunks(), aux.chunk_elements()), (5 * 4096 + 9, 6, 4096));
+    assert_eq!(
+        (aux.len(), aux.chunks(), aux.chunk_elements()),
+        (5 * 4096 + 9, 6, 4096)
+    );
     assert_eq!(aux.starts()[0], 0);
     assert_eq!(aux.bytes().len() as u64, stats.vectors[1].encoded_bytes);
     assert_eq!(aux.chunk(5).0, 5 * 4096..5 * 4096 + 9);
