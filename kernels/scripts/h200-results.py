@@ -100,7 +100,7 @@ def params_phases(path):
     out = {}
     for line in open(path, errors="replace"):
         line = re.sub(r"\x1b\[[0-9;]*m", "", line)  # the log's colours
-        fields = dict(re.findall(r"(\w+)=([0-9.]+)", line))
+        fields = dict(re.findall(r"(\w+)=([0-9.]+(?:e-?[0-9]+)?)", line))
         if "matrices ready" in line and "secs" in fields:
             out["matrices"] = float(fields["secs"])
         elif "generation phases" in line:
