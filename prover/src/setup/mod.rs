@@ -192,10 +192,10 @@ pub fn generate(
         };
         let made = queries(m, &t, z, size, inputs, engine, &mut sink);
         drop(sink);
+        // The helpers' own errors explain a closed channel better than the call that hit it.
         let summed = summer
             .join()
-            .map_err(|_| SetupError::Io(io::Error::other("the column sums thread panicked")))?;
-        // The writer's own error explains a closed channel better than the send that hit it.
+            .map_err(|_| SetupError::Io(io::Error::other("the column sums thread panicked")))??;
         let (bytes, write) = writer.join().map_err(|_| {
             SetupError::Io(io::Error::other("the parameter writer thread panicked"))
         })??;
@@ -203,7 +203,7 @@ pub fn generate(
         written.bytes = bytes;
         tracing::info!(
             basis_s = phases.basis.as_secs_f64(),
-            sums_s = summed?.as_secs_f64(),
+            sums_s = summed.as_secs_f64(),
             sums_wait_s = phases.sums_wait.as_secs_f64(),
             engine_s = phases.engine.as_secs_f64(),
             scalars_s = phases.scalars.as_secs_f64(),
