@@ -278,6 +278,11 @@ struct GpuNodeArgs {
     /// Validate the configuration, print it and exit.
     #[arg(long, env = "CUZK_CHECK_CONFIG")]
     check_config: bool,
+    /// Print the device memory plan of each --gpu-preload shape within --gpu-memory-budget
+    /// (what stays on the device, what streams from host memory) and exit; exits 1 when the
+    /// budget cannot hold a shape. Needs no GPU when the budget is given.
+    #[arg(long)]
+    explain_plan: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -340,6 +345,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let nats = args.nats.merge(file.nats).resolve("cuzk-gpu")?;
             let gpu = args.gpu.merge(file.gpu).resolve()?;
             let params = args.params.merge(file.params).resolve(false);
+            if args.explain_plan {
+                let (plans, all) = cuzk_gpu_node::explain_plans(&gpu, &params)?;
+                print!("{plans}");
+                anyhow::ensure!(all, "the budget cannot hold every shape");
+                return Ok(());
+            }
             if args.check_config {
                 println!(
                     "{}",

@@ -32,6 +32,55 @@ fn invalid(name: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// A byte count: a number, optionally with a unit (`15GiB`, `22.5 GiB`, `512MiB`, `80GB`;
+/// binary `KiB`..`TiB`, decimal `KB`..`TB`, `B`).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = (&t[..split], t[split..].trim());
+    let scale: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ))
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count"))?;
+    let bytes = value * scale as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("{text:?} is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+/// A byte count in a config file: a number of bytes or a string with a unit ([`parse_bytes`]).
+fn bytes_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Number(u64),
+        Text(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::Number(n)) => Ok(Some(n)),
+        Some(Raw::Text(t)) => parse_bytes(&t).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
 /// Fills every `None` field of `$into` from `$from`.
 macro_rules! fill {
     ($into:ident, $from:ident, $($field:ident),+ $(,)?) => {
@@ -521,9 +570,12 @@ pub struct GpuArgs {
     /// Threads for the CPU backend (default: all cores).
     #[arg(long = "gpu-cpu-threads", env = "CUZK_GPU_CPU_THREADS")]
     pub cpu_threads: Option<usize>,
-    /// Device memory for proving keys (SRS + constraint matrices) and working buffers, bytes
-    /// (default: the device's total less 2 GiB).
-    #[arg(long = "gpu-memory-budget", env = "CUZK_GPU_MEMORY_BUDGET")]
+    /// Device memory the node may allocate on each GPU — proving keys, matrices, working
+    /// buffers, scratch — a hard cap; bytes or with a unit (`15GiB`). Within it each shape gets
+    /// a plan: what of its key stays on the device and what streams from pinned host memory
+    /// (`--explain-plan` prints it). Default, and at most: the device's memory less 2 GiB.
+    #[arg(long = "gpu-memory-budget", env = "CUZK_GPU_MEMORY_BUDGET", value_parser = parse_bytes)]
+    #[serde(default, deserialize_with = "bytes_setting")]
     pub memory_budget: Option<u64>,
     /// Verify every partition proof before reporting the job (cheap: a few pairings).
     #[arg(long = "gpu-verify", env = "CUZK_GPU_VERIFY")]
@@ -791,6 +843,25 @@ fn parse_params_files(entries: Vec<String>) -> Result<Vec<(String, PathBuf)>, Co
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_counts_take_units_in_flags_and_files() {
+        assert_eq!(parse_bytes("1024"), Ok(1024));
+        assert_eq!(parse_bytes("15GiB"), Ok(15 << 30));
+        assert_eq!(parse_bytes("22.5 GiB"), Ok(45 << 29));
+        assert_eq!(parse_bytes("80GB"), Ok(80_000_000_000));
+        assert_eq!(parse_bytes("512mib"), Ok(512 << 20));
+        assert!(parse_bytes("15 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
+        assert!(parse_bytes("GiB").is_err());
+        assert!(parse_bytes("-1GiB").is_err());
+        let file: ConfigFile = toml::from_str("[gpu]\nmemory_budget = \"22GiB\"\n").unwrap();
+        assert_eq!(file.gpu.memory_budget, Some(22 << 30));
+        let file: ConfigFile = toml::from_str("[gpu]\nmemory_budget = 1000\n").unwrap();
+        assert_eq!(file.gpu.memory_budget, Some(1000));
+        assert!(toml::from_str::<ConfigFile>("[gpu]\nmemory_budget = \"lots\"\n").is_err());
+    }
 
     #[test]
     fn cli_overrides_file_overrides_defaults() {

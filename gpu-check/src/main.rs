@@ -8,6 +8,9 @@
 //! constraints per round; rounds 2^(L-1) - 16 unless `--partition-rounds` says) with parameters
 //! from our generator: CPU and CUDA backends run side by side (`Dual`: every step's output
 //! compared, proofs byte-identical and verified), then h2d / SpMV / H / MSM / total per backend.
+//! `--plan-log 22`: the memory plans — the toy circuit and a MiMC partition of 2^22 proved
+//! under plans that stream the key from host memory, each checked against the CPU and against
+//! the resident plan's proof (gpu-check/src/plans.rs).
 //! `--g1-logs`: G1 MSM only (scalars on device), median of `--reps`.
 //! `--large-logs 27 [--msm-windows 19,22]`: the H pipeline and the G1 MSM at a 32 GiB
 //! partition's size, the MSM checked exactly against the CPU (gpu-check/src/large.rs).
@@ -22,6 +25,8 @@ mod kernels;
 mod large;
 #[cfg(cuzk_fatbin)]
 mod partition;
+#[cfg(cuzk_fatbin)]
+mod plans;
 
 /// GPU vs CPU checks on fresh random inputs, then benchmark tables.
 #[derive(clap::Parser)]
@@ -58,6 +63,10 @@ pub struct Args {
     /// vectors on the device, median of `--reps`.
     #[arg(long, env = "CUZK_CHECK_LARGE_LOGS", value_delimiter = ',')]
     pub large_logs: Vec<u32>,
+    /// The memory plans' checks: a MiMC partition of this log2 domain proved under streaming
+    /// plans and the resident one (0: the toy circuit only).
+    #[arg(long, env = "CUZK_CHECK_PLAN_LOG", default_value_t = 22)]
+    pub plan_log: u32,
     /// Window widths the large G1 MSMs are run at, side by side (default: chosen by size).
     #[arg(long, env = "CUZK_CHECK_MSM_WINDOWS", value_delimiter = ',')]
     pub msm_windows: Vec<u32>,
@@ -120,6 +129,7 @@ fn main() {
             let t = std::time::Instant::now();
             kernels::run_checks(&args, &be, seed, &mut rep);
             partition::check_toy(&be, seed, &mut rep);
+            plans::run(args.plan_log, seed, &mut rep);
             println!(
                 "checks: {} run, {} failed ({:.1} s)",
                 rep.checks,

@@ -9,6 +9,7 @@
 mod buffers;
 mod control;
 mod executor;
+mod explain;
 mod fetch_turn;
 mod keys;
 mod saver;
@@ -41,6 +42,20 @@ use tracing::{info, info_span, warn, Instrument};
 use crate::buffers::{Buffers, WitnessBuf};
 use crate::fetch_turn::FetchTurn;
 use crate::saver::Outcome;
+
+pub use explain::explain_plans;
+
+/// The node's shapes: its parameter cache and the parameter files named for shapes.
+fn shape_cache(config: &GpuConfig, params: &ParamConfig) -> anyhow::Result<ShapeCache> {
+    let dir = match &params.cache {
+        Some(dir) => dir.clone(),
+        None => ShapeCache::default_dir()?,
+    };
+    Ok(
+        ShapeCache::new(dir, params.allow_test, params.host_cache_bytes)
+            .with_parameter_files(config.params_files.iter().cloned().collect()),
+    )
+}
 
 /// The `circuit`/`shape` labels of a work item's measurements.
 pub(crate) fn labels(item: &WorkItem) -> JobLabels {
@@ -101,12 +116,7 @@ impl GpuNode {
         params: &ParamConfig,
         name: String,
     ) -> anyhow::Result<GpuNode> {
-        let dir = match &params.cache {
-            Some(dir) => dir.clone(),
-            None => ShapeCache::default_dir()?,
-        };
-        let shapes = ShapeCache::new(dir, params.allow_test, params.host_cache_bytes)
-            .with_parameter_files(config.params_files.iter().cloned().collect());
+        let shapes = shape_cache(&config, params)?;
         // One buffer per partition a worker can hold (proving plus prefetched), per device.
         let devices = cuzk_kernels::device_count().max(1);
         let workers = config.workers(true).max(config.workers(false));
@@ -267,7 +277,8 @@ impl GpuNode {
                 .map_err(|e| anyhow::anyhow!("preloading {}: {e}", family.shape_key()))?;
             let info = backend.key_info(&loaded.key);
             largest = largest.max((info.aux, info.inputs));
-            info!(shape = %family.shape_key(), load_ms = ms(started.elapsed()), backend = backend.name(), "proving key preloaded");
+            info!(shape = %family.shape_key(), load_ms = ms(started.elapsed()), backend = backend.name(),
+                h2d_total_bytes = backend.h2d_bytes(), "proving key preloaded");
         }
         if largest.0 > 0 {
             let (aux, inputs) = largest;
@@ -659,6 +670,8 @@ impl GpuNode {
             queue_wait_ms = timings.queue_wait_ms,
             fetch_ms = timings.fetch_ms,
             decode_ms = timings.decode_ms,
+            // The device's host-to-device bytes so far: a drain's total over its partitions.
+            h2d_total_bytes = backend.h2d_bytes(),
             "partition proved"
         );
 

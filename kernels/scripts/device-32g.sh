@@ -12,6 +12,12 @@
 #             by one GPU node on one GPU (`cuzk-porep drain`): a partition's GPU-node time and
 #             GPU busy on one H200
 #   drain32   the same on every visible GPU: one sector's wall time on all of them
+#   budgets   the drain on one GPU at each device memory budget of BUDGETS (default 15GiB
+#             whole 22GiB 30GiB 75GiB): the plan (`cuzk gpu-node --explain-plan`), GPU-node
+#             time per partition, device peak (nvidia-smi), host-to-device bytes per partition,
+#             GPU busy and the node's host RSS, under `budgets` in the results
+#   ss32x3    SupraSeal's one-partition prove of the same C1 and parameters, 3 timed runs
+#             (`ssa32 prove-ss32 --runs 3`), for the budgets' comparison
 #   2k        2 KiB: parameters (GPU), our prove vs SupraSeal on the same file and C1, and the
 #             one-box throughput of 40 real jobs (synth node + GPU node on this host)
 #   ss32      SupraSeal (the anchor's 32 GiB build, ssa32) on partition 0 of the synthetic C1
@@ -29,7 +35,7 @@ W=/tmp/cuzk-32g; L=$W/logs; mkdir -p $W/params $L
 # One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
 export FIL_PROOFS_PARAMETER_CACHE=$W/params CUZK_PARAM_CACHE=$W/params NATS_SERVER=$B/${NATS:-nats-server} TMPDIR=$W
 TOTAL=${TOTAL:-585}
-STEPS=${STEPS:-kernels blobs params32 drain32x1 drain32 2k ss32}
+STEPS=${STEPS:-kernels blobs params32 drain32x1 drain32 budgets 2k ss32}
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 echo "cpus $(nproc); $(grep MemTotal /proc/meminfo); disk: $(df -h $W | tail -1)"
 json() { python3 - "$@" <<'PY'
@@ -142,7 +148,7 @@ drain() {
   # cuzk_kernels=debug: the GPU node logs each MSM's time, which the drain prints; and
   # cuzk_common::objects=debug each blob's and stripe's read.
   env RUST_LOG=info,cuzk_kernels=debug,cuzk_common::objects=debug "$@" timeout $(( $(left) - 10 )) $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
-    --synth-partitions-in-flight ${SYNTH_IN_FLIGHT:-8} --gpu-args="--gpu-backend=cuda" --json $L/$name.json \
+    --synth-partitions-in-flight ${SYNTH_IN_FLIGHT:-8} --gpu-args="${GPU_ARGS:---gpu-backend=cuda}" --json $L/$name.json \
     >$L/$name.log 2>&1; echo "$name rc=$?"
   grep -v -E " INFO | WARN |DEBUG" $L/$name.log | tail -30
   # Where the GPU node's blob reads spend their time (medians over the drain's reads).
@@ -160,6 +166,18 @@ PY
   collect
 }
 if step drain32x1 150; then drain drain32x1 drain_32gib_x1 CUDA_VISIBLE_DEVICES=0; fi
+if step budgets 150; then
+  [ -f $W/syn32.json ] || $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json
+  preload='[{"name":"porep-c2","params":{"sector_size":"32GiB","sector_id":1,"miner":"f01234"}}]'
+  for b in ${BUDGETS:-15GiB whole 22GiB 30GiB 75GiB}; do
+    step budgets 120 >/dev/null || { echo "== budget $b skipped: $(left) s left"; continue; }
+    echo "== budget $b (t=${SECONDS}s)"
+    flag=(); [ "$b" = whole ] || flag=(--gpu-memory-budget=$b)
+    $B/cuzk gpu-node --gpu-preload "$preload" "${flag[@]}" --explain-plan 2>&1 | tee $L/plan-$b.log | tail -4
+    gpu_args="--gpu-backend=cuda"; [ "$b" = whole ] || gpu_args="$gpu_args --gpu-memory-budget=$b"
+    GPU_ARGS="$gpu_args" drain budget-$b "budget_$b" CUDA_VISIBLE_DEVICES=0
+  done
+fi
 if step drain32 150; then drain drain32 drain_32gib; fi
 
 if step 2k 100; then
@@ -179,6 +197,12 @@ if step 2k 100; then
   collect
 fi
 
+
+if [ -x $B/ssa32 ] && step ss32x3 300; then
+  timeout $(( $(left) - 5 )) $B/ssa32 prove-ss32 $W/syn32.json --partition 0 --runs 3 >$L/ss32.log 2>&1; echo "ssa32 rc=$?"
+  grep -E "run|SUMMARY|SRS|rror" $L/ss32.log | tail -6
+  collect
+fi
 
 if [ -x $B/ssa32 ] && step ss32 120; then
   timeout $(( $(left) - 5 )) $B/ssa32 prove-ss $W/syn32.json 1 0 0 >$L/ss32.log 2>&1; echo "ssa32 rc=$?"

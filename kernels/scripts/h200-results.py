@@ -194,6 +194,25 @@ def main():
     ss32 = summary(f"{logs}/ss32.log", "supraseal_1circuit")
     if ss32:
         h["supraseal_32gib_ms"] = round(float(ss32["median_supraseal_s"]) * 1e3, 1)
+        # The one-partition prove the budgets are compared with (same C1, same parameters).
+        h["supraseal_32gib_partition_ms"] = h["supraseal_32gib_ms"]
+    # The drain at each device memory budget (device-32g.sh step `budgets`).
+    budgets = {}
+    for key, d in sorted(r.items()):
+        if not key.startswith("budget_") or not isinstance(d, dict):
+            continue
+        gib = lambda v: None if v is None else round(v, 2)
+        budgets[key[len("budget_"):]] = {
+            "partition_32gib_ms": round(d["partition_ms"], 1),
+            "partition_steady_ms": round(d["partition_steady_ms"], 1),
+            "device_peak_gib": gib(d.get("device_mem_peak_gib")),
+            "h2d_bytes_per_partition": None if d.get("h2d_bytes_per_partition") is None else round(d["h2d_bytes_per_partition"]),
+            "host_rss_gib": gib(d.get("gpu_node_rss_gib")),
+            "gpu_busy_pct": d.get("gpu_busy_pct"),
+            "plan": d.get("plan"),
+        }
+    if budgets:
+        h["budgets"] = budgets
     try:
         smi = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],

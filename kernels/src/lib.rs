@@ -84,6 +84,16 @@ impl CudaBackend {
     pub fn key_budget(&self) -> u64 {
         match *self {}
     }
+
+    /// The most device memory allocated at once so far.
+    pub fn device_peak(&self) -> u64 {
+        match *self {}
+    }
+
+    /// One line of how a loaded key is proved within the budget.
+    pub fn plan_summary(&self, key: &std::convert::Infallible) -> String {
+        match *key {}
+    }
 }
 
 #[cfg(not(cuzk_fatbin))]

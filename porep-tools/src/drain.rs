@@ -47,7 +47,7 @@ impl GpuSampler {
             "--query-gpu=index,memory.used,utilization.gpu",
             "--format=csv,noheader,nounits",
             "-lms",
-            "200",
+            "100",
         ]);
         // Only the GPUs the node may use: an idle one beside them would halve the mean.
         if let Ok(visible) = std::env::var("CUDA_VISIBLE_DEVICES") {
@@ -321,6 +321,12 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     );
     let gpu_log = cluster.log(&gpu);
     let gpus = gpu_count(&gpu_log);
+    let h2d = h2d_per_partition(&gpu_log, sector.size.partitions());
+    let plan = gpu_log
+        .lines()
+        .find(|l| l.contains("device memory plan"))
+        .and_then(|l| field(l, "plan"))
+        .unwrap_or_default();
     // The device steps that stalled (kernels/src/gpu/mod.rs `note_slow`), with their partitions,
     // each MSM's time (RUST_LOG=cuzk_kernels=debug) and each blob's and stripe's read
     // (cuzk_common::objects=debug), where the node logs them.
@@ -348,9 +354,74 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
             mem_peak_gib: mem_peak / 1024.0,
             util,
             rss,
+            h2d,
+            plan,
             json: opts.json.as_deref(),
         },
     )
+}
+
+/// A `key=value` or `key="value"` field of a log line.
+fn field(line: &str, key: &str) -> Option<String> {
+    let clean = strip_ansi(line);
+    let at = clean.find(&format!("{key}="))? + key.len() + 1;
+    let rest = &clean[at..];
+    Some(match rest.strip_prefix('"') {
+        Some(quoted) => quoted[..quoted.find('"')?].to_string(),
+        None => rest.split_whitespace().next()?.to_string(),
+    })
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ ... letter
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Host-to-device bytes per partition from the GPU node's log: each device's count at its last
+/// proved partition, less what its key loading copied, over the partitions.
+fn h2d_per_partition(log: &str, partitions: usize) -> Option<f64> {
+    let bytes = |l: &str| field(l, "h2d_total_bytes").and_then(|v| v.parse::<u64>().ok());
+    let loaded: u64 = log
+        .lines()
+        .filter(|l| l.contains("proving key preloaded"))
+        .filter_map(bytes)
+        .sum();
+    let mut last = std::collections::BTreeMap::new();
+    for l in log.lines().filter(|l| l.contains("partition proved")) {
+        let (Some(b), Some(device)) = (bytes(l), device_of(l)) else {
+            continue;
+        };
+        let e = last.entry(device).or_insert(0);
+        *e = (*e).max(b);
+    }
+    if last.is_empty() {
+        return None;
+    }
+    let total: u64 = last.values().sum();
+    Some(total.saturating_sub(loaded) as f64 / partitions.max(1) as f64)
+}
+
+/// The device of a worker's log line (`cuda1.0` → 1).
+fn device_of(line: &str) -> Option<u32> {
+    let at = line.find("\"cuda")? + 5;
+    let digits: String = line[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok()
 }
 
 /// Devices whose workers proved partitions (`worker="cuda1.0"` in the GPU node's log).
@@ -370,6 +441,10 @@ struct Report<'a> {
     mem_peak_gib: f64,
     util: f64,
     rss: Option<Rss>,
+    /// Host-to-device bytes per partition, key loading left out.
+    h2d: Option<f64>,
+    /// The device memory plan the GPU node logged.
+    plan: String,
     json: Option<&'a Path>,
 }
 
@@ -438,6 +513,11 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
         ),
         ("device memory peak GiB", format!("{:.1}", r.mem_peak_gib)),
         (
+            "host-to-device GB per partition",
+            r.h2d.map_or("-".into(), |b| format!("{:.2}", b / 1e9)),
+        ),
+        ("device memory plan", r.plan.clone()),
+        (
             "GPU node peak RSS GiB (resident at the end: anonymous / file)",
             r.rss.map_or("-".into(), |m| {
                 format!("{:.1} ({:.1} / {:.1})", m.peak, m.anon, m.file)
@@ -475,6 +555,8 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "sector_s": r.sector_s,
             "gpu_busy_pct": r.util,
             "device_mem_peak_gib": r.mem_peak_gib,
+            "h2d_bytes_per_partition": r.h2d,
+            "plan": r.plan,
             "gpu_node_rss_gib": r.rss.map(|m| m.peak),
             "gpu_node_rss_anon_gib": r.rss.map(|m| m.anon),
             "gpu_node_rss_file_gib": r.rss.map(|m| m.file),
@@ -497,5 +579,28 @@ mod tests {
         let done = [at(1900), at(400), at(1000), at(1450), at(2600)];
         assert!((steady_ms(&done) - 600.0).abs() < 1e-6);
         assert!(steady_ms(&done[..1]).is_nan());
+    }
+
+    #[test]
+    fn host_to_device_bytes_per_partition_leave_the_key_out() {
+        let log = "\
+INFO proving key preloaded shape=porep h2d_total_bytes=1000
+INFO prove{worker=\"cuda0.0\"}: partition proved h2d_ms=1 h2d_total_bytes=1200
+INFO prove{worker=\"cuda0.1\"}: partition proved h2d_ms=1 h2d_total_bytes=1400
+INFO proving key preloaded shape=porep h2d_total_bytes=1000
+INFO prove{worker=\"cuda1.0\"}: partition proved h2d_total_bytes=1200
+INFO device memory plan plan=\"lean H stage, streaming H\" chunk=8
+";
+        assert_eq!(h2d_per_partition(log, 3), Some(200.0));
+        assert_eq!(h2d_per_partition("nothing", 3), None);
+        let plan = log.lines().find(|l| l.contains("device memory plan"));
+        assert_eq!(
+            plan.and_then(|l| field(l, "plan")).as_deref(),
+            Some("lean H stage, streaming H")
+        );
+        assert_eq!(
+            field("\u{1b}[2mx\u{1b}[0m=5 y=6", "y").as_deref(),
+            Some("6")
+        );
     }
 }

@@ -114,6 +114,11 @@ enum Command {
         /// Print one JSON object after the table.
         #[arg(long)]
         json: bool,
+        /// The CUDA backend's device memory budget (bytes, or with a unit: `800MiB`): below
+        /// the key's size part of it streams from host memory; the proof is then also checked
+        /// against the resident plan's, byte for byte, for the same r, s.
+        #[arg(long, value_parser = cuzk_common::config::parse_bytes)]
+        gpu_memory_budget: Option<u64>,
     },
     /// Write a synthetic C1 (the real shape of a sector size, random contents; for timings, its
     /// proofs prove nothing) as a sector file.
@@ -205,12 +210,16 @@ fn main() -> Result<()> {
             runs,
             engine,
             json,
+            gpu_memory_budget,
             ..
         } => prove::run(
             &load_or_seal(sector_size, sector.as_deref())?,
-            runs,
-            engine,
-            json,
+            prove::Options {
+                runs,
+                engine,
+                json,
+                budget: gpu_memory_budget,
+            },
         ),
         Command::Bench {
             sector_size,

@@ -22,7 +22,21 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-pub fn run(sector: &SealedSector, runs: usize, engine: Engine, as_json: bool) -> Result<()> {
+pub struct Options {
+    pub runs: usize,
+    pub engine: Engine,
+    pub json: bool,
+    /// The CUDA backend's device memory budget (default: the device's).
+    pub budget: Option<u64>,
+}
+
+pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
+    let Options {
+        runs,
+        engine,
+        json: as_json,
+        budget,
+    } = opts;
     let family = cuzk_circuits::resolve(&CircuitSpec {
         name: "porep-c2".into(),
         params: crate::job_params(sector),
@@ -49,7 +63,7 @@ pub fn run(sector: &SealedSector, runs: usize, engine: Engine, as_json: bool) ->
 
     let cuda = use_cuda(engine)?;
     let (name, runs_t, load_ms) = if cuda {
-        let gpu = std::sync::Arc::new(cuzk_kernels::CudaBackend::new(0, None, 1)?);
+        let gpu = std::sync::Arc::new(cuzk_kernels::CudaBackend::new(0, budget, 1)?);
         // Once side by side: every step of the CUDA backend against the CPU backend.
         let dual = Dual {
             reference: CpuBackend,
@@ -64,6 +78,9 @@ pub fn run(sector: &SealedSector, runs: usize, engine: Engine, as_json: bool) ->
             t.elapsed().as_secs_f64()
         );
         drop(dk);
+        if budget.is_some() {
+            same_as_resident(&gpu, &key, &w, &check)?;
+        }
         time_runs(&*gpu, key, &w, runs, &check)?
     } else {
         time_runs(&CpuBackend, key, &w, runs, &check)?
@@ -106,6 +123,35 @@ pub fn run(sector: &SealedSector, runs: usize, engine: Engine, as_json: bool) ->
         });
         println!("{j}");
     }
+    Ok(())
+}
+
+/// The budget's plan and the resident one prove the same bytes for the same r, s.
+fn same_as_resident(
+    gpu: &cuzk_kernels::CudaBackend,
+    key: &std::sync::Arc<cuzk_prover::ProvingKey>,
+    w: &cuzk_wire::witness::Witness,
+    check: &Checker<'_>,
+) -> Result<()> {
+    let mut rng = rand::rngs::OsRng;
+    let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+    let planned = gpu.load_key(key.clone())?;
+    let plan = gpu.plan_summary(&planned);
+    let ours = prove(gpu, &planned, w, r, s)?;
+    drop(planned);
+    let resident = cuzk_kernels::CudaBackend::new(0, None, 1)?;
+    let rk = resident.load_key(key.clone())?;
+    let theirs = prove(&resident, &rk, w, r, s)?;
+    check(&ours, "the budget's plan")?;
+    ensure!(
+        proof_bytes(&ours) == proof_bytes(&theirs),
+        "the budget's plan ({plan}) and the resident plan prove different bytes for the same r, s"
+    );
+    println!(
+        "the budget's plan ({plan}; device peak {:.3} GiB of {:.3}) proves the resident plan's bytes for the same r, s",
+        gpu.device_peak() as f64 / (1u64 << 30) as f64,
+        gpu.key_budget() as f64 / (1u64 << 30) as f64
+    );
     Ok(())
 }
 

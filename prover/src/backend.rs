@@ -77,6 +77,12 @@ pub trait Backend: Send + Sync + 'static {
         key.device_bytes()
     }
 
+    /// Bytes copied from host memory to the backend's device so far (0 for the CPU): what the
+    /// node reports as its host-to-device traffic.
+    fn h2d_bytes(&self) -> u64 {
+        0
+    }
+
     /// Takes a witness whose lengths [`KeyInfo::check_lens`] accepted. Borrowed, so the caller
     /// can reuse its (large, already faulted-in) buffers for the next partition.
     fn upload(&self, key: &Self::Key, witness: &Witness) -> Result<Self::Witness, BackendError>;
@@ -156,6 +162,10 @@ impl<B: Backend> Backend for Arc<B> {
 
     fn memory_for(&self, key: &ProvingKey) -> u64 {
         (**self).memory_for(key)
+    }
+
+    fn h2d_bytes(&self) -> u64 {
+        (**self).h2d_bytes()
     }
 
     fn upload(&self, key: &Self::Key, witness: &Witness) -> Result<Self::Witness, BackendError> {

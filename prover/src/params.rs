@@ -128,6 +128,22 @@ impl ParamsFile {
         &self.map[self.sections[q as usize].clone()]
     }
 
+    /// Takes query `q`'s pages out of this process's resident set once they have been read
+    /// (parsed into host memory, or copied to a device): the page cache keeps them, and a
+    /// later read maps them again. Without it a 44 GiB key's file pages count in the node's
+    /// resident set long after the key is loaded.
+    pub fn release(&self, q: Query) {
+        let r = &self.sections[q as usize];
+        // SAFETY: a read-only mapping of a file that is never written while mapped (see
+        // `open`): dropped pages read back the same bytes from the file, and no reference into
+        // the mapping is live across this call (callers release a query after they are done
+        // with its bytes).
+        let _ = unsafe {
+            self.map
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, r.start, r.len())
+        };
+    }
+
     /// Parses every query on all cores. `checked` adds the subgroup checks (slow; for files
     /// from untrusted sources).
     pub fn read(&self, checked: bool) -> Result<Parameters<Bls12>, ParamsError> {

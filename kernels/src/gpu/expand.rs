@@ -29,11 +29,9 @@ impl Gpu {
     ) -> Result<DevBuf> {
         let c = &self.copy;
         let inputs = input.len() * 32;
-        let mut d = DevBuf {
-            buf: unsafe { c.alloc::<u8>((inputs + aux.len() * 32).max(1)) }?,
-        };
+        let mut d = self.alloc_on(c, inputs + aux.len() * 32)?;
         if !input.is_empty() {
-            c.memcpy_htod(as_bytes(input), &mut d.buf.slice_mut(0..inputs))?;
+            self.htod(c, as_bytes(input), &mut d.buf.slice_mut(0..inputs))?;
         }
         let chunks = aux.chunks();
         if chunks == 0 {
@@ -41,17 +39,11 @@ impl Gpu {
             return Ok(d);
         }
         let (bytes, starts) = (aux.bytes(), aux.starts());
-        let mut dstarts = DevBuf {
-            buf: unsafe { c.alloc::<u8>(starts.len() * 8) }?,
-        };
-        c.memcpy_htod(as_bytes(starts), &mut dstarts.buf)?;
-        let mut refused = DevBuf {
-            buf: unsafe { c.alloc::<u8>(4) }?,
-        };
-        c.memcpy_htod(&u32::MAX.to_le_bytes(), &mut refused.buf)?;
-        let mut staged = DevBuf {
-            buf: unsafe { c.alloc::<u8>((bytes.len() as u64).min(batch) as usize) }?,
-        };
+        let mut dstarts = self.alloc_on(c, starts.len() * 8)?;
+        self.htod(c, as_bytes(starts), &mut dstarts.buf)?;
+        let mut refused = self.alloc_on(c, 4)?;
+        self.htod(c, &u32::MAX.to_le_bytes(), &mut refused.buf)?;
+        let mut staged = self.alloc_on(c, (bytes.len() as u64).min(batch) as usize)?;
         let out = d.ptr(c) + inputs as u64;
         let mut first = 0;
         while first < chunks {
@@ -68,7 +60,7 @@ impl Gpu {
                 })?;
             let part = &bytes[base as usize..starts[end] as usize];
             if pinned::is_pinned(part) {
-                c.memcpy_htod(part, &mut staged.buf.slice_mut(0..part.len()))?;
+                self.htod(c, part, &mut staged.buf.slice_mut(0..part.len()))?;
             } else {
                 self.with_staging(part.len(), "a compact witness", |host| {
                     self.stage_upload(host, 0, part, &mut staged, 0)?;

@@ -2,18 +2,21 @@
 //! Rust faces live in the submodules (NTTs and the H pipeline, Pippenger MSMs, the sparse
 //! products and gathers).
 
+pub use account::DeviceMemory;
+pub(crate) use msm::{jac_g1, jac_g2};
 pub use ntt::NttKind;
 pub use pinned::HostPin;
 pub use spmv::{long_rows, DeviceMatrix};
+pub use stream::{Bases, HostBases, HostMatrix, Scalars};
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use blstrs::Scalar;
 use cudarc::driver::{
     sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
-    LaunchConfig, PinnedHostSlice,
+    DevicePtrMut, LaunchConfig, PinnedHostSlice,
 };
 use cudarc::nvrtc::Ptx;
 use ff::Field;
@@ -51,9 +54,10 @@ impl Curve {
     }
 }
 
-/// A device allocation in bytes.
+/// A device allocation in bytes, counted against the device's budget until it is dropped.
 pub struct DevBuf {
     buf: CudaSlice<u8>,
+    _charge: account::Charge,
 }
 
 impl DevBuf {
@@ -82,6 +86,16 @@ pub struct DeviceBases {
 }
 
 impl DeviceBases {
+    /// The device address of point `i` and the curve: an MSM pass over the points from `i`.
+    pub(crate) fn at(&self, gpu: &Gpu, i: usize) -> (u64, Curve) {
+        let base = self.buf.as_ref().map_or(0, |b| b.ptr(&gpu.stream));
+        (base + (i * self.curve.affine_bytes()) as u64, self.curve)
+    }
+
+    pub fn curve(&self) -> Curve {
+        self.curve
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -163,6 +177,10 @@ pub struct Gpu {
     fb: Mutex<Option<fixed_base::Tables>>,
     /// MSM window width set by a benchmark (`set_msm_window`); 0: by size (`window_bits`).
     msm_window: AtomicU32,
+    /// Every device allocation, against the budget.
+    memory: Arc<DeviceMemory>,
+    /// Bytes copied from the host to this device, for the node's transfer figures.
+    h2d: AtomicU64,
     name: String,
 }
 
@@ -210,13 +228,15 @@ fn as_bytes_mut<T>(v: &mut [T]) -> &mut [u8] {
 
 /// Stream-ordered allocations come from the device's default memory pool; by default it hands
 /// memory back to the driver at every synchronisation, so each call would map its scratch
-/// buffers anew. Keep freed memory in the pool instead (best effort).
-fn keep_pool_memory(ctx: &Arc<CudaContext>) {
+/// buffers anew. Keep freed memory in the pool up to `bytes` instead (best effort): with the
+/// budget as the threshold, the pool never keeps more than the budget across a synchronisation.
+fn set_pool_threshold(ctx: &Arc<CudaContext>, bytes: u64) {
     let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: a device of this context, and an attribute that takes a u64.
     unsafe {
         if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()) == sys::CUresult::CUDA_SUCCESS
         {
-            let mut v: u64 = u64::MAX;
+            let mut v: u64 = bytes;
             let _ = sys::cuMemPoolSetAttribute(
                 pool,
                 sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
@@ -252,7 +272,7 @@ impl Gpu {
         let ctx = CudaContext::new(ordinal)?;
         // All cross-stream ordering is explicit (events below).
         unsafe { ctx.disable_event_tracking() };
-        keep_pool_memory(&ctx);
+        set_pool_threshold(&ctx, u64::MAX);
         let stream = ctx.new_stream()?;
         let copy = ctx.new_stream()?;
         let module = ctx.load_module(Ptx::from_binary(FATBIN.to_vec()))?;
@@ -300,6 +320,7 @@ impl Gpu {
             curve: [cf(Curve::G1)?, cf(Curve::G2)?],
         };
         let name = ctx.name().unwrap_or_else(|_| "unknown".into());
+        let (_, total) = ctx.mem_get_info()?;
         Ok(Gpu {
             ctx,
             stream,
@@ -313,6 +334,8 @@ impl Gpu {
             }),
             fb: Mutex::new(None),
             msm_window: AtomicU32::new(0),
+            memory: Arc::new(DeviceMemory::new(total as u64)),
+            h2d: AtomicU64::new(0),
             name,
         })
     }
@@ -345,8 +368,47 @@ impl Gpu {
     }
 
     pub fn alloc(&self, bytes: usize) -> Result<DevBuf> {
-        let buf = unsafe { self.stream.alloc::<u8>(bytes.max(1)) }?;
-        Ok(DevBuf { buf })
+        self.alloc_on(&self.stream, bytes)
+    }
+
+    /// An allocation ordered on `stream`, refused when it would take the device past its
+    /// budget ([`Gpu::set_budget`]).
+    fn alloc_on(&self, stream: &Arc<CudaStream>, bytes: usize) -> Result<DevBuf> {
+        let charge = self.memory.charge(bytes.max(1) as u64)?;
+        // SAFETY: the bytes are written before any kernel or copy reads them.
+        let buf = unsafe { stream.alloc::<u8>(bytes.max(1)) }?;
+        Ok(DevBuf {
+            buf,
+            _charge: charge,
+        })
+    }
+
+    /// Caps the device memory this `Gpu` allocates at `bytes`: an allocation past it fails
+    /// with [`CudaError::OutOfMemory`], naming the numbers. The memory pool gives back what it
+    /// keeps beyond the cap at each synchronisation.
+    pub fn set_budget(&self, bytes: u64) {
+        self.memory.set_budget(bytes);
+        set_pool_threshold(&self.ctx, bytes);
+    }
+
+    pub fn memory(&self) -> &DeviceMemory {
+        &self.memory
+    }
+
+    /// Bytes copied from the host to this device so far.
+    pub fn h2d_bytes(&self) -> u64 {
+        self.h2d.load(Ordering::Relaxed)
+    }
+
+    /// An asynchronous copy of `src` into `dst` on `stream`, counted.
+    fn htod<D: DevicePtrMut<u8>>(
+        &self,
+        stream: &Arc<CudaStream>,
+        src: &[u8],
+        dst: &mut D,
+    ) -> Result<()> {
+        self.h2d.fetch_add(src.len() as u64, Ordering::Relaxed);
+        Ok(stream.memcpy_htod(src, dst)?)
     }
 
     fn alloc_zeroed(&self, bytes: usize) -> Result<DevBuf> {
@@ -359,7 +421,7 @@ impl Gpu {
     pub fn upload(&self, bytes: &[u8]) -> Result<DevBuf> {
         let mut b = self.alloc(bytes.len())?;
         if !bytes.is_empty() {
-            self.stream.memcpy_htod(bytes, &mut b.buf)?;
+            self.htod(&self.stream, bytes, &mut b.buf)?;
         }
         Ok(b)
     }
@@ -380,9 +442,7 @@ impl Gpu {
     pub fn upload_concat(&self, parts: &[&[Scalar]]) -> Result<DevBuf> {
         let total: usize = parts.iter().map(|p| p.len() * 32).sum();
         let started = Instant::now();
-        let mut d = DevBuf {
-            buf: unsafe { self.copy.alloc::<u8>(total.max(1)) }?,
-        };
+        let mut d = self.alloc_on(&self.copy, total)?;
         self.note_slow("witness allocation", started);
         let started = Instant::now();
         let mut staged = Vec::new();
@@ -391,7 +451,7 @@ impl Gpu {
             let bytes = as_bytes(p);
             if pinned::is_pinned(bytes) {
                 let mut view = d.buf.slice_mut(off..off + bytes.len());
-                self.copy.memcpy_htod(bytes, &mut view)?;
+                self.htod(&self.copy, bytes, &mut view)?;
             } else if !bytes.is_empty() {
                 staged.push((off, bytes));
             }
@@ -514,17 +574,18 @@ impl Gpu {
             }
             let host = pinned.as_slice()?;
             let mut view = dst.buf.slice_mut(dst_off..dst_off + src.len());
-            self.copy
-                .memcpy_htod(&host[off..off + src.len()], &mut view)?;
+            self.htod(&self.copy, &host[off..off + src.len()], &mut view)?;
         }
         Ok(self.copy.record_event(None)?)
     }
 }
 
 // After `launch!`, which they use.
+mod account;
 mod expand;
 mod fixed_base;
 mod msm;
 mod ntt;
 mod pinned;
 mod spmv;
+mod stream;

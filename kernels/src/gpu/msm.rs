@@ -37,9 +37,7 @@ impl Gpu {
                 curve,
             });
         }
-        let mut d = DevBuf {
-            buf: unsafe { self.copy.alloc::<u8>(len * ab) }?,
-        };
+        let mut d = self.alloc_on(&self.copy, len * ab)?;
         let corrupt = |e: String| CudaError::Shape(format!("parameter file: {e}"));
         self.with_staging(CHUNK * ab, "parameter points", |pinned| {
             for (i, chunk) in raw.chunks(CHUNK * file_bytes).enumerate() {
@@ -55,8 +53,7 @@ impl Gpu {
                 }
                 .map_err(corrupt)?;
                 let mut view = d.buf.slice_mut(i * CHUNK * ab..i * CHUNK * ab + n * ab);
-                self.copy
-                    .memcpy_htod(&pinned.as_slice()?[..n * ab], &mut view)?;
+                self.htod(&self.copy, &pinned.as_slice()?[..n * ab], &mut view)?;
                 // The staging buffer is refilled next round.
                 self.copy.synchronize()?;
             }
@@ -111,13 +108,13 @@ impl Gpu {
 
     /// Window sums of sum_i s_i P_i (scalars on the device, Montgomery form) as raw Jacobian
     /// limbs; the MSM's window width.
-    fn msm_windows(
+    /// `bases` is the device address of `n` affine points of `curve`.
+    pub(super) fn msm_windows(
         &self,
-        bases: &DeviceBases,
+        (bases, curve): (u64, Curve),
         scalars: u64,
         n: usize,
     ) -> Result<(Vec<u8>, u32, u32)> {
-        let curve = bases.curve;
         let cf = &self.f.curve[curve as usize];
         let s = &self.stream;
         let n32 = n as u32;
@@ -225,7 +222,7 @@ impl Gpu {
             offsets.ptr(s), counts.ptr(s), nbt, chunk, cnt.ptr(s), off.ptr(s), maxc.ptr(s))?;
         if total > 0 {
             launch!(self, cf.accumulate, cfg(grid(nchunks, 128), 128, 0);
-                bases.buf.as_ref().unwrap().ptr(s), sorted.ptr(s), offsets.ptr(s), nbt,
+                bases, sorted.ptr(s), offsets.ptr(s), nbt,
                 total as u32, chunk, buckets.ptr(s), vals.ptr(s))?;
         }
         drop(sorted);
@@ -289,7 +286,7 @@ impl Gpu {
         if n == 0 {
             return Ok(G1Projective::identity());
         }
-        let (raw, c, nwin) = self.msm_windows(bases, scalars, n)?;
+        let (raw, c, nwin) = self.msm_windows(bases.at(self, 0), scalars, n)?;
         Ok(combine(&raw, c, nwin, jac_g1))
     }
 
@@ -303,7 +300,7 @@ impl Gpu {
         if n == 0 {
             return Ok(G2Projective::identity());
         }
-        let (raw, c, nwin) = self.msm_windows(bases, scalars.ptr(&self.stream), n)?;
+        let (raw, c, nwin) = self.msm_windows(bases.at(self, 0), scalars.ptr(&self.stream), n)?;
         Ok(combine(&raw, c, nwin, jac_g2))
     }
 
@@ -371,16 +368,19 @@ fn as_points_mut<T>(bytes: &mut [u8]) -> &mut [T] {
 }
 
 fn check_msm(bases: &DeviceBases, curve: Curve, n: usize) -> Result<()> {
-    if bases.curve != curve {
+    check_bases((bases.curve, bases.len), curve, n)
+}
+
+/// An MSM of `n` scalars of `curve` over bases `(their curve, how many)`.
+pub(super) fn check_bases((have, len): (Curve, usize), curve: Curve, n: usize) -> Result<()> {
+    if have != curve {
         return Err(CudaError::Shape(format!(
-            "{:?} bases used for a {curve:?} MSM",
-            bases.curve
+            "{have:?} bases used for a {curve:?} MSM"
         )));
     }
-    if n > bases.len {
+    if n > len {
         return Err(CudaError::Shape(format!(
-            "{n} scalars but only {} bases",
-            bases.len
+            "{n} scalars but only {len} bases"
         )));
     }
     if n >= 1 << 31 {
@@ -395,12 +395,12 @@ fn fp_from(raw: &[u8]) -> blst_fp {
     blst_fp { l }
 }
 
-fn jac_g1(raw: &[u8]) -> G1Projective {
+pub(crate) fn jac_g1(raw: &[u8]) -> G1Projective {
     let f = |i: usize| Fp::from(fp_from(&raw[48 * i..48 * i + 48]));
     G1Projective::from_raw_unchecked(f(0), f(1), f(2))
 }
 
-fn jac_g2(raw: &[u8]) -> G2Projective {
+pub(crate) fn jac_g2(raw: &[u8]) -> G2Projective {
     let f = |i: usize| {
         Fp2::from(blst_fp2 {
             fp: [
@@ -413,7 +413,7 @@ fn jac_g2(raw: &[u8]) -> G2Projective {
 }
 
 /// sum_w 2^(c·w) W_w from the window sums (Horner, top window first).
-fn combine<G: Group>(raw: &[u8], c: u32, nwin: u32, conv: impl Fn(&[u8]) -> G) -> G {
+pub(super) fn combine<G: Group>(raw: &[u8], c: u32, nwin: u32, conv: impl Fn(&[u8]) -> G) -> G {
     let sz = raw.len() / nwin as usize;
     let mut acc = G::identity();
     for w in (0..nwin as usize).rev() {

@@ -156,58 +156,91 @@ impl Gpu {
     /// transform is linear and undoes C's coset transform, so C is only interpolated
     /// (prover/src/ntt.rs `compute_h`).
     pub fn h_device(&self, abc: [DevBuf; 3], logm: u32) -> Result<DevBuf> {
-        let m64 = 1u64 << logm;
-        if abc.iter().any(|d| d.bytes() < m64 as usize * 32) {
-            return Err(CudaError::Shape(format!(
-                "H needs 2^{logm} evaluations per vector"
-            )));
-        }
-        let g = Scalar::MULTIPLICATIVE_GENERATOR;
-        let m_inv = Scalar::from(m64).invert().unwrap();
-        let z_inv = (g.pow_vartime([m64]) - Scalar::ONE).invert().unwrap();
-        let (to_lo, to_hi) = pow_tables(g, m_inv, m64);
-        let (from_lo, from_hi) = pow_tables(g.invert().unwrap(), m_inv * z_inv, m64);
-        let tabs: Vec<DevBuf> = [&to_lo, &to_hi, &from_lo, &from_hi]
-            .iter()
-            .map(|t| self.upload(as_bytes(t)))
-            .collect::<Result<_>>()?;
-        let kbuf = self.upload(as_bytes(&[m_inv * z_inv]))?;
-        let s = &self.stream;
-        let gr = grid(m64, 256).min(1 << 16);
+        let [a, b, c] = abc;
+        check_domain(&c, logm)?;
+        // C's interpolation first, as it always was: the product's passes then follow it.
+        let t = HTables::new(self, logm)?;
+        self.inverse_dif(c.ptr(&self.stream), logm, None)?;
+        self.coset_product_with(&a, b, logm, &t)?;
+        self.finish(&a, c, logm, &t, true)?;
+        Ok(a)
+    }
+
+    /// `a` becomes A·B on the coset: `a` and `b` hold the evaluations A·w and B·w (`m =
+    /// 2^logm` values each, zero-padded); `b` is used up. With [`Gpu::interpolate_minus`] after
+    /// it, the H of [`Gpu::h_device`], while never holding three vectors and the twiddles.
+    pub fn coset_product(&self, a: &DevBuf, b: DevBuf, logm: u32) -> Result<()> {
+        let t = HTables::new(self, logm)?;
+        self.coset_product_with(a, b, logm, &t)
+    }
+
+    /// H from `a` (A·B on the coset, [`Gpu::coset_product`]) and `c` (C·w, used up), into `a`.
+    pub fn interpolate_minus(&self, a: &DevBuf, c: DevBuf, logm: u32) -> Result<()> {
+        let t = HTables::new(self, logm)?;
+        self.finish(a, c, logm, &t, false)
+    }
+
+    /// Drops the cached twiddles (the next transform makes them again): room for a vector.
+    pub fn release_twiddles(&self) {
+        *self.tw.lock().unwrap() = None;
+    }
+
+    /// The inverse transform's DIF passes over the vector at `p`, top group first; the lowest
+    /// group applies `mul`'s factors.
+    fn inverse_dif(&self, p: u64, logm: u32, mul: Option<(&DevBuf, &DevBuf, u32)>) -> Result<()> {
         let tw = self.twiddles(logm)?;
         let t = tw.as_ref().unwrap();
-        // Coefficients stay in bit-reversed order between the inverse transform (DIF stages) and
-        // the forward one (DIT): no permutation until the end. Both transforms' groups of the
-        // lowest stages, and the coset factors between them, are one pass over the vector.
         let groups = stage_groups(logm);
         let (low, rest) = groups.split_first().expect("at least one group");
-        let inverse_dif = |p: u64, mul: Option<(&DevBuf, &DevBuf, u32)>| -> Result<()> {
-            for &g in rest.iter().rev() {
-                self.pass(p, logm, t, g, Stages::InverseDif, None)?;
-            }
-            self.pass(p, logm, t, *low, Stages::InverseDif, mul)
-        };
-        let [a, b, c] = abc;
-        let (pa, pb, pc) = (a.ptr(s), b.ptr(s), c.ptr(s));
-        inverse_dif(pc, None)?;
+        for &g in rest.iter().rev() {
+            self.pass(p, logm, t, g, Stages::InverseDif, None)?;
+        }
+        self.pass(p, logm, t, *low, Stages::InverseDif, mul)
+    }
+
+    fn coset_product_with(&self, a: &DevBuf, b: DevBuf, logm: u32, h: &HTables) -> Result<()> {
+        check_domain(a, logm)?;
+        check_domain(&b, logm)?;
+        let s = &self.stream;
+        let tw = self.twiddles(logm)?;
+        let t = tw.as_ref().unwrap();
+        // Coefficients stay in bit-reversed order between the inverse transform (DIF stages)
+        // and the forward one (DIT): no permutation until the end. Both transforms' groups of
+        // the lowest stages, and the coset factors between them, are one pass over the vector.
+        let groups = stage_groups(logm);
+        let (low, rest) = groups.split_first().expect("at least one group");
+        let (pa, pb) = (a.ptr(s), b.ptr(s));
         for p in [pa, pb] {
             for &g in rest.iter().rev() {
                 self.pass(p, logm, t, g, Stages::InverseDif, None)?;
             }
-            let to = Some((&tabs[0], &tabs[1], logm));
+            let to = Some((&h.tabs[0], &h.tabs[1], logm));
             self.pass(p, logm, t, *low, Stages::InverseDifForwardDit, to)?;
             for &g in rest {
                 self.pass(p, logm, t, g, Stages::Dit { inverse: false }, None)?;
             }
         }
-        launch!(self, self.f.h_product, cfg(gr, 256, 0); pa, pb, m64)?;
-        inverse_dif(pa, Some((&tabs[2], &tabs[3], logm)))?;
-        // (A·B on the coset, interpolated and shifted back) − C, both over Z's value on the coset.
-        launch!(self, self.f.h_finish, cfg(gr, 256, 0); pa, pc, logm, kbuf.ptr(s))?;
-        // The tables and b, c must outlive the kernels reading them.
+        launch!(self, self.f.h_product, cfg(h.grid, 256, 0); pa, pb, 1u64 << logm)?;
+        // b must outlive the kernels reading it.
         self.stream.synchronize()?;
-        drop((b, c, tabs, kbuf));
-        Ok(a)
+        drop(b);
+        Ok(())
+    }
+
+    /// (A·B on the coset, interpolated and shifted back) − C, both over Z's value on the coset,
+    /// into `a`; `c` is interpolated here unless `c_done`.
+    fn finish(&self, a: &DevBuf, c: DevBuf, logm: u32, h: &HTables, c_done: bool) -> Result<()> {
+        check_domain(&c, logm)?;
+        let s = &self.stream;
+        if !c_done {
+            self.inverse_dif(c.ptr(s), logm, None)?;
+        }
+        self.inverse_dif(a.ptr(s), logm, Some((&h.tabs[2], &h.tabs[3], logm)))?;
+        launch!(self, self.f.h_finish, cfg(h.grid, 256, 0); a.ptr(s), c.ptr(s), logm, h.k.ptr(s))?;
+        // The tables and c must outlive the kernels reading them.
+        self.stream.synchronize()?;
+        drop(c);
+        Ok(())
     }
 
     /// Host-to-host H (the kernels' check against the CPU): uploads `a`, `b`, `c` (length n,
@@ -230,6 +263,43 @@ impl Gpu {
         self.download_into(&h, 0, as_bytes_mut(&mut out))?;
         Ok(out)
     }
+}
+
+/// The H pipeline's device tables: the factors into the coset (g^i/m) and back from it
+/// (g^-i/(m·Z(g))), and 1/(m·Z(g)).
+struct HTables {
+    tabs: Vec<DevBuf>,
+    k: DevBuf,
+    grid: u32,
+}
+
+impl HTables {
+    fn new(gpu: &Gpu, logm: u32) -> Result<Self> {
+        let m64 = 1u64 << logm;
+        let g = Scalar::MULTIPLICATIVE_GENERATOR;
+        let m_inv = Scalar::from(m64).invert().unwrap();
+        let z_inv = (g.pow_vartime([m64]) - Scalar::ONE).invert().unwrap();
+        let (to_lo, to_hi) = pow_tables(g, m_inv, m64);
+        let (from_lo, from_hi) = pow_tables(g.invert().unwrap(), m_inv * z_inv, m64);
+        let tabs = [&to_lo, &to_hi, &from_lo, &from_hi]
+            .iter()
+            .map(|t| gpu.upload(as_bytes(t)))
+            .collect::<Result<_>>()?;
+        Ok(HTables {
+            tabs,
+            k: gpu.upload(as_bytes(&[m_inv * z_inv]))?,
+            grid: grid(m64, 256).min(1 << 16),
+        })
+    }
+}
+
+fn check_domain(v: &DevBuf, logm: u32) -> Result<()> {
+    if v.bytes() < (1usize << logm) * 32 {
+        return Err(CudaError::Shape(format!(
+            "H needs 2^{logm} evaluations per vector"
+        )));
+    }
+    Ok(())
 }
 
 /// A group of NTT stages done in one pass: (first stage, stages, low "column" bits of a block).

@@ -3,7 +3,7 @@
 //! took half of a 32 GiB partition's h2d and the host's memory bandwidth while the next blob was
 //! fetched (docs/gpu-runs.md, run 31).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use cudarc::driver::{sys, CudaContext};
 
@@ -45,6 +45,65 @@ impl Gpu {
             start,
             len,
         })
+    }
+}
+
+/// Values shared by every device of the process while any holder keeps them, by key.
+pub(super) struct Shared<K, T>(Mutex<Vec<(K, Weak<T>)>>);
+
+impl<K: PartialEq, T> Shared<K, T> {
+    pub(super) const fn new() -> Self {
+        Shared(Mutex::new(Vec::new()))
+    }
+
+    /// The live value of `key`, or the one `make` makes (under the lock, so it is made once).
+    pub(super) fn get_or_make<E>(
+        &self,
+        key: K,
+        make: impl FnOnce() -> std::result::Result<Arc<T>, E>,
+    ) -> std::result::Result<Arc<T>, E> {
+        // A list of weak references holds no invariant a panic could break.
+        let mut all = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|(_, w)| w.strong_count() > 0);
+        if let Some(v) = all
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, w)| w.upgrade())
+        {
+            return Ok(v);
+        }
+        let v = make()?;
+        all.push((key, Arc::downgrade(&v)));
+        Ok(v)
+    }
+}
+
+/// Pins by (start, len): a range is registered with the driver once, however many devices
+/// stream from it.
+static SHARED: Shared<(usize, usize), HostPin> = Shared::new();
+
+impl Gpu {
+    /// [`Gpu::pin_host`] once per process for `bytes`: a live pin of the same range is shared.
+    /// `None` (with a warning naming the bytes) when the memory cannot be locked: copies from it
+    /// then go through the pinned staging.
+    ///
+    /// # Safety
+    /// As [`Gpu::pin_host`]: the memory stays where it is while any returned pin lives.
+    pub unsafe fn pin_shared(&self, bytes: &[u8], what: &str) -> Option<Arc<HostPin>> {
+        if bytes.is_empty() {
+            return None;
+        }
+        let range = (bytes.as_ptr() as usize, bytes.len());
+        // SAFETY: passed on from the caller.
+        let pinned = SHARED.get_or_make(range, || unsafe { self.pin_host(bytes) }.map(Arc::new));
+        match pinned {
+            Ok(pin) => Some(pin),
+            Err(e) => {
+                tracing::warn!(what, bytes = bytes.len(), err = %e,
+                    "could not page-lock host memory; its copies to the device go through the pinned staging, slower (raise the locked-memory limit, or give the host more memory)");
+                None
+            }
+        }
     }
 }
 

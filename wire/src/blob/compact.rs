@@ -90,6 +90,17 @@ impl CompactAux {
         &mut self.buf[..end]
     }
 
+    /// A copy of the chunks alone, without the room kept beyond them: what a backend keeps of a
+    /// witness it expands more than once.
+    pub fn trimmed(&self) -> CompactAux {
+        CompactAux {
+            len: self.len,
+            chunk_elements: self.chunk_elements,
+            buf: self.bytes().to_vec(),
+            starts: self.starts.clone(),
+        }
+    }
+
     /// The whole buffer, the room kept beyond [`CompactAux::bytes`] included: what a backend
     /// page-locks. It moves only when a witness needs more room ([`CompactAux::reserve`]).
     pub fn memory(&self) -> &[u8] {

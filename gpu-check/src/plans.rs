@@ -1,0 +1,188 @@
+//! The memory plans against each other and against the CPU: the same partition proved under a
+//! resident plan and under plans that stream the key from host memory (forced, and chosen by a
+//! budget below the key's size), with the same r, s. Each streaming plan runs side by side
+//! with the CPU backend (`Dual`: A·w, B·w, C·w, H and every MSM compared) and its proof must
+//! equal the resident plan's byte for byte.
+//!
+//! - the toy circuit (bellperson's parameters) in MSM passes of 2^10 points;
+//! - a MiMC partition of a 2^L domain (`--plan-log`, ≥ 22 on the device) with parameters
+//!   generated on the GPU: streaming everything in passes of 2^18, then a budget between the
+//!   lean minimum and the key's size, where the planner keeps part of the key resident.
+
+use std::sync::Arc;
+
+use bellperson::groth16::{generate_random_parameters, prepare_verifying_key};
+use blstrs::{Bls12, Scalar};
+use cuzk_circuits::{CircuitFamily, MimcFamily};
+use cuzk_kernels::plan::{self, gib, PlanLimits, PlanShape};
+use cuzk_kernels::CudaBackend;
+use cuzk_prover::{proof_bytes, prove, verify, Backend, CpuBackend, Dual, ProvingKey};
+use cuzk_wire::witness::Witness;
+use ff::Field;
+
+use crate::inputs::{rng_from, Chain};
+use crate::Report;
+
+/// A backend on device 0 with `budget` (None: the device's) and `limits`.
+fn backend(budget: Option<u64>, limits: PlanLimits) -> Arc<CudaBackend> {
+    Arc::new(
+        CudaBackend::new(0, budget, 1)
+            .expect("open CUDA device 0")
+            .with_plan_limits(limits),
+    )
+}
+
+/// The proof bytes of `be`, and its plan's summary and device peak; with `dual`, every step
+/// checked against the CPU backend on the way.
+fn proof_under(
+    be: &Arc<CudaBackend>,
+    key: &Arc<ProvingKey>,
+    w: &Witness,
+    (r, s): (Scalar, Scalar),
+    dual: bool,
+) -> Result<([u8; 192], String, u64), String> {
+    let loaded = be.load_key(key.clone()).map_err(|e| e.to_string())?;
+    let summary = loaded.plan().summary();
+    let proof = if dual {
+        drop(loaded);
+        let d = Dual {
+            reference: CpuBackend,
+            candidate: be.clone(),
+        };
+        let k = d.load_key(key.clone()).map_err(|e| e.to_string())?;
+        prove(&d, &k, w, r, s).map_err(|e| e.to_string())?
+    } else {
+        prove(&**be, &loaded, w, r, s).map_err(|e| e.to_string())?
+    };
+    Ok((proof_bytes(&proof), summary, be.gpu().memory().peak()))
+}
+
+/// Proves `w` under the resident plan, then under each of `plans`; checks each against it.
+fn check_plans(
+    what: &str,
+    key: &Arc<ProvingKey>,
+    w: &Witness,
+    inputs: &[Scalar],
+    plans: &[(Option<u64>, PlanLimits, bool)],
+    seed: u64,
+    rep: &mut Report,
+) {
+    let mut r = rng_from(seed, 4242);
+    let rs = (Scalar::random(&mut r), Scalar::random(&mut r));
+    let pvk = prepare_verifying_key(&key.info.vk);
+    let resident = proof_under(&backend(None, PlanLimits::default()), key, w, rs, false);
+    let Ok((want, summary, _)) = resident else {
+        rep.check(
+            &format!("{what}: resident plan proves ({resident:?})"),
+            false,
+        );
+        return;
+    };
+    println!("  {what}: resident plan: {summary}");
+    let shape = PlanShape::of(key);
+    for &(budget, limits, dual) in plans {
+        let got = proof_under(&backend(budget, limits), key, w, rs, dual);
+        let ok = match &got {
+            Ok((bytes, summary, peak)) => {
+                println!(
+                    "  {what}: {summary}; device peak {:.3} GiB (budget {})",
+                    gib(*peak),
+                    budget.map_or("the device's".into(), |b| format!("{:.3} GiB", gib(b)))
+                );
+                let proof = bellperson::groth16::Proof::<Bls12>::read(&bytes[..]);
+                *bytes == want
+                    && budget.is_none_or(|b| *peak <= b)
+                    && proof.is_ok_and(|p| verify(&pvk, &p, inputs).unwrap_or(false))
+            }
+            Err(e) => {
+                println!("  {what}: {e}");
+                false
+            }
+        };
+        let streamed = budget.map_or(String::new(), |b| format!(" at {:.3} GiB", gib(b)));
+        rep.check(
+            &format!(
+                "{what}: streaming plan{streamed} (passes ≤ 2^{:.0}{}): proof = the resident plan's, verifies, peak within the budget",
+                (limits.max_chunk.unwrap_or(plan::MAX_STREAM_CHUNK) as f64).log2(),
+                if dual { ", every step = CPU's" } else { "" }
+            ),
+            ok,
+        );
+    }
+    // The plans the budget runs chose, for the record.
+    let key_gib = gib(shape.key_bytes());
+    println!("  {what}: key {key_gib:.3} GiB");
+}
+
+pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
+    // The toy circuit: every part streamed, passes of 2^10 points.
+    let mut r = rng_from(seed, 31);
+    let rounds = 70_000;
+    let blank = Chain {
+        x: None,
+        y: None,
+        rounds,
+    };
+    let params =
+        Arc::new(generate_random_parameters::<Bls12, _, _>(blank.clone(), &mut r).unwrap());
+    let circ = Chain {
+        x: Some(Scalar::random(&mut r)),
+        y: Some(Scalar::random(&mut r)),
+        rounds,
+    };
+    let inputs = circ.public_inputs();
+    let matrices = Arc::new(cuzk_prover::r1cs::capture(blank).unwrap());
+    let key = Arc::new(ProvingKey::new(params, matrices).unwrap());
+    let w = cuzk_prover::synthesize_witness(circ, None).unwrap();
+    let forced = |log: u32| PlanLimits {
+        max_chunk: Some(1 << log),
+        stream_all: true,
+    };
+    check_plans(
+        "toy circuit (70000 rounds)",
+        &key,
+        &w,
+        &inputs,
+        &[(None, forced(10), true)],
+        seed,
+        rep,
+    );
+    if plan_log == 0 {
+        return;
+    }
+
+    // A MiMC partition of 2^plan_log, parameters from the GPU's generator.
+    let rounds = (1usize << (plan_log - 1)) - 16;
+    let fam = MimcFamily::new(rounds, 1).expect("mimc rounds in range");
+    let m = Arc::new(fam.capture_matrices().expect("capture"));
+    let gen = backend(None, PlanLimits::default());
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut rng = rng_from(seed, 77);
+    cuzk_prover::setup::generate(&m, &mut rng, &*gen, &mut out).expect("parameters");
+    drop(gen);
+    let params = bellperson::groth16::Parameters::<Bls12>::read(&out.into_inner()[..], false)
+        .expect("read back");
+    let key = Arc::new(ProvingKey::new(Arc::new(params), m.clone()).unwrap());
+    let input = b"cuzk-gpu-check plans";
+    let w = fam
+        .witness(input, 0, Some((m.inputs, m.aux)))
+        .expect("witness");
+    let inputs = fam.public_inputs(input, 0).unwrap();
+    let shape = PlanShape::of(&key);
+    let min = plan::minimum(&shape, PlanLimits::default());
+    // Halfway between the lean minimum and the whole key: part resident, part streamed.
+    let mid = min + (shape.key_bytes().saturating_sub(min)) / 2;
+    check_plans(
+        &format!("mimc 2^{plan_log}"),
+        &key,
+        &w,
+        &inputs,
+        &[
+            (None, forced(18), true),
+            (Some(mid), PlanLimits::default(), false),
+            (Some(min), PlanLimits::default(), false),
+        ],
+        seed,
+        rep,
+    );
+}

@@ -1,0 +1,463 @@
+//! `CudaBackend`: the `cuzk_prover::Backend` on one GPU, within a device memory budget. A
+//! shape's key is placed by its plan (kernels/src/plan): resident where it fits, streamed from
+//! page-locked host memory where it does not; a partition's evaluations, H and the MSM scalars
+//! never leave the device.
+
+mod key;
+mod witness;
+
+pub use key::CudaKey;
+pub use witness::{DevScalars, DevWitness};
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use cuzk_prover::backend::{Backend, BackendError, HostPin, MsmResults};
+use cuzk_prover::setup::FixedBase;
+use cuzk_prover::{KeyInfo, ProvingKey};
+use cuzk_wire::blob::CompactWitness;
+use cuzk_wire::witness::Witness;
+
+use crate::error::CudaError;
+use crate::gpu::{jac_g1, jac_g2, Curve, DevBuf, Gpu, Scalars};
+use crate::plan::{gib, HStage, PlanLimits};
+use key::Resident;
+use witness::{Data, DeferredC, HostWitness};
+
+/// Device memory left out of the default budget (the context, the memory pool's slack).
+const DEFAULT_RESERVE: u64 = 2 << 30;
+
+/// A counted gate: `take` waits for a permit, handed back when the permit is dropped.
+#[derive(Default)]
+struct Gate {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+/// A permit of a [`Gate`].
+pub(crate) struct Permit(Arc<Gate>);
+
+impl Gate {
+    fn new(permits: usize) -> Arc<Self> {
+        Arc::new(Gate {
+            free: Mutex::new(permits),
+            freed: Condvar::new(),
+        })
+    }
+
+    fn take(self: &Arc<Self>) -> Permit {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|e| e.into_inner());
+        }
+        *free -= 1;
+        Permit(self.clone())
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.0.freed.notify_one();
+    }
+}
+
+/// One partition at a time between evaluation and MSMs: the plan counts one partition's
+/// evaluations, H and MSM scratch, while workers' uploads overlap it.
+pub(crate) type Turn = Permit;
+/// Room for one more expanded witness under a full plan.
+pub(crate) type Slot = Permit;
+
+/// Groth16 proving on one CUDA device.
+pub struct CudaBackend {
+    gpu: Gpu,
+    budget: u64,
+    limits: PlanLimits,
+    resident: Arc<Mutex<Resident>>,
+    /// One proving step at a time on this device (they share the compute stream and scratch).
+    job: Mutex<()>,
+    turns: Arc<Gate>,
+    /// Expanded witnesses a full plan lets the device hold (set at key load).
+    slots: Mutex<Option<(usize, Arc<Gate>)>>,
+    /// Workers proving on this device: each may hold an uploaded witness.
+    workers: usize,
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal` for `workers` proving workers. `memory_budget_bytes` caps the
+    /// device memory the process allocates on it — keys, working buffers, scratch — (default,
+    /// and at most: the device's memory less 2 GiB).
+    pub fn new(
+        ordinal: usize,
+        memory_budget_bytes: Option<u64>,
+        workers: usize,
+    ) -> Result<Self, CudaError> {
+        let gpu = Gpu::new(ordinal)?;
+        let (_free, total) = gpu.mem_info()?;
+        let card = (total as u64).saturating_sub(DEFAULT_RESERVE);
+        let budget = match memory_budget_bytes {
+            Some(b) if b > card => {
+                tracing::warn!(device = %gpu.name(), asked_gib = format!("{:.2}", gib(b)),
+                    budget_gib = format!("{:.2}", gib(card)),
+                    "the memory budget exceeds the device's memory less its reserve; using that");
+                card
+            }
+            Some(b) => b,
+            None => card,
+        };
+        gpu.set_budget(budget);
+        Ok(CudaBackend {
+            gpu,
+            budget,
+            limits: PlanLimits::default(),
+            resident: Arc::default(),
+            job: Mutex::new(()),
+            turns: Gate::new(1),
+            slots: Mutex::new(None),
+            workers: workers.max(1),
+        })
+    }
+
+    /// Plans keys loaded from now on with `limits` (checks of the streaming path).
+    pub fn with_plan_limits(mut self, limits: PlanLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The underlying device (NTTs, MSMs on device-resident data).
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    pub fn device_name(&self) -> &str {
+        self.gpu.name()
+    }
+
+    /// Bytes of device memory proving may take (keys and working buffers).
+    pub fn key_budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// The most device memory allocated at once so far.
+    pub fn device_peak(&self) -> u64 {
+        self.gpu.memory().peak()
+    }
+
+    /// One line of how a loaded key is proved within the budget.
+    pub fn plan_summary(&self, key: &CudaKey) -> String {
+        key.plan().summary()
+    }
+
+    /// The device lock. A panic in another proving step leaves nothing that the next one
+    /// depends on (every step allocates its own buffers), so a poisoned lock is taken anyway.
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.job.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A full plan's slot for one more expanded witness (waits while the device holds as many
+    /// as the plan has room for).
+    fn slot(&self, key: &CudaKey) -> Option<Slot> {
+        let HStage::Full { witnesses } = key.plan.h_stage else {
+            return None;
+        };
+        if witnesses >= self.workers {
+            return None;
+        }
+        let gate = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            match &*slots {
+                Some((n, gate)) if *n == witnesses => gate.clone(),
+                _ => {
+                    let gate = Gate::new(witnesses);
+                    *slots = Some((witnesses, gate.clone()));
+                    gate
+                }
+            }
+        };
+        Some(gate.take())
+    }
+
+    /// A new evaluation vector: matrix `i` times the witness.
+    fn evaluation(&self, key: &CudaKey, i: usize, w: &DevBuf) -> Result<DevScalars, BackendError> {
+        let m = key.info.m;
+        let buf = self.gpu.alloc(m * 32)?;
+        key.matrices[i].spmv(&self.gpu, &key.coeffs, w, &buf, m)?;
+        Ok(DevScalars::device(buf, key.info.constraints))
+    }
+}
+
+impl Backend for CudaBackend {
+    type Key = CudaKey;
+    type Witness = DevWitness;
+    type Scalars = DevScalars;
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn load_key(&self, key: Arc<ProvingKey>) -> Result<CudaKey, BackendError> {
+        let _job = self.lock();
+        Ok(self.load(&key)?)
+    }
+
+    fn key_info<'k>(&self, key: &'k CudaKey) -> &'k KeyInfo {
+        &key.info
+    }
+
+    /// The plan's total against the whole budget; more than the budget when no plan fits (the
+    /// load then says why).
+    fn memory_for(&self, key: &ProvingKey) -> u64 {
+        self.key_plan(key, 0)
+            .map_or(self.budget + 1, |(_, plan)| plan.total())
+    }
+
+    fn h2d_bytes(&self) -> u64 {
+        self.gpu.h2d_bytes()
+    }
+
+    unsafe fn pin(&self, bytes: &[u8]) -> Option<HostPin> {
+        if bytes.is_empty() {
+            return None;
+        }
+        let started = Instant::now();
+        // SAFETY: passed on from the caller.
+        match unsafe { self.gpu.pin_host(bytes) } {
+            Ok(pin) => {
+                tracing::debug!(
+                    bytes = bytes.len(),
+                    ms = started.elapsed().as_millis() as u64,
+                    "witness buffer page-locked"
+                );
+                Some(Box::new(pin))
+            }
+            Err(e) => {
+                tracing::warn!(bytes = bytes.len(), err = %e, "could not page-lock a witness buffer; its uploads go through the staging");
+                None
+            }
+        }
+    }
+
+    /// On the copy stream, without the device lock: a worker's upload overlaps another
+    /// worker's kernels. Under a lean plan the witness stays on the host until its turn.
+    fn upload(&self, key: &CudaKey, w: &Witness) -> Result<DevWitness, BackendError> {
+        let (inputs, aux) = (w.input.len(), w.aux.len());
+        if key.plan.h_stage == HStage::Lean {
+            return Ok(DevWitness::on_host(
+                HostWitness::scalars(&self.gpu, w),
+                inputs,
+                aux,
+            ));
+        }
+        let slot = self.slot(key);
+        let buf = self.gpu.upload_concat(&[&w.input, &w.aux])?;
+        Ok(DevWitness::expanded(buf, inputs, aux, slot))
+    }
+
+    /// As `upload`, the aux's compact bytes expanded on the device; a chunk it refuses is
+    /// decoded on the host to say why.
+    fn upload_compact(
+        &self,
+        key: &CudaKey,
+        w: &CompactWitness,
+    ) -> Result<DevWitness, BackendError> {
+        let (inputs, aux) = (w.input.len(), w.aux.len());
+        if key.plan.h_stage == HStage::Lean {
+            return Ok(DevWitness::on_host(
+                HostWitness::compact(&self.gpu, w),
+                inputs,
+                aux,
+            ));
+        }
+        let slot = self.slot(key);
+        let buf = self
+            .gpu
+            .upload_compact(&w.input, &w.aux)
+            .map_err(|e| witness::refused(&w.aux, e))?;
+        Ok(DevWitness::expanded(buf, inputs, aux, slot))
+    }
+
+    fn wait_turn(&self, w: &DevWitness) -> Result<(), BackendError> {
+        let mut turn = w.turn.lock().unwrap_or_else(|e| e.into_inner());
+        if turn.is_none() {
+            *turn = Some(self.turns.take());
+        }
+        Ok(())
+    }
+
+    fn evaluate(&self, key: &CudaKey, w: &DevWitness) -> Result<[DevScalars; 3], BackendError> {
+        let g = &self.gpu;
+        // Callers that skipped `wait_turn` wait here.
+        self.wait_turn(w)?;
+        let started = Instant::now();
+        let _job = self.lock();
+        let started = g.note_slow("waiting for the device lock", started);
+        let lean = key.plan.h_stage == HStage::Lean;
+        let abc = w.with_expanded(g, false, |wb| {
+            let a = self.evaluation(key, 0, wb)?;
+            let b = self.evaluation(key, 1, wb)?;
+            // A lean plan makes C·w once A·w and B·w are multiplied (`compute_h`).
+            let c = match (&w.host, lean) {
+                (Some(host), true) => DevScalars {
+                    len: key.info.constraints,
+                    data: Data::CofW(DeferredC {
+                        witness: host.clone(),
+                        matrix: key.matrices[2].clone(),
+                        coeffs: key.coeffs.clone(),
+                        m: key.info.m,
+                    }),
+                },
+                _ => self.evaluation(key, 2, wb)?,
+            };
+            Ok([a, b, c])
+        })?;
+        // Its own stage in the timings, not folded into the next one's first wait.
+        g.synchronize()?;
+        g.note_slow("SpMV kernels", started);
+        Ok(abc)
+    }
+
+    fn compute_h(&self, key: &CudaKey, abc: [DevScalars; 3]) -> Result<DevScalars, BackendError> {
+        let _job = self.lock();
+        let g = &self.gpu;
+        let logm = key.info.log_m;
+        let [a, b, c] = abc.map(|v| v.data);
+        let (Data::Device(a), Data::Device(b)) = (a, b) else {
+            return Err(BackendError::Device(
+                "A·w and B·w are not on the device".into(),
+            ));
+        };
+        let buf = match c {
+            Data::Device(c) => g.h_device([a, b, c], logm)?,
+            Data::CofW(deferred) => {
+                // At most three domain vectors at once: A·B on the coset first, then C·w in
+                // B·w's place, each transform stage with twiddles made for it alone.
+                g.coset_product(&a, b, logm)?;
+                g.release_twiddles();
+                let c = deferred.make(g)?;
+                g.interpolate_minus(&a, c, logm)?;
+                g.release_twiddles();
+                a
+            }
+        };
+        Ok(DevScalars::device(buf, key.info.m - 1))
+    }
+
+    fn msms(
+        &self,
+        key: &CudaKey,
+        w: &DevWitness,
+        h: &DevScalars,
+    ) -> Result<MsmResults, BackendError> {
+        let _job = self.lock();
+        let g = &self.gpu;
+        let h = h
+            .buf()
+            .ok_or_else(|| BackendError::Device("H is not on the device".into()))?;
+        let chunk = key.plan.chunk;
+        let results = w.with_expanded(g, false, |wb| {
+            let s = |i: usize| key.srs[i].bases();
+            let (witness, inputs) = (g.ptr_at(wb, 0), (w.inputs * 32) as u64);
+            let gather = |idx: &DevBuf| Scalars::Gather {
+                witness,
+                indices: g.ptr_at(idx, 0),
+            };
+            // Each MSM returns its point to the host, so the clocks between them are its time.
+            let mut clock = Instant::now();
+            let mut lap = || {
+                let now = Instant::now();
+                let ms = (now - clock).as_secs_f64() * 1e3;
+                clock = now;
+                ms
+            };
+            let m1 = key.info.m - 1;
+            let h: G1Projective =
+                g.msm_passes(s(0), Scalars::At(g.ptr_at(h, 0)), m1, chunk, jac_g1)?;
+            let h_ms = lap();
+            let l = g.msm_passes(s(1), Scalars::At(witness + inputs), w.aux, chunk, jac_g1)?;
+            let l_ms = lap();
+            let a = g.msm_passes(s(2), gather(&key.a_vars.0), key.a_vars.1, chunk, jac_g1)?;
+            let a_ms = lap();
+            let b_g1 = g.msm_passes(s(3), gather(&key.b_vars.0), key.b_vars.1, chunk, jac_g1)?;
+            let b_g1_ms = lap();
+            let b_g2: G2Projective =
+                g.msm_passes(s(4), gather(&key.b_vars.0), key.b_vars.1, chunk, jac_g2)?;
+            let b_g2_ms = lap();
+            tracing::debug!(device = %g.name(), h_ms, l_ms, a_ms, b_g1_ms, b_g2_ms, "MSM times");
+            Ok(MsmResults {
+                h,
+                l,
+                a,
+                b_g1,
+                b_g2,
+            })
+        });
+        // The next partition's evaluation may start.
+        drop(w.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
+        results
+    }
+
+    fn download(&self, v: &DevScalars) -> Result<Vec<Scalar>, BackendError> {
+        let _job = self.lock();
+        match &v.data {
+            Data::Device(buf) => Ok(self.gpu.download_scalars(buf, v.len)?),
+            // Made for the download: what `compute_h` makes (Dual compares it).
+            Data::CofW(deferred) => Ok(self
+                .gpu
+                .download_scalars(&deferred.make(&self.gpu)?, v.len)?),
+        }
+    }
+}
+
+/// Parameter generation's query points on the device.
+impl FixedBase for CudaBackend {
+    fn g1(&self, scalars: &[Scalar]) -> Result<Vec<G1Affine>, BackendError> {
+        let _job = self.lock();
+        Ok(self.gpu.fixed_base_g1(scalars)?)
+    }
+
+    fn g2(&self, scalars: &[Scalar]) -> Result<Vec<G2Affine>, BackendError> {
+        let _job = self.lock();
+        Ok(self.gpu.fixed_base_g2(scalars)?)
+    }
+
+    fn g1_uncompressed(&self, scalars: &[Scalar], out: &mut Vec<u8>) -> Result<(), BackendError> {
+        let _job = self.lock();
+        Ok(self.gpu.fixed_base_uncompressed(Curve::G1, scalars, out)?)
+    }
+
+    fn g2_uncompressed(&self, scalars: &[Scalar], out: &mut Vec<u8>) -> Result<(), BackendError> {
+        let _job = self.lock();
+        Ok(self.gpu.fixed_base_uncompressed(Curve::G2, scalars, out)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_gate_hands_out_its_permits_and_no_more() {
+        for permits in [1, 2] {
+            let gate = Gate::new(permits);
+            let held: Vec<Permit> = (0..permits).map(|_| gate.take()).collect();
+            let (tx, rx) = mpsc::channel();
+            let waiter = {
+                let gate = gate.clone();
+                std::thread::spawn(move || {
+                    let _next = gate.take();
+                    tx.send(()).unwrap();
+                })
+            };
+            // The next one waits while every permit is held ...
+            assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+            // ... and gets one once a holder hands it back.
+            drop(held);
+            rx.recv_timeout(Duration::from_secs(5)).unwrap();
+            waiter.join().unwrap();
+            drop(gate.take());
+        }
+    }
+}

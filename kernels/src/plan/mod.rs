@@ -1,0 +1,386 @@
+//! How a shape is proved within a device memory budget: which parts of its key stay on the
+//! device and which stream from pinned host memory, how the H polynomial's vectors share the
+//! device, and how many points an MSM takes at a time. Arithmetic only, no device: the CUDA
+//! backend picks a plan when it loads a key, `cuzk gpu-node --explain-plan` prints one, and the
+//! tests here run in CI.
+//!
+//! The choice, in order:
+//! 1. **Full**: the whole key resident, the workers' witnesses expanded on the device beside the
+//!    partition being proved, A·w, B·w, C·w and the twiddles together (the fastest; an H200
+//!    holds a 32 GiB partition so). MSMs in one pass when their scratch fits, else in passes.
+//! 2. Full with one witness on the device at a time (the next worker's upload waits).
+//! 3. **Lean**: at most three vectors of the domain at once (the witness is expanded again from
+//!    its compact form, kept in host memory, whenever a step needs it; the twiddles are made
+//!    again for each transform stage), and every part of the key that does not fit streams from
+//!    pinned host memory in double-buffered passes. The parts kept resident are chosen greedily,
+//!    those whose streaming would hide least behind compute first; among pass sizes, the one
+//!    the cost model below finds cheapest.
+
+mod explain;
+mod memory;
+
+pub use memory::{expand_staging, msm_scratch, EXPAND_BATCH, FR, G1, G2};
+
+use cuzk_prover::params::Query;
+use cuzk_prover::ProvingKey;
+
+/// Smallest MSM pass a plan picks on its own: below it, each pass's fixed work (the bucket
+/// reduction, a few synchronisations) outweighs its points.
+pub const MIN_CHUNK: usize = 1 << 20;
+
+/// Largest pass of a streamed section: two of its buffers and its scratch must leave room.
+pub const MAX_STREAM_CHUNK: usize = 1 << 24;
+
+/// Bytes of a streamed matrix's entries (columns and coefficients) per pass.
+pub const MATRIX_CHUNK: u64 = 256 << 20;
+
+/// The cost model that ranks lean plans: host-to-device bytes at a PCIe 4.0 x16 card's rate,
+/// and a fixed cost per MSM pass (what a pass costs beyond its points: G1 MSMs of 2^22 and
+/// 2^24 points fit 8.6 ms + 8.4 ns a point on the H200, docs/gpu.md). It only orders plans.
+const PCIE_BYTES_PER_S: f64 = 25e9;
+const PASS_S: f64 = 0.008;
+
+/// What a plan needs to know of a shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanShape {
+    /// Public inputs, ONE included.
+    pub inputs: usize,
+    pub aux: usize,
+    /// The evaluation domain.
+    pub m: usize,
+    /// Points of each SRS section, in [`Query::ALL`] order.
+    pub points: [usize; 5],
+    /// Device bytes of the A, B and C matrices.
+    pub matrices: [u64; 3],
+    /// Always resident: the coefficient table and the A and B packing maps.
+    pub fixed: u64,
+}
+
+impl PlanShape {
+    pub fn of(pk: &ProvingKey) -> Self {
+        let m = &pk.matrices;
+        PlanShape {
+            inputs: pk.info.inputs,
+            aux: pk.info.aux,
+            m: pk.info.m,
+            points: Query::ALL.map(|q| pk.srs.len(q)),
+            matrices: [m.a.bytes(), m.b.bytes(), m.c.bytes()],
+            fixed: FR * m.coeffs.len() as u64 + 4 * (pk.a_vars.len() + pk.b_vars.len()) as u64,
+        }
+    }
+
+    pub fn vars(&self) -> usize {
+        self.inputs + self.aux
+    }
+
+    pub fn section_bytes(&self, i: usize) -> u64 {
+        self.points[i] as u64 * Query::ALL[i].point_bytes() as u64
+    }
+
+    /// The whole key: SRS, matrices and what is always resident.
+    pub fn key_bytes(&self) -> u64 {
+        (0..5).map(|i| self.section_bytes(i)).sum::<u64>()
+            + self.matrices.iter().sum::<u64>()
+            + self.fixed
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    Resident,
+    /// In pinned host memory, copied to the device pass by pass for every partition.
+    Streamed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HStage {
+    /// `witnesses` expanded witnesses on the device (one proving, the others waiting for their
+    /// turn), and a partition's A·w, B·w, C·w and the twiddles together.
+    Full { witnesses: usize },
+    /// At most three domain-sized vectors at once: A·w and B·w are transformed and multiplied
+    /// before C·w is made; the witness is expanded again where it is needed.
+    Lean,
+}
+
+/// A step of a partition and the device bytes it holds beyond the resident key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Phase {
+    pub name: &'static str,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub budget: u64,
+    pub h_stage: HStage,
+    /// The SRS sections, in [`Query::ALL`] order.
+    pub srs: [Placement; 5],
+    /// The A, B and C matrices.
+    pub matrices: [Placement; 3],
+    /// Points an MSM takes at a time (a streamed section's pass).
+    pub chunk: usize,
+    /// Device bytes of the resident parts.
+    pub resident: u64,
+    pub phases: Vec<Phase>,
+}
+
+impl Plan {
+    /// The largest phase's bytes beyond the resident key.
+    pub fn working(&self) -> u64 {
+        self.phases.iter().map(|p| p.bytes).max().unwrap_or(0)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.resident + self.working()
+    }
+
+    pub fn streams(&self) -> bool {
+        self.srs.contains(&Placement::Streamed) || self.matrices.contains(&Placement::Streamed)
+    }
+
+    /// Key bytes that cross to the device for every partition.
+    pub fn streamed_bytes(&self, shape: &PlanShape) -> u64 {
+        let srs = (0..5).filter(|&i| self.srs[i] == Placement::Streamed);
+        let mats = (0..3).filter(|&i| self.matrices[i] == Placement::Streamed);
+        srs.map(|i| shape.section_bytes(i)).sum::<u64>()
+            + mats.map(|i| shape.matrices[i]).sum::<u64>()
+    }
+
+    /// MSM passes per partition.
+    pub fn passes(&self, shape: &PlanShape) -> usize {
+        shape.points.iter().map(|&n| n.div_ceil(self.chunk)).sum()
+    }
+
+    /// The cost model's seconds of this plan beyond a resident one's.
+    fn cost(&self, shape: &PlanShape) -> f64 {
+        self.streamed_bytes(shape) as f64 / PCIE_BYTES_PER_S + self.passes(shape) as f64 * PASS_S
+    }
+}
+
+/// Overrides for checks of the streaming path at shapes an ordinary budget would keep resident.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanLimits {
+    /// Most points an MSM takes at a time.
+    pub max_chunk: Option<usize>,
+    /// Lean, with every SRS section and matrix streamed, whatever the budget holds.
+    pub stream_all: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "a device memory budget of {:.2} GiB cannot prove this shape: even streaming its whole key it needs {:.2} GiB",
+        gib(*budget),
+        gib(*minimum)
+    )]
+    TooSmall { budget: u64, minimum: u64 },
+}
+
+pub fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+/// The parts a lean plan makes resident first: those whose streaming hides least behind
+/// compute (a matrix pass is a few milliseconds of SpMV; B in G2 is the most bytes per point
+/// of MSM work), H last (the longest MSM hides its bases best).
+const RESIDENT_FIRST: [Part; 8] = [
+    Part::Matrix(2),
+    Part::Matrix(1),
+    Part::Matrix(0),
+    Part::Srs(4),
+    Part::Srs(3),
+    Part::Srs(2),
+    Part::Srs(1),
+    Part::Srs(0),
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Srs(usize),
+    Matrix(usize),
+}
+
+/// The plan for `shape` within `budget` bytes of device memory, with `workers` proving on the
+/// device.
+pub fn choose(
+    shape: &PlanShape,
+    budget: u64,
+    workers: usize,
+    limits: PlanLimits,
+) -> Result<Plan, PlanError> {
+    let chunks = candidate_chunks(shape, limits.max_chunk);
+    if !limits.stream_all {
+        let mut witnesses = vec![workers.max(1)];
+        if workers > 1 {
+            witnesses.push(1);
+        }
+        for &w in &witnesses {
+            for &chunk in &chunks {
+                let plan = build(
+                    shape,
+                    budget,
+                    HStage::Full { witnesses: w },
+                    chunk,
+                    [true; 8],
+                );
+                if plan.total() <= budget {
+                    return Ok(plan);
+                }
+            }
+        }
+    }
+    chunks
+        .iter()
+        .filter(|&&c| c <= MAX_STREAM_CHUNK || limits.max_chunk.is_some())
+        .filter_map(|&chunk| lean(shape, budget, chunk, limits.stream_all))
+        .min_by(|a, b| a.cost(shape).total_cmp(&b.cost(shape)))
+        .ok_or_else(|| PlanError::TooSmall {
+            budget,
+            minimum: minimum(shape, limits),
+        })
+}
+
+/// The smallest budget any plan proves `shape` in.
+pub fn minimum(shape: &PlanShape, limits: PlanLimits) -> u64 {
+    let smallest = *candidate_chunks(shape, limits.max_chunk)
+        .last()
+        .expect("at least one pass size");
+    build(shape, u64::MAX, HStage::Lean, smallest, [false; 8]).total()
+}
+
+/// Pass sizes from one pass for the largest MSM down to [`MIN_CHUNK`] (or `max_chunk`).
+fn candidate_chunks(shape: &PlanShape, max_chunk: Option<usize>) -> Vec<usize> {
+    let largest = shape.points.iter().copied().max().unwrap_or(1).max(1);
+    let top = max_chunk
+        .unwrap_or(usize::MAX)
+        .min(largest.next_power_of_two());
+    let bottom = MIN_CHUNK.min(top);
+    std::iter::successors(Some(top), |&c| (c / 2 >= bottom).then_some(c / 2)).collect()
+}
+
+/// The lean plan with pass size `chunk` that keeps the most of the key resident greedily
+/// ([`RESIDENT_FIRST`]), if even streaming everything fits.
+fn lean(shape: &PlanShape, budget: u64, chunk: usize, stream_all: bool) -> Option<Plan> {
+    let mut resident = [false; 8];
+    let mut plan = build(shape, budget, HStage::Lean, chunk, resident);
+    if plan.total() > budget {
+        return None;
+    }
+    if stream_all {
+        return Some(plan);
+    }
+    for part in RESIDENT_FIRST {
+        let i = index(part);
+        resident[i] = true;
+        let tried = build(shape, budget, HStage::Lean, chunk, resident);
+        if tried.total() <= budget {
+            plan = tried;
+        } else {
+            resident[i] = false;
+        }
+    }
+    Some(plan)
+}
+
+/// Index of a part in a plan's residency flags: the SRS sections, then the matrices.
+fn index(part: Part) -> usize {
+    match part {
+        Part::Srs(i) => i,
+        Part::Matrix(i) => 5 + i,
+    }
+}
+
+/// A plan and its phases' bytes, for residency flags in [`index`] order.
+fn build(
+    shape: &PlanShape,
+    budget: u64,
+    h_stage: HStage,
+    chunk: usize,
+    resident: [bool; 8],
+) -> Plan {
+    let place = |r: bool| {
+        if r {
+            Placement::Resident
+        } else {
+            Placement::Streamed
+        }
+    };
+    let srs: [Placement; 5] = std::array::from_fn(|i| place(resident[i]));
+    let matrices: [Placement; 3] = std::array::from_fn(|i| place(resident[5 + i]));
+    let resident_bytes = shape.fixed
+        + (0..5)
+            .filter(|&i| resident[i])
+            .map(|i| shape.section_bytes(i))
+            .sum::<u64>()
+        + (0..3)
+            .filter(|&i| resident[5 + i])
+            .map(|i| shape.matrices[i])
+            .sum::<u64>();
+    let (w, v, t) = (
+        shape.vars() as u64 * FR,
+        shape.m as u64 * FR,
+        shape.m as u64 * FR,
+    );
+    let e = expand_staging(shape.vars());
+    // A streamed matrix's passes: two sets of buffers of at most MATRIX_CHUNK bytes of entries
+    // and half that of row offsets (gpu/stream.rs cuts passes so), or one set holding a matrix
+    // that fits in one pass.
+    let m_s = (0..3)
+        .filter(|&i| matrices[i] == Placement::Streamed)
+        .map(|i| (3 * MATRIX_CHUNK).min(2 * shape.matrices[i]))
+        .max()
+        .unwrap_or(0);
+    // A streamed section's two buffers of a pass (one when a single pass covers it).
+    let s_s = (0..5)
+        .filter(|&i| srs[i] == Placement::Streamed)
+        .map(|i| {
+            let n = shape.points[i];
+            let buffers = if n > chunk { 2 } else { 1 };
+            buffers * chunk.min(n) as u64 * Query::ALL[i].point_bytes() as u64
+        })
+        .max()
+        .unwrap_or(0);
+    // The largest MSM pass: its sort and buckets, and the A and B scalars gathered for it.
+    let x = (0..5)
+        .map(|i| {
+            let n = chunk.min(shape.points[i]);
+            let gathered = if matches!(Query::ALL[i], Query::A | Query::BG1 | Query::BG2) {
+                n as u64 * FR
+            } else {
+                0
+            };
+            msm_scratch(n, Query::ALL[i].point_bytes() as u64) + gathered
+        })
+        .max()
+        .unwrap_or(0);
+    let phase = |name, bytes| Phase { name, bytes };
+    let phases = match h_stage {
+        HStage::Full { witnesses } => {
+            let base = witnesses as u64 * (w + e) + t;
+            vec![
+                phase("witnesses, A·w, B·w, C·w, H", base + 3 * v + m_s),
+                phase("witnesses, H, MSM pass", base + v + x + s_s),
+            ]
+        }
+        HStage::Lean => vec![
+            phase("witness expanded", w + e),
+            phase("A·w, B·w", w + 2 * v + m_s),
+            phase("their transforms", 2 * v + t),
+            phase("C·w", 2 * v + w + m_s.max(e)),
+            phase("H", 2 * v + t),
+            phase("H, witness, MSM pass", v + w + (x + s_s).max(e)),
+        ],
+    };
+    Plan {
+        budget,
+        h_stage,
+        srs,
+        matrices,
+        chunk,
+        resident: resident_bytes,
+        phases,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,175 @@
+use super::*;
+
+const GIB: u64 = 1 << 30;
+
+/// A 32 GiB PoRep partition: domain 2^27, 130 M variables, the 47.4 GB SRS (B about 33 M
+/// points), the 7.3 GB matrices (docs/porep.md).
+fn porep_32g() -> PlanShape {
+    PlanShape {
+        inputs: 329,
+        aux: 130_169_893,
+        m: 1 << 27,
+        points: [
+            (1 << 27) - 1,
+            130_169_893,
+            130_000_000,
+            33_000_000,
+            33_000_000,
+        ],
+        matrices: [3_000_000_000, 1_560_000_000, 2_770_000_000],
+        fixed: 650_000_000,
+    }
+}
+
+/// A 2 KiB PoRep partition: domain 2^22, 2.7 M variables, ~1 GiB of SRS.
+fn porep_2k() -> PlanShape {
+    PlanShape {
+        inputs: 40,
+        aux: 2_685_673,
+        m: 1 << 22,
+        points: [(1 << 22) - 1, 2_685_673, 2_680_000, 700_000, 700_000],
+        matrices: [60_000_000, 32_000_000, 58_000_000],
+        fixed: 14_000_000,
+    }
+}
+
+fn plan(shape: &PlanShape, budget_gib: f64) -> Result<Plan, PlanError> {
+    choose(
+        shape,
+        (budget_gib * GIB as f64) as u64,
+        2,
+        PlanLimits::default(),
+    )
+}
+
+#[test]
+fn a_whole_h200_keeps_everything_and_proves_in_one_pass() {
+    let shape = porep_32g();
+    let p = plan(&shape, 139.0).unwrap();
+    assert_eq!(p.h_stage, HStage::Full { witnesses: 2 });
+    assert!(!p.streams());
+    assert!(p.chunk >= shape.points[0], "one pass for H: {}", p.chunk);
+    assert_eq!(p.resident, shape.key_bytes());
+}
+
+#[test]
+fn every_card_class_gets_a_plan_within_its_budget() {
+    let shape = porep_32g();
+    let mut last_streamed = u64::MAX;
+    for budget in [15.0, 22.0, 30.0, 44.0, 75.0, 139.0] {
+        let p = plan(&shape, budget).unwrap();
+        assert!(
+            p.total() <= p.budget,
+            "{budget}: {}",
+            p.explain(&shape, "32 GiB")
+        );
+        // More memory never streams more of the key.
+        let streamed = p.streamed_bytes(&shape);
+        assert!(
+            streamed <= last_streamed,
+            "{budget}: {}",
+            p.explain(&shape, "32 GiB")
+        );
+        last_streamed = streamed;
+    }
+    // An 80 GB card holds the key and one witness at a time; a 16 GB card streams most of it.
+    let p75 = plan(&shape, 75.0).unwrap();
+    assert_eq!(p75.h_stage, HStage::Full { witnesses: 1 });
+    assert!(!p75.streams());
+    let p15 = plan(&shape, 15.0).unwrap();
+    assert_eq!(p15.h_stage, HStage::Lean);
+    assert!(p15.srs.iter().all(|&s| s == Placement::Streamed));
+    assert!(p15.chunk >= MIN_CHUNK && p15.chunk <= MAX_STREAM_CHUNK);
+}
+
+#[test]
+fn lean_plans_keep_the_parts_that_hide_least_first() {
+    let shape = porep_32g();
+    let p = plan(&shape, 30.0).unwrap();
+    assert_eq!(p.h_stage, HStage::Lean);
+    // The matrices before any SRS section; H, whose MSM hides its copies best, streams.
+    assert!(p.matrices.iter().all(|&m| m == Placement::Resident));
+    assert_eq!(p.srs[0], Placement::Streamed);
+    assert_eq!(
+        p.srs[4],
+        Placement::Resident,
+        "{}",
+        p.explain(&shape, "32 GiB")
+    );
+}
+
+#[test]
+fn a_budget_below_the_streaming_plan_is_refused_with_the_minimum() {
+    let shape = porep_32g();
+    let min = minimum(&shape, PlanLimits::default());
+    // Three domain vectors' worth and the witness, whatever streams.
+    assert!((12.0..15.0).contains(&gib(min)), "{}", gib(min));
+    let err = plan(&shape, 10.0).unwrap_err();
+    assert_eq!(
+        err,
+        PlanError::TooSmall {
+            budget: 10 * GIB,
+            minimum: min
+        }
+    );
+    assert!(
+        err.to_string().contains(&format!("{:.2} GiB", gib(min))),
+        "{err}"
+    );
+    // Exactly the minimum is enough.
+    let p = choose(&shape, min, 2, PlanLimits::default()).unwrap();
+    assert!(p.total() <= min);
+}
+
+#[test]
+fn the_phases_add_up() {
+    let shape = porep_32g();
+    let p = plan(&shape, 15.0).unwrap();
+    let (w, v) = (shape.vars() as u64 * FR, shape.m as u64 * FR);
+    // Lean: no phase holds three domain vectors and the witness.
+    assert!(p.working() < w + 3 * v, "{}", gib(p.working()));
+    assert!(p.phases.iter().any(|ph| ph.bytes >= w + 2 * v));
+    let full = plan(&shape, 139.0).unwrap();
+    assert!(full.working() >= 2 * w + 3 * v);
+    assert_eq!(full.total(), full.resident + full.working());
+}
+
+#[test]
+fn checks_can_force_streaming_at_small_shapes() {
+    let shape = porep_2k();
+    let resident = plan(&shape, 40.0).unwrap();
+    assert!(!resident.streams());
+    let limits = PlanLimits {
+        max_chunk: Some(1 << 16),
+        stream_all: true,
+    };
+    let forced = choose(&shape, 40 * GIB, 2, limits).unwrap();
+    assert_eq!(forced.h_stage, HStage::Lean);
+    assert!(forced.srs.iter().all(|&s| s == Placement::Streamed));
+    assert!(forced.matrices.iter().all(|&m| m == Placement::Streamed));
+    assert_eq!(forced.chunk, 1 << 16);
+    assert!(forced.passes(&shape) > 100);
+    // A budget below the key's size streams part of it on its own.
+    let small = plan(&shape, 0.9).unwrap();
+    assert_eq!(small.h_stage, HStage::Lean);
+    assert!(small.streams());
+    assert!(small.total() <= small.budget);
+}
+
+#[test]
+fn the_explanation_names_every_part() {
+    let shape = porep_32g();
+    let p = plan(&shape, 22.0).unwrap();
+    let text = p.explain(&shape, "porep-c2 32GiB");
+    for part in [
+        "SRS H", "SRS L", "SRS A", "SRS B_G1", "SRS B_G2", "matrix A", "matrix C",
+    ] {
+        assert!(text.contains(part), "{text}");
+    }
+    assert!(text.contains("streamed per partition"), "{text}");
+    assert!(
+        p.summary().starts_with("lean H stage, streaming"),
+        "{}",
+        p.summary()
+    );
+}
