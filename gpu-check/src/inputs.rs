@@ -118,6 +118,34 @@ pub struct Chain {
 }
 
 impl Chain {
+    /// bellperson's random parameters for a chain of `rounds`, the blank chain they were made
+    /// from, and a chain of random values.
+    pub fn instance(
+        rounds: usize,
+        r: &mut ChaCha20Rng,
+    ) -> (
+        std::sync::Arc<bellperson::groth16::Parameters<blstrs::Bls12>>,
+        Chain,
+        Chain,
+    ) {
+        let blank = Chain {
+            x: None,
+            y: None,
+            rounds,
+        };
+        let params = bellperson::groth16::generate_random_parameters::<blstrs::Bls12, _, _>(
+            blank.clone(),
+            r,
+        )
+        .expect("parameters for the toy circuit");
+        let circ = Chain {
+            x: Some(Scalar::random(&mut *r)),
+            y: Some(Scalar::random(&mut *r)),
+            rounds,
+        };
+        (std::sync::Arc::new(params), blank, circ)
+    }
+
     pub fn public_inputs(&self) -> Vec<Scalar> {
         let (mut x, y) = (self.x.unwrap(), self.y.unwrap());
         for _ in 0..self.rounds {

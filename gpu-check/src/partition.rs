@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bellperson::groth16::{create_proof_batch, generate_random_parameters, prepare_verifying_key};
+use bellperson::groth16::{create_proof_batch, prepare_verifying_key};
 use blstrs::{Bls12, Scalar};
 use cuzk_circuits::{CircuitFamily, MimcFamily};
 use cuzk_kernels::CudaBackend;
@@ -24,18 +24,7 @@ use crate::{Args, Report};
 pub fn check_toy(be: &Arc<CudaBackend>, seed: u64, rep: &mut Report) {
     for rounds in [1000usize, 70_000] {
         let mut r = rng_from(seed, 900 + rounds as u64);
-        let blank = Chain {
-            x: None,
-            y: None,
-            rounds,
-        };
-        let params =
-            Arc::new(generate_random_parameters::<Bls12, _, _>(blank.clone(), &mut r).unwrap());
-        let circ = Chain {
-            x: Some(Scalar::random(&mut r)),
-            y: Some(Scalar::random(&mut r)),
-            rounds,
-        };
+        let (params, blank, circ) = Chain::instance(rounds, &mut r);
         let inputs = circ.public_inputs();
         let (rr, ss) = (Scalar::random(&mut r), Scalar::random(&mut r));
         let theirs = create_proof_batch(vec![circ.clone()], &*params, vec![rr], vec![ss]).unwrap();

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use bellperson::groth16::{generate_random_parameters, prepare_verifying_key};
+use bellperson::groth16::prepare_verifying_key;
 use blstrs::{Bls12, Scalar};
 use cuzk_circuits::{CircuitFamily, MimcFamily};
 use cuzk_kernels::plan::{self, gib, PlanLimits, PlanShape};
@@ -118,18 +118,7 @@ pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
     // The toy circuit: every part streamed, passes of 2^10 points.
     let mut r = rng_from(seed, 31);
     let rounds = 70_000;
-    let blank = Chain {
-        x: None,
-        y: None,
-        rounds,
-    };
-    let params =
-        Arc::new(generate_random_parameters::<Bls12, _, _>(blank.clone(), &mut r).unwrap());
-    let circ = Chain {
-        x: Some(Scalar::random(&mut r)),
-        y: Some(Scalar::random(&mut r)),
-        rounds,
-    };
+    let (params, blank, circ) = Chain::instance(rounds, &mut r);
     let inputs = circ.public_inputs();
     let matrices = Arc::new(cuzk_prover::r1cs::capture(blank).unwrap());
     let key = Arc::new(ProvingKey::new(params, matrices).unwrap());
