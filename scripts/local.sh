@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 . scripts/nvcc-env.sh
 scripts/ensure-deps.sh
 cargo build --release --quiet -p cuzk-cli
-exec target/release/cuzk local "$@"
+# Wherever the build put it ($CARGO_TARGET_DIR, or target/ beside the workspace).
+exec "${CARGO_TARGET_DIR:-target}/release/cuzk" local "$@"
