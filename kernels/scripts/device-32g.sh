@@ -1,43 +1,172 @@
 #!/bin/bash
-# Device side (nothing is built here): 32 GiB PoRep partitions end to end, the real 2 KiB
-# partition beside SupraSeal, blob transfer, all collected into $OUT/h200.json (the object
-# docs/results/h200.json holds) by kernels/scripts/h200-results.py. Steps, in order, each skipped
-# when the call's time (TOTAL seconds, default 585) would run out before it:
-#   blobs     witness-blob MB/s: one object per blob vs striped over 1 and 4 buckets, written
-#             and read through 1 to 16 connections (CONNECTIONS; `cuzk-load blobs`), and the
-#             nodes' layout with the buckets in memory, and on every further nats-server packed
-#             (pack-device.sh NATS_ALT)
-#   params32  32 GiB test parameters on the GPU (constraint matrices captured first)
-#   drain32x1 a synthetic 32 GiB C1; its 10 partitions synthesized into the queue, then drained
-#             by one GPU node on one GPU (`cuzk-porep drain`): a partition's GPU-node time and
-#             GPU busy on one H200
-#   drain32   the same on every visible GPU: one sector's wall time on all of them
-#   budgets   the drain on one GPU at each device memory budget of BUDGETS (default 15GiB
-#             whole 22GiB 30GiB 75GiB): the plan (`cuzk gpu-node --explain-plan`), GPU-node
-#             time per partition, device peak (nvidia-smi), host-to-device bytes per partition,
-#             GPU busy and the node's host RSS, under `budgets` in the results
-#   ss32x3    SupraSeal's one-partition prove of the same C1 and parameters, 3 timed runs
-#             (`ssa32 prove-ss32 --runs 3`), for the budgets' comparison
-#   2k        2 KiB: parameters (GPU), our prove vs SupraSeal on the same file and C1, and the
-#             one-box throughput of 40 real jobs (synth node + GPU node on this host)
-#   ss32      SupraSeal (the anchor's 32 GiB build, ssa32) on partition 0 of the synthetic C1
-#   kernels   the kernels at a 32 GiB partition's sizes without its parameters: GPU-vs-CPU checks
-#             up to 2^22, the 2 KiB partition proved by both backends (every step compared,
-#             verify_seal), then H and the G1 MSM at 2^27 (MSM windows side by side, each checked
-#             exactly) and every H kernel's time under ncu (`cuzk-gpu-check --large-logs 27`)
-# STEPS picks a subset (default: all, in the order above); NATS=nats-server-<version> runs every
-# step on that packed server instead of the default one. Files live in /tmp/cuzk-32g, so a
-# later call on the same warm machine reuses the parameters and C1.
-cd "$(dirname "$0")/.."
-B=.device/bin; mkdir -p $B
-for f in .device/*.gz; do [ -x "$B/$(basename "$f" .gz)" ] || { gunzip -c "$f" > "$B/$(basename "$f" .gz)"; chmod +x "$B/$(basename "$f" .gz)"; }; done
-W=/tmp/cuzk-32g; L=$W/logs; mkdir -p $W/params $L
+# GPU host side (nothing is built here): 32 GiB PoRep partitions end to end, the real 2 KiB
+# partition beside SupraSeal, blob transfer, all collected into OUT/h200.json (the object
+# docs/results/h200.json holds) by h200-results.py. Runs on any Linux host with an NVIDIA
+# driver and the binaries kernels/scripts/pack-device.sh packs into .device/: from a checkout
+# (bash kernels/scripts/device-32g.sh, the pack in the checkout's .device/) or from the pack
+# itself (bash .device/run-32g.sh). `--help` prints the options and steps.
+
+usage() {
+  cat <<'EOF'
+usage: device-32g.sh [options]
+
+32 GiB PoRep partitions end to end on this GPU host, beside SupraSeal, with the
+real 2 KiB partition and the witness-blob transfer. Results go to OUT/h200.json
+(the object docs/results/h200.json holds), OUT/results.json and OUT/logs/.
+
+options (a flag wins over the environment variable in brackets):
+  --out DIR             where logs/, results.json and h200.json go [OUT]
+                        (default ./cuzk-gpu-results)
+  --time-limit SECS     plan the steps within SECS seconds from the start: a step
+                        that would not finish in the time left is skipped and
+                        long commands are cut to it [TOTAL] (default: none, every
+                        asked step runs to the end)
+  --steps "a b c"       the steps to run, or none [STEPS] (default: kernels blobs
+                        params32 drain32x1 drain32 budgets 2k ss32)
+  --budgets "15GiB …"   device memory budgets for the step budgets, "whole" for
+                        the whole card [BUDGETS] (default: 15GiB whole 22GiB
+                        30GiB 75GiB)
+  --synth-in-flight N   partitions the drains synthesize at once
+                        [SYNTH_IN_FLIGHT] (default 8; 6 suits 16 cores)
+  --bin DIR             the unpacked binaries (default: bin/ beside the packed
+                        files, .device/bin, unpacked there from .device/*.gz
+                        where missing or older than the pack)
+  --work DIR            scratch for the parameters, matrices and synthetic C1
+                        (about 60 GB for the 32 GiB steps), kept: a later run
+                        reuses them (default /tmp/cuzk-32g)
+  -h, --help            this text
+
+steps, in the order they run:
+  kernels    the kernels at a 32 GiB partition's sizes without its parameters:
+             GPU-vs-CPU checks up to 2^22, the 2 KiB partition by both backends
+             (every step compared, verify_seal), H and the G1 MSM at 2^27 (MSM
+             windows side by side, each checked exactly), every H kernel's time
+             under ncu (cuzk-gpu-check --large-logs 27)
+  blobs      witness-blob MB/s: one object per blob vs striped over 1 and 4
+             buckets, through 1 to 16 connections (cuzk-load blobs); the nodes'
+             layout with the buckets in memory, and on each further packed
+             nats-server (pack-device.sh NATS_ALT)
+  params32   32 GiB test parameters on the GPU (constraint matrices first)
+  drain32x1  a synthetic 32 GiB C1, its 10 partitions synthesized into the
+             queue, then drained by one GPU node on GPU 0 (cuzk-porep drain)
+  budgets    that drain at each budget of --budgets: the plan (cuzk gpu-node
+             --explain-plan), time per partition, device peak, host-to-device
+             bytes per partition, GPU busy, the node's host RSS
+  drain32    the drain on every visible GPU: one sector's wall time on all
+  2k         2 KiB: parameters (GPU), our prove vs SupraSeal on the same file
+             and C1, the one-box throughput of 40 real jobs (synth node + GPU
+             node on ONE_BOX_CPUS cores and GPU 0)
+  ss32x3     SupraSeal's one-partition prove of the synthetic C1, 3 timed runs
+             (ssa32 prove-ss32 --runs 3), for the budgets' comparison
+  ss32       SupraSeal (the anchor's 32 GiB build, ssa32) on partition 0
+  The 32 GiB steps after params32 need its parameters (from this run or an
+  earlier one with the same --work); ss32x3 and ss32 run only when ssa32 is
+  packed.
+
+further environment: MSM_WINDOWS (kernels, default 19,20,22,24), NCU_KERNELS
+(kernels, default 'ntt_|fr_|h_'), CONNECTIONS (blobs, default 1,2,4,8,16),
+NATS=nats-server-<version> (every step on that packed server), GPU_ARGS (the
+drains' GPU node, default --gpu-backend=cuda), ONE_BOX_CPUS (2k, default 16),
+SYNTH_JOBS (2k: synth jobs in flight).
+
+example:
+  bash kernels/scripts/device-32g.sh --steps "params32 drain32x1 2k" \
+    --synth-in-flight 6 --time-limit 560
+EOF
+}
+
+die() { echo "device-32g.sh: $*" >&2; exit 1; }
+
+OUT=${OUT:-./cuzk-gpu-results}
+TIME_LIMIT=${TOTAL:-}
+STEPS=${STEPS:-kernels blobs params32 drain32x1 drain32 budgets 2k ss32}
+BUDGETS=${BUDGETS:-15GiB whole 22GiB 30GiB 75GiB}
+SYNTH_IN_FLIGHT=${SYNTH_IN_FLIGHT:-8}
+B=
+W=/tmp/cuzk-32g
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --out|--time-limit|--steps|--budgets|--synth-in-flight|--bin|--work)
+      [ $# -ge 2 ] || die "$1 needs a value (--help)"
+      opt=$1 val=$2; shift 2 ;;
+    --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
+    *) die "unknown argument '$1' (--help)" ;;
+  esac
+  case "$opt" in
+    --out) OUT=$val ;;
+    --time-limit) TIME_LIMIT=$val ;;
+    --steps) STEPS=$val ;;
+    --budgets) BUDGETS=$val ;;
+    --synth-in-flight) SYNTH_IN_FLIGHT=$val ;;
+    --bin) B=$val ;;
+    --work) W=$val ;;
+    *) die "unknown option '$opt' (--help)" ;;
+  esac
+done
+case "$TIME_LIMIT" in ''|*[!0-9]*) [ -z "$TIME_LIMIT" ] || die "--time-limit takes whole seconds, not '$TIME_LIMIT'" ;; esac
+case "$SYNTH_IN_FLIGHT" in ''|*[!0-9]*) die "--synth-in-flight takes a count, not '$SYNTH_IN_FLIGHT'" ;; esac
+
+# The packed files: beside this script when it runs from the pack (.device/run-32g.sh), else
+# the checkout's .device/.
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case "$HERE" in */kernels/scripts) PACK=$(dirname "$(dirname "$HERE")")/.device ;; *) PACK=$HERE ;; esac
+B=${B:-$PACK/bin}
+RESULTS_PY=
+for f in "$HERE/h200-results.py" "$PACK/h200-results.py"; do [ -f "$f" ] && { RESULTS_PY=$f; break; }; done
+
+command -v python3 >/dev/null || die "python3 is needed (results and timings)"
+mkdir -p "$OUT/logs" "$W/params" || die "cannot create $OUT or $W"
+OUT=$(cd "$OUT" && pwd); W=$(cd "$W" && pwd)
+L=$OUT/logs; R=$OUT/results.json
+
+# Unpack what the pack holds where the binary is missing or older than the pack.
+for f in "$PACK"/*.gz; do
+  [ -e "$f" ] || continue
+  mkdir -p "$B" || die "cannot create $B"
+  n=$B/$(basename "$f" .gz)
+  [ "$n" -nt "$f" ] && continue
+  { gunzip -c "$f" >"$n.part" && chmod +x "$n.part" && mv "$n.part" "$n"; } || die "cannot unpack $f into $B"
+done
+[ -d "$B" ] && B=$(cd "$B" && pwd)
+
+asked() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+# What the asked steps need, checked before anything runs.
+missing=()
+for s in $STEPS; do
+  case "$s" in
+    none) need=() ;;
+    kernels) need=(bin/cuzk-gpu-check bin/cuzk-porep pack/c1-2k.json gpu) ;;
+    blobs) need=(bin/cuzk-load bin/nats-server) ;;
+    params32) need=(bin/cuzk-porep gpu) ;;
+    drain32x1|drain32) need=(bin/cuzk-porep bin/cuzk bin/nats-server gpu) ;;
+    budgets) need=(bin/cuzk-porep bin/cuzk bin/nats-server gpu) ;;
+    2k) need=(bin/cuzk-porep bin/cuzk bin/nats-server pack/c1-2k.json gpu) ;;
+    ss32x3|ss32) need=(gpu) ;;
+    *) die "unknown step '$s' (--help lists them)" ;;
+  esac
+  for x in "${need[@]}"; do
+    case "$x" in
+      gpu) command -v nvidia-smi >/dev/null || missing+=("nvidia-smi (step $s needs an NVIDIA driver)") ;;
+      bin/*) [ -x "$B/${x#bin/}" ] || missing+=("$B/${x#bin/} (step $s)") ;;
+      pack/*) [ -f "$PACK/${x#pack/}" ] || missing+=("$PACK/${x#pack/} (step $s)") ;;
+    esac
+  done
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  printf 'device-32g.sh: missing:\n' >&2; printf '  %s\n' "${missing[@]}" | sort -u >&2
+  die "pack the binaries with kernels/scripts/pack-device.sh on a build machine and copy .device/ here (or point --bin at them)"
+fi
+
 # One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
 export FIL_PROOFS_PARAMETER_CACHE=$W/params CUZK_PARAM_CACHE=$W/params NATS_SERVER=$B/${NATS:-nats-server} TMPDIR=$W
-TOTAL=${TOTAL:-585}
-STEPS=${STEPS:-kernels blobs params32 drain32x1 drain32 budgets 2k ss32}
-nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
-echo "cpus $(nproc); $(grep MemTotal /proc/meminfo); disk: $(df -h $W | tail -1)"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+else
+  echo "nvidia-smi not found: no NVIDIA driver on this host"
+fi
+echo "cpus $(nproc); $(grep MemTotal /proc/meminfo); disk: $(df -h "$W" | tail -1)"
+echo "steps: $STEPS; time limit: ${TIME_LIMIT:-none}; out: $OUT; binaries: $B; work: $W"
 json() { python3 - "$@" <<'PY'
 import json, os, sys
 path, key, src = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -50,42 +179,52 @@ d[key] = val
 json.dump(d, open(path, "w"), indent=1, sort_keys=True)
 PY
 }
-R=$W/results.json
-left() { echo $((TOTAL - SECONDS)); }
+# Seconds left of the time limit (without one, more than any step takes).
+left() { if [ -n "$TIME_LIMIT" ]; then echo $((TIME_LIMIT - SECONDS)); else echo $((1000000000 - SECONDS)); fi; }
 # step NAME NEEDED_SECONDS: true when NAME is asked for and NEEDED_SECONDS remain.
 step() {
-  case " $STEPS " in *" $1 "*) ;; *) return 1 ;; esac
+  asked "$1" || return 1
   if [ "$(left)" -lt "$2" ]; then echo "== $1 skipped: $(left) s left, needs ~$2"; return 1; fi
   echo "== $1 (t=${SECONDS}s)"
 }
 since() { python3 -c "import sys, time; print(round(time.time() - float(sys.argv[1]), ${2:-1}))" "$1"; }
-# Results so far, every step: a call cut short still returns what it measured.
-# The logs travel as one archive: the device tool returns a handful of files per call.
-collect() { tar czf $OUT/logs.tgz -C $L . 2>/dev/null; cp $R $OUT/results.json 2>/dev/null; python3 kernels/scripts/h200-results.py $R $L $OUT/h200.json >/dev/null; }
+# Results so far, after every step: a run cut short still leaves what it measured.
+collect() {
+  if [ -n "$RESULTS_PY" ]; then python3 "$RESULTS_PY" "$R" "$L" "$OUT/h200.json" >/dev/null
+  else echo "h200-results.py not found beside this script or in $PACK: no h200.json"; fi
+}
+# GNU time's peak RSS in the parameters' log, where it is installed.
+TIMEV=(); [ -x /usr/bin/time ] && TIMEV=(/usr/bin/time -v)
 
-# The 2 KiB test parameters, timed only when they were generated in this call (a later step
+# The 2 KiB test parameters, timed only when they were generated in this run (a later step
 # finds the earlier step's).
 params2k() {
   local t0; t0=$(date +%s.%N)
   $B/cuzk-porep params --sector-size 2KiB --engine cuda --force-insecure >$L/params2k.log 2>&1
   grep -q "parameters written" $L/params2k.log && json $R params_gen_2kib_s "$(since $t0 2)"
 }
+# The synthetic 32 GiB C1 the drains and SupraSeal prove, made once per work directory.
+syn32() { [ -f $W/syn32.json ] || $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json; }
 
 if step kernels 240; then
   WINDOWS=${MSM_WINDOWS:-19,20,22,24}
   timeout 150 $B/cuzk-gpu-check --no-bench --max-log 22 --g2-max-log 20 >$L/check.log 2>&1
   echo "checks rc=$?"; grep -E "FAIL|checks:" $L/check.log | tail -5
   params2k
-  timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 5 >$L/check2k.log 2>&1
+  timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector "$PACK/c1-2k.json" --engine cuda --runs 5 >$L/check2k.log 2>&1
   echo "2 KiB prove rc=$?"; grep -v -E " INFO | DEBUG" $L/check2k.log | tail -8
   timeout $(( $(left) - 100 )) $B/cuzk-gpu-check --no-check --no-bench --reps 3 --large-logs 27 \
     --msm-windows $WINDOWS >$L/large.log 2>&1
   echo "large rc=$?"; grep -E "FAIL|PASS|^\|" $L/large.log
   # Every H kernel at 2^27 (NCU_KERNELS: another regex, e.g. 'msm_' for the MSM's), ms per run.
-  timeout $(( $(left) - 20 )) ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-    -k regex:"${NCU_KERNELS:-ntt_|fr_|h_}" $B/cuzk-gpu-check --no-check --no-bench --reps 1 \
-    --large-logs 27 --msm-windows ${WINDOWS%%,*} >$L/h-kernels.csv 2>$L/ncu.err
-  python3 - $L/h-kernels.csv <<'PY'
+  if command -v ncu >/dev/null; then
+    timeout $(( $(left) - 20 )) ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+      -k regex:"${NCU_KERNELS:-ntt_|fr_|h_}" $B/cuzk-gpu-check --no-check --no-bench --reps 1 \
+      --large-logs 27 --msm-windows ${WINDOWS%%,*} >$L/h-kernels.csv 2>$L/ncu.err
+  else
+    echo "ncu not found: no kernel durations"
+  fi
+  [ -f $L/h-kernels.csv ] && python3 - $L/h-kernels.csv <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 if rows:
@@ -134,7 +273,7 @@ if step params32 150; then
   rm -f $W/disk-probe
   t0=$(date +%s.%N)
   # --force-insecure: this scratch directory is ours; the marker files still label them.
-  if timeout $(( $(left) - 20 )) /usr/bin/time -v $B/cuzk-porep params --sector-size 32GiB --engine cuda --force-insecure >$L/params32.log 2>&1; then
+  if timeout $(( $(left) - 20 )) "${TIMEV[@]}" $B/cuzk-porep params --sector-size 32GiB --engine cuda --force-insecure >$L/params32.log 2>&1; then
     json $R params_gen_32gib_s "$(since $t0)"
   else echo "32 GiB parameters failed or ran out of time"; fi
   grep -E "matrices ready|generation phases|parameters written|synced|Elapsed|Maximum resident|rror" $L/params32.log | cut -c1-300
@@ -144,11 +283,11 @@ fi
 # drain NAME KEY [ENV...]: one drain of the synthetic sector, its JSON under KEY.
 drain() {
   local name=$1 key=$2; shift 2
-  [ -f $W/syn32.json ] || $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json
+  syn32
   # cuzk_kernels=debug: the GPU node logs each MSM's time, which the drain prints; and
   # cuzk_common::objects=debug each blob's and stripe's read.
   env RUST_LOG=info,cuzk_kernels=debug,cuzk_common::objects=debug "$@" timeout $(( $(left) - 10 )) $B/cuzk-porep drain --sector-size 32GiB --sector $W/syn32.json \
-    --synth-partitions-in-flight ${SYNTH_IN_FLIGHT:-8} --gpu-args="${GPU_ARGS:---gpu-backend=cuda}" --json $L/$name.json \
+    --synth-partitions-in-flight $SYNTH_IN_FLIGHT --gpu-args="${GPU_ARGS:---gpu-backend=cuda}" --json $L/$name.json \
     >$L/$name.log 2>&1; echo "$name rc=$?"
   grep -v -E " INFO | WARN |DEBUG" $L/$name.log | tail -30
   # Where the GPU node's blob reads spend their time (medians over the drain's reads).
@@ -167,12 +306,12 @@ PY
 }
 if step drain32x1 150; then drain drain32x1 drain_32gib_x1 CUDA_VISIBLE_DEVICES=0; fi
 if step budgets 150; then
-  [ -f $W/syn32.json ] || $B/cuzk-porep synthetic-c1 --sector-size 32GiB --out $W/syn32.json
+  syn32
   preload='[{"name":"porep-c2","params":{"sector_size":"32GiB","sector_id":1,"miner":"f01234"}}]'
-  for b in ${BUDGETS:-15GiB whole 22GiB 30GiB 75GiB}; do
+  for b in $BUDGETS; do
     step budgets 120 >/dev/null || { echo "== budget $b skipped: $(left) s left"; continue; }
     echo "== budget $b (t=${SECONDS}s)"
-    flag=(); [ "$b" = whole ] || flag=(--gpu-memory-budget=$b)
+    flag=(); [ "$b" = whole ] || flag=("--gpu-memory-budget=$b")
     $B/cuzk gpu-node --gpu-preload "$preload" "${flag[@]}" --explain-plan 2>&1 | tee $L/plan-$b.log | tail -4
     gpu_args="--gpu-backend=cuda"; [ "$b" = whole ] || gpu_args="$gpu_args --gpu-memory-budget=$b"
     GPU_ARGS="$gpu_args" drain budget-$b "budget_$b" CUDA_VISIBLE_DEVICES=0
@@ -182,15 +321,15 @@ if step drain32 150; then drain drain32 drain_32gib; fi
 
 if step 2k 100; then
   params2k
-  timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 10 --json >$L/prove2k.log 2>&1
+  timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector "$PACK/c1-2k.json" --engine cuda --runs 10 --json >$L/prove2k.log 2>&1
   tail -1 $L/prove2k.log | grep -q prove_ms && json $R porep_2kib "$(tail -1 $L/prove2k.log)"
-  # The one-box comparison on the issue's box, on any host: 16 cores and one GPU for SupraSeal's
-  # batches and for our synth node + GPU node alike.
+  # The one-box comparison on a 16-core, one-GPU box, on any host: 16 cores and one GPU for
+  # SupraSeal's batches and for our synth node + GPU node alike.
   one=(taskset -c 0-$(( ${ONE_BOX_CPUS:-16} - 1 )) env CUDA_VISIBLE_DEVICES=0)
   json $R one_box "\"${ONE_BOX_CPUS:-16} cores (taskset), GPU 0\""
-  [ -x $B/ssa ] && (cd .device && timeout 150 "${one[@]}" bin/ssa prove-ss c1-2k.json 10 10 1 >$L/ss2k.log 2>&1)
-  grep SUMMARY $L/ss2k.log
-  timeout $(( $(left) - 10 )) "${one[@]}" $B/cuzk-porep bench --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 3 \
+  [ -x $B/ssa ] && (cd "$PACK" && timeout 150 "${one[@]}" $B/ssa prove-ss c1-2k.json 10 10 1 >$L/ss2k.log 2>&1)
+  grep SUMMARY $L/ss2k.log 2>/dev/null
+  timeout $(( $(left) - 10 )) "${one[@]}" $B/cuzk-porep bench --sector-size 2KiB --sector "$PACK/c1-2k.json" --engine cuda --runs 3 \
     --no-filecoin --throughput 40 ${SYNTH_JOBS:+--synth-jobs-in-flight $SYNTH_JOBS} >$L/throughput2k.log 2>&1
   grep -E "^throughput" $L/throughput2k.log | tail -1
   grep -q '"jobs_per_s"' $L/throughput2k.log && json $R throughput_2kib "$(grep '"jobs_per_s"' $L/throughput2k.log | tail -1)"
@@ -199,14 +338,19 @@ fi
 
 
 if [ -x $B/ssa32 ] && step ss32x3 300; then
+  syn32
   timeout $(( $(left) - 5 )) $B/ssa32 prove-ss32 $W/syn32.json --partition 0 --runs 3 >$L/ss32.log 2>&1; echo "ssa32 rc=$?"
   grep -E "run|SUMMARY|SRS|rror" $L/ss32.log | tail -6
   collect
+elif asked ss32x3; then echo "== ss32x3 skipped: no ssa32 in $B"
 fi
 
 if [ -x $B/ssa32 ] && step ss32 120; then
+  syn32
   timeout $(( $(left) - 5 )) $B/ssa32 prove-ss $W/syn32.json 1 0 0 >$L/ss32.log 2>&1; echo "ssa32 rc=$?"
   grep -E "run|SUMMARY|SRS|rror" $L/ss32.log | tail -6
+elif asked ss32; then echo "== ss32 skipped: no ssa32 in $B"
 fi
 collect
-echo "== results"; cat $OUT/h200.json
+echo "== results ($OUT)"; [ -f "$OUT/h200.json" ] && { cat "$OUT/h200.json"; echo; }
+exit 0

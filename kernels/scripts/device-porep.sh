@@ -1,6 +1,6 @@
 #!/bin/bash
-# Device side, one call (nothing is built here): the witness-only data plane on a real 2 KiB
-# PoRep partition, next to SupraSeal in the same run.
+# GPU host side (nothing is built here): the witness-only data plane on a real 2 KiB PoRep
+# partition, next to SupraSeal in the same run.
 #   0. cuzk-gpu-check: kernels and whole partitions, CUDA against the CPU backend (every step
 #      compared), then the benchmark tables;
 #   1. 2 KiB test parameters from the shape's matrices on the GPU (`cuzk-porep params`);
@@ -9,16 +9,77 @@
 #   4. SupraSeal (`ssa prove-ss`) on the same parameters file and C1;
 #   5. `cuzk-porep bench`: the local cluster with the CUDA GPU node (fetch, decode, prove per
 #      partition).
-# Budgets (s): CHECK_BUDGET, TOTAL.
-cd "$(dirname "$0")/.."
-B=.device/bin; mkdir -p $B
-for f in .device/*.gz; do gunzip -c "$f" > "$B/$(basename "$f" .gz)"; done; chmod +x $B/*
-# One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
-export CUZK_PARAM_CACHE=/tmp/cuzk-params FIL_PROOFS_PARAMETER_CACHE=/tmp/cuzk-params NATS_SERVER=$B/nats-server
-mkdir -p $FIL_PROOFS_PARAMETER_CACHE $CUZK_PARAM_CACHE
+# Runs from a checkout (kernels/scripts/device-porep.sh) or from the pack (.device/run-porep.sh).
+
+usage() {
+  cat <<'EOF'
+usage: device-porep.sh [options]
+
+The real 2 KiB PoRep partition on this GPU host: checks, GPU parameters, witness
+statistics, timed proofs beside SupraSeal, and the local cluster's bench, with
+the binaries and C1 kernels/scripts/pack-device.sh packs into .device/.
+
+options (a flag wins over the environment variable in brackets):
+  --out DIR          where the logs go [OUT] (default ./cuzk-gpu-porep)
+  --time-limit SECS  the whole run's time; the cluster bench gets what the
+                     earlier steps leave [TOTAL] (default 560)
+  --no-checks        skip step 0, cuzk-gpu-check [CHECKS=0]
+  --bin DIR          the unpacked binaries (default: .device/bin, unpacked
+                     there from .device/*.gz where missing or older)
+  -h, --help         this text
+
+further environment: CHECK_BUDGET (seconds for step 0, default 200),
+CUZK_PARAM_CACHE (parameters, default /tmp/cuzk-params).
+EOF
+}
+die() { echo "device-porep.sh: $*" >&2; exit 1; }
+
+OUT=${OUT:-./cuzk-gpu-porep}
 TOTAL=${TOTAL:-560}
+B=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --no-checks) CHECKS=0; shift; continue ;;
+    --out|--time-limit|--bin) [ $# -ge 2 ] || die "$1 needs a value (--help)"; opt=$1 val=$2; shift 2 ;;
+    --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
+    *) die "unknown argument '$1' (--help)" ;;
+  esac
+  case "$opt" in
+    --out) OUT=$val ;;
+    --time-limit) TOTAL=$val ;;
+    --bin) B=$val ;;
+    *) die "unknown option '$opt' (--help)" ;;
+  esac
+done
+case "$TOTAL" in ''|*[!0-9]*) die "--time-limit takes whole seconds, not '$TOTAL'" ;; esac
+
+# The packed files: beside this script when it runs from the pack, else the checkout's .device/.
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case "$HERE" in */kernels/scripts) PACK=$(dirname "$(dirname "$HERE")")/.device ;; *) PACK=$HERE ;; esac
+B=${B:-$PACK/bin}
+mkdir -p "$OUT" "$B" || die "cannot create $OUT or $B"
+OUT=$(cd "$OUT" && pwd); B=$(cd "$B" && pwd)
+for f in "$PACK"/*.gz; do
+  [ -e "$f" ] || continue
+  n=$B/$(basename "$f" .gz)
+  [ "$n" -nt "$f" ] && continue
+  { gunzip -c "$f" >"$n.part" && chmod +x "$n.part" && mv "$n.part" "$n"; } || die "cannot unpack $f into $B"
+done
+for x in cuzk-porep cuzk-gpu-check nats-server; do
+  [ -x "$B/$x" ] || die "$B/$x missing: pack with kernels/scripts/pack-device.sh and copy .device/ here (or --bin DIR)"
+done
+C1=$PACK/c1-2k.json
+[ -f "$C1" ] || die "$C1 missing: pack-device.sh copies it from the SupraSeal anchor (ANCHOR=DIR)"
+command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this host needs an NVIDIA driver"
+
+# One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
+P=${CUZK_PARAM_CACHE:-/tmp/cuzk-params}
+export CUZK_PARAM_CACHE=$P FIL_PROOFS_PARAMETER_CACHE=$P NATS_SERVER=$B/nats-server
+mkdir -p "$P"
+TIMEV=(); [ -x /usr/bin/time ] && TIMEV=(/usr/bin/time -v)
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-echo "cpus: $(nproc); $(grep MemTotal /proc/meminfo)"
+echo "cpus: $(nproc); $(grep MemTotal /proc/meminfo); out: $OUT"
 step() { echo "== $1 (t=${SECONDS}s)"; }
 if [ "${CHECKS:-1}" != 0 ]; then
   step "0. gpu-check"
@@ -27,20 +88,22 @@ if [ "${CHECKS:-1}" != 0 ]; then
   echo "gpu-check exit $?"; grep -E "FAIL|checks:" $OUT/gpu-check.log | tail -4
 fi
 step "1. params 2KiB (GPU generator)"
-/usr/bin/time -v $B/cuzk-porep params --sector-size 2KiB --engine cuda >$OUT/params.log 2>&1
+"${TIMEV[@]}" $B/cuzk-porep params --sector-size 2KiB --engine cuda >$OUT/params.log 2>&1
 echo "params exit $?"; grep -E "Elapsed|Maximum resident|ERROR|error" $OUT/params.log | head -5; ls -la $FIL_PROOFS_PARAMETER_CACHE
 step "2. stats"
-$B/cuzk-porep stats --sector-size 2KiB --sector .device/c1-2k.json --json >$OUT/stats.json 2>$OUT/stats.log; echo "stats exit $?"; cat $OUT/stats.json
+$B/cuzk-porep stats --sector-size 2KiB --sector "$C1" --json >$OUT/stats.json 2>$OUT/stats.log; echo "stats exit $?"; cat $OUT/stats.json
 step "3. prove (cuzk, CUDA)"
-timeout 150 $B/cuzk-porep prove --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 10 --json \
+timeout 150 $B/cuzk-porep prove --sector-size 2KiB --sector "$C1" --engine cuda --runs 10 --json \
   >$OUT/prove.log 2>&1; echo "prove exit $?"
 step "4. SupraSeal on the same parameters and C1"
 if [ -x $B/ssa ]; then
-  (cd .device && timeout 120 bin/ssa prove-ss c1-2k.json 10 10 1 >$OUT/ss.log 2>&1; echo "ssa exit $?")
+  (cd "$PACK" && timeout 120 $B/ssa prove-ss c1-2k.json 10 10 1 >$OUT/ss.log 2>&1; echo "ssa exit $?")
+else
+  echo "no ssa packed: skipped"
 fi
 left=$((TOTAL - SECONDS - 10))
 step "5. cluster bench (CUDA GPU node), budget ${left}s"
-timeout $left $B/cuzk-porep bench --sector-size 2KiB --sector .device/c1-2k.json --engine cuda --runs 6 --no-filecoin \
+timeout $left $B/cuzk-porep bench --sector-size 2KiB --sector "$C1" --engine cuda --runs 6 --no-filecoin \
   >$OUT/bench.log 2>&1; echo "bench exit $?"
 echo "== gpu-check tables"; sed -n '/^benchmark on/,$p' $OUT/gpu-check.log 2>/dev/null
 echo "== prove"; grep -v -E "INFO|WARN" $OUT/prove.log | tail -12

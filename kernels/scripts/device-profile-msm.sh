@@ -1,42 +1,113 @@
 #!/bin/bash
-# Device-side, one call: is the MSM right, how fast, and where its time goes. Steps (STEPS,
-# default all): fp — Fp/Fr multiplication checked against the reference CIOS and timed
-# (kernels/bench/fp_mul_bench.cu, compiled there); check — cuzk-gpu-check's GPU-vs-CPU checks
-# up to 2^CHECK_LOG; g1 — G1 MSM at G1_LOGS, median of 5; durations — every kernel's time in one
-# G1 MSM at 2^LOG under ncu; sections — ncu's occupancy / warp-state / scheduler / memory sections
-# of chosen kernels (default: the bucket accumulation; SECTIONS_K below). Expects .device/cuzk-gpu-check.gz (and variants cuzk-gpu-check-NAME.gz,
-# timed in step g1) and .device/fp_mul_bench.cu.
-# The repository root, from kernels/scripts/ or from .device/ (where pack-device.sh copies it).
-case "$(dirname "$0")" in */kernels/scripts | kernels/scripts) cd "$(dirname "$0")/../.." ;; *) cd "$(dirname "$0")/.." ;; esac
+# GPU host side: is the MSM right, how fast, and where its time goes. Steps (--steps, default
+# all): fp — Fp/Fr multiplication checked against the reference CIOS and timed
+# (kernels/bench/fp_mul_bench.cu, compiled on the host: needs nvcc and a checkout); check —
+# cuzk-gpu-check's GPU-vs-CPU checks up to 2^CHECK_LOG; g1 — G1 MSM at G1_LOGS, median of 5;
+# durations — every kernel's time in one G1 MSM at 2^LOG under ncu; sections — ncu's occupancy
+# / warp-state / scheduler / memory sections of chosen kernels (default: the bucket
+# accumulation; SECTIONS_K below). Needs .device/cuzk-gpu-check.gz (and variants
+# cuzk-gpu-check-NAME.gz, built with CUZK_NVCC_FLAGS and timed side by side in step g1).
+# Runs from a checkout (kernels/scripts/device-profile-msm.sh) or from the pack
+# (.device/run-profile-msm.sh, the fp step then needs a checkout around .device/).
+
+usage() {
+  cat <<'EOF'
+usage: device-profile-msm.sh [options]
+
+The MSM on this GPU host: Fp multiplication checked and timed, the GPU-vs-CPU
+checks, G1 MSM timings of every packed cuzk-gpu-check build, each kernel's time
+and ncu's sections of chosen kernels.
+
+options (a flag wins over the environment variable in brackets):
+  --out DIR        where the logs and ncu reports go [OUT]
+                   (default ./cuzk-gpu-msm)
+  --steps LIST     comma-separated, of fp,check,g1,durations,sections [STEPS]
+                   (default: all)
+  --bin DIR        the unpacked binaries (default: .device/bin, unpacked there
+                   from .device/*.gz where missing or older)
+  -h, --help       this text
+
+further environment: LOG (durations and sections, default 24), CHECK_LOG
+(default 20), G1_LOGS (default 20,22,24), SECTIONS_K (kernel regex, default
+msm_accumulate_g1), SECTIONS_C (launches, default 1), SECTIONS_ARGS (the
+cuzk-gpu-check workload, default --g1-logs LOG), SECTIONS_LINES (default 60),
+NVCC (the fp step's compiler, default nvcc).
+EOF
+}
+die() { echo "device-profile-msm.sh: $*" >&2; exit 1; }
+
+OUT=${OUT:-./cuzk-gpu-msm}
 STEPS=${STEPS:-fp,check,g1,durations,sections}
+B=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --out|--steps|--bin) [ $# -ge 2 ] || die "$1 needs a value (--help)"; opt=$1 val=$2; shift 2 ;;
+    --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
+    *) die "unknown argument '$1' (--help)" ;;
+  esac
+  case "$opt" in
+    --out) OUT=$val ;;
+    --steps) STEPS=$val ;;
+    --bin) B=$val ;;
+    *) die "unknown option '$opt' (--help)" ;;
+  esac
+done
 LOG=${LOG:-24}
 CHECK_LOG=${CHECK_LOG:-20}
 G1_LOGS=${G1_LOGS:-20,22,24}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
-gunzip -c .device/cuzk-gpu-check.gz > /tmp/gc && chmod +x /tmp/gc
+
+# The packed files: beside this script when it runs from the pack, else the checkout's .device/;
+# the checkout (for the fp step's sources) around either.
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case "$HERE" in */kernels/scripts) PACK=$(dirname "$(dirname "$HERE")")/.device ;; *) PACK=$HERE ;; esac
+ROOT=$(dirname "$PACK")
+B=${B:-$PACK/bin}
+mkdir -p "$OUT" "$B" || die "cannot create $OUT or $B"
+OUT=$(cd "$OUT" && pwd); B=$(cd "$B" && pwd)
+for f in "$PACK"/*.gz; do
+  [ -e "$f" ] || continue
+  n=$B/$(basename "$f" .gz)
+  [ "$n" -nt "$f" ] && continue
+  { gunzip -c "$f" >"$n.part" && chmod +x "$n.part" && mv "$n.part" "$n"; } || die "cannot unpack $f into $B"
+done
+GC=$B/cuzk-gpu-check
+[ -x "$GC" ] || die "$GC missing: pack with kernels/scripts/pack-device.sh and copy .device/ here (or --bin DIR)"
+command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this host needs an NVIDIA driver"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+echo "out: $OUT"
 if has fp; then
   echo "== Fp multiplication"
-  (cd .device && nvcc -O3 -std=c++17 -arch=sm_90 -I../kernels/cuda fp_mul_bench.cu -o /tmp/fb && /tmp/fb) 2>&1 | tail -9
+  if [ ! -f "$ROOT/kernels/bench/fp_mul_bench.cu" ]; then
+    echo "no checkout around $PACK (kernels/bench/fp_mul_bench.cu): skipped"
+  elif ! command -v "${NVCC:-nvcc}" >/dev/null; then
+    echo "${NVCC:-nvcc} not found (scripts/install-nvcc.sh installs one; NVCC=PATH): skipped"
+  else
+    ("${NVCC:-nvcc}" -O3 -std=c++17 -arch=sm_90 -I"$ROOT/kernels/cuda" "$ROOT/kernels/bench/fp_mul_bench.cu" \
+      -o "$B/fp_mul_bench" && "$B/fp_mul_bench") 2>&1 | tail -9
+  fi
 fi
 if has check; then
   echo "== GPU vs CPU checks up to 2^$CHECK_LOG"
-  /tmp/gc --no-bench --max-log $CHECK_LOG --g2-max-log $((CHECK_LOG - 2)) >$OUT/check.log 2>&1
+  $GC --no-bench --max-log $CHECK_LOG --g2-max-log $((CHECK_LOG - 2)) >$OUT/check.log 2>&1
   echo "exit $?"; grep -E "FAIL|checks:" $OUT/check.log | tail -5
 fi
 if has g1; then
-  # every build carried: cuzk-gpu-check.gz and variants cuzk-gpu-check-NAME.gz (CUZK_NVCC_FLAGS)
-  for z in .device/cuzk-gpu-check*.gz; do
-    v=$(basename $z .gz); gunzip -c $z > /tmp/$v && chmod +x /tmp/$v
+  # every build packed: cuzk-gpu-check and variants cuzk-gpu-check-NAME (CUZK_NVCC_FLAGS)
+  for x in "$B"/cuzk-gpu-check*; do
+    case "$x" in *.part) continue ;; esac
+    [ -x "$x" ] || continue
+    v=$(basename "$x")
     echo "== G1 MSM, $v"
-    /tmp/$v --no-check --no-bench --reps 5 --g1-logs $G1_LOGS >$OUT/g1-$v.log 2>&1
+    "$x" --no-check --no-bench --reps 5 --g1-logs $G1_LOGS >$OUT/g1-$v.log 2>&1
     echo "exit $?"; grep -E "^\| G1|FAIL" $OUT/g1-$v.log | sort -u
   done
 fi
 if has durations; then
   echo "== kernel durations, G1 MSM 2^$LOG (ms per MSM)"
   ncu --clock-control none --metrics gpu__time_duration.sum --csv -k regex:'msm_|scan' \
-    /tmp/gc --no-check --no-bench --reps 1 --g1-logs $LOG >$OUT/durations.csv 2>$OUT/ncu1.err
+    $GC --no-check --no-bench --reps 1 --g1-logs $LOG >$OUT/durations.csv 2>$OUT/ncu1.err
   python3 - "$OUT/durations.csv" <<'PY'
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
@@ -63,6 +134,6 @@ if has sections; then
   ncu --clock-control none -k regex:"$K" -c ${SECTIONS_C:-1} --section SpeedOfLight --section Occupancy \
     --section WarpStateStats --section SchedulerStats --section LaunchStats --section ComputeWorkloadAnalysis \
     --section MemoryWorkloadAnalysis_Tables \
-    /tmp/gc --no-check --no-bench --reps 1 ${SECTIONS_ARGS:---g1-logs $LOG} >$OUT/sections.txt 2>&1
+    $GC --no-check --no-bench --reps 1 ${SECTIONS_ARGS:---g1-logs $LOG} >$OUT/sections.txt 2>&1
   grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Compute \(SM\) Throughput|Warp Cycles Per Issued|Eligible Warps|Bank Conflicts" $OUT/sections.txt | head -${SECTIONS_LINES:-60}
 fi

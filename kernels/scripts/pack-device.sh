@@ -1,9 +1,13 @@
 #!/bin/bash
-# Builds what the GPU machine runs (cuzk, cuzk-porep, cuzk-gpu-check, cuzk-load) and packs it into
-# .device/ (gzip: the carry limit is 64 MiB) with nats-server, the run scripts, the SupraSeal
-# anchor binaries and its 2 KiB C1 when present. Then, on the device tool:
-# run(command="bash .device/run-32g.sh", carry=[".device"]) (or run-all.sh, run-porep.sh,
-# run-multi-gpu.sh).
+# Builds what the GPU host runs (cuzk, cuzk-porep, cuzk-gpu-check, cuzk-load) and packs it into
+# .device/ (gzipped, a third of the size to copy) with nats-server, the run
+# scripts (kernels/scripts/device-*.sh as run-*.sh, and h200-results.py), the SupraSeal anchor
+# binaries and its 2 KiB C1 when present. Nothing needs to be built on the GPU host: copy
+# .device/ there (e.g. rsync -a .device/ gpuhost:cuzk/.device/) and run a script on it,
+#   bash .device/run-32g.sh --help        (or run-all.sh, run-porep.sh, run-plans.sh,
+#                                          run-multi-gpu.sh, run-profile-msm.sh)
+# or, in a checkout on the GPU host with .device/ at its root, bash kernels/scripts/device-32g.sh.
+# The host needs an NVIDIA driver (the kernels are embedded), python3, and for some steps ncu.
 #
 #   CUZK_CUDA_ARCHS=90 kernels/scripts/pack-device.sh      # H200 SASS only: smaller, faster to build
 #   SSA=path/to/ssa                                        # the anchor (default: its build cache)
@@ -32,4 +36,5 @@ for f in /tmp/cuzk-pack/*; do gzip -6 -c "$f" > ".device/$(basename "$f").gz"; d
 [ -n "${ANCHOR:-}" ] && [ -f "$ANCHOR/c1-2k.json" ] && cp "$ANCHOR/c1-2k.json" .device/
 rm -f .device/run-*.sh
 for s in kernels/scripts/device-*.sh; do cp "$s" ".device/$(basename "$s" | sed 's/^device-/run-/')"; done
+cp kernels/scripts/h200-results.py .device/
 du -ch .device/* | tail -1
