@@ -64,7 +64,7 @@ pub async fn connect(
 /// Connections a node moves blobs through (`objects::read_bounded`, `objects::put_through`): one
 /// connection's stripes share its socket, its client task and the one server goroutine that
 /// reads it; past 2–4 the blob buckets' streams are the limit (nats-server 2.9 delivers all of a
-/// stream's messages from one goroutine: ~750 MB/s per bucket on the 16-core H200 box).
+/// stream's messages from one goroutine; docs/gpu-runs.md, "Blobs over four buckets").
 pub const BLOB_CONNECTIONS: usize = 4;
 
 /// Opens the further connections a node moves blobs through.
@@ -145,8 +145,8 @@ impl LocalCluster {
     /// Stops the nodes (in-flight work is handed back) and then the server.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         self.shutdown.cancel();
-        // A node that does not drain in time is a bug worth a loud log, not a hung caller
-        // (seen once under full test-suite load; see the closing note of session 1).
+        // A node that does not drain in time is a bug worth a loud log, not a hung caller: a
+        // test once hung here, in `stop`, under the full test suite's load.
         let drained = tokio::time::timeout(Duration::from_secs(60), async {
             while let Some(node) = self.nodes.join_next().await {
                 node??;

@@ -5,7 +5,8 @@
 //! `verify_seal`, which reads them as it reads what `seal_commit_phase2` returns (the partition
 //! proofs concatenated, 192 compressed bytes each). The bytes themselves never equal another
 //! prover's: Groth16 proofs are randomized (r, s). `seal_commit_phase2` itself is not run here:
-//! it took 124 s for this C1 on 2 cores (the cluster 52 s), too much for a check of the length.
+//! on a small box it takes longer than the cluster's whole proof (docs/perf.md, "PoRep C2,
+//! 2 KiB"), too much for a check of the length.
 //! Bad C1 outputs fail their jobs cleanly, and `cuzk submit` exits non-zero for them. With r
 //! and s fixed, our prover's proof of the partition (witness-only synthesis, the captured
 //! constraint matrices, the CPU backend) equals bellperson's `create_proof_batch` byte for byte.

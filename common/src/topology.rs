@@ -63,8 +63,9 @@ pub const JOBS_BUCKET: &str = "cuzk-jobs";
 /// The head bucket of the blobs: every blob's first stripe, and every blob of one stripe.
 pub const BLOBS_BUCKET: &str = "cuzk-blobs";
 /// Buckets a blob's stripes are spread over, the head bucket included (`objects::Shards`): one
-/// bucket's stream is sent from one goroutine of nats-server 2.9, ~670–770 MB/s fetch on the
-/// 16-core H200 host; reading 1, 2 and 4 buckets at once there gave 714, 968 and 1,365 MB/s.
+/// bucket's stream is sent from one goroutine of nats-server 2.9, which bounds a one-bucket
+/// fetch, and reading several buckets at once scaled with their number (docs/gpu-runs.md, "32
+/// GiB with two workers per device" and "Blobs over four buckets").
 pub const BLOB_SHARDS: usize = 4;
 
 /// The name of blob bucket `k` of [`BLOB_SHARDS`]: the head, then `cuzk-blobs-1`, … (each named

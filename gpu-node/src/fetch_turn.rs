@@ -1,8 +1,9 @@
 //! One blob fetch at a time per device. A device's first partition is fetched, decoded and
-//! uploaded before the device has anything to do, and its workers' first fetches ran at once:
-//! 95 ms each, where one alone takes 45–58 (docs/gpu-runs.md, run 32). In turn, the first
-//! arrives at the speed of one; fetches after it are not slower, since the server's side gives
-//! one blob in flight most of what it gives four (run 31).
+//! uploaded before the device has anything to do, and its workers' first fetches ran at once,
+//! each about twice as long as one alone. In turn, the first arrives at the speed of one;
+//! fetches after it are not slower, since the server's side gives one blob in flight most of
+//! what it gives four (docs/gpu-runs.md, "Witness buffers pinned; one decode at a time" and
+//! "One blob fetch at a time per device").
 
 use std::time::Duration;
 

@@ -91,15 +91,17 @@ pub struct GpuNode {
     blobs: Buffers<Vec<u8>>,
     buffers: Arc<Buffers<WitnessBuf>>,
     /// Blobs are decoded on half the node's threads: a fetch shares the cores with the other
-    /// partitions' decodes, which have a whole prove to finish in, and on all of them starved
-    /// it (80 MB in 54 ms uncontended, 117–168 ms beside a decode; docs/gpu-runs.md, run 28).
-    /// The decode the device waits for gained little on all of them (148 ms against 177, run 33),
-    /// and the one after it, on all of them too, took 1.7 s while the device idled.
+    /// partitions' decodes, which have a whole prove to finish in, and decodes on all of them
+    /// starved it. Giving the decode the device waits for every core gained little, and the
+    /// decode after it, on every core too, once left the device idle for over a second
+    /// (docs/gpu-runs.md, "H with six transforms; blobs read into reused buffers" and "One blob
+    /// fetch at a time per device").
     decode: Arc<rayon::ThreadPool>,
     /// Host-side proving work (the whole proof on the CPU backend).
     prove_pool: Arc<rayon::ThreadPool>,
     /// One decode at a time: two at once (the workers' first partitions) each took twice as
-    /// long, 360 ms for the partition the device waited for (docs/gpu-runs.md, run 31).
+    /// long, the one the device waited for included (docs/gpu-runs.md, "Witness buffers pinned;
+    /// one decode at a time").
     decode_turn: Arc<std::sync::Mutex<()>>,
     shapes: Arc<ShapeCache>,
     /// Host memory for proving keys (the CPU backend's device is the host).
@@ -256,10 +258,11 @@ impl GpuNode {
     /// the first partitions do not wait for them; and compact-witness buffers of the largest
     /// preloaded shape, faulted in and pinned by the backend, until the node holds `held`
     /// (what this backend's workers and those preloaded before it can hold at once, so the
-    /// node's peak is what draining a full queue reaches anyway). A 32 GiB partition decoded
-    /// into fresh memory took 296 ms instead of 120 while the device waited for it; with one
-    /// buffer per worker, the second worker's first partition still found none (its prefetch
-    /// had taken it) and decoded in 1,033 ms (docs/gpu-runs.md, runs 28 and 30).
+    /// node's peak is what draining a full queue reaches anyway). A partition decoded into
+    /// fresh memory pays its page faults while the device waits for it; with one buffer per
+    /// worker, the second worker's first partition still found none (its prefetch had taken it)
+    /// and decoded several times slower (docs/gpu-runs.md, "H with six transforms; blobs read
+    /// into reused buffers").
     async fn preload<B: Backend>(
         &self,
         backend: &Arc<B>,

@@ -100,7 +100,8 @@ struct DigitLimbs {
 // share idx (a scalar repeated through the warp: all equal, or small values in window 0) takes
 // consecutive values from one atomic, where lane by lane they would serialize on one address;
 // any other warp takes an atomic a lane. Grouping equal lanes in every warp (__match_any_sync)
-// kept the MIO queue full: 58 % of msm_count's stalls at 2^27 (docs/gpu-runs.md).
+// kept the MIO queue full: most of msm_count's stalls at 2^27 (docs/gpu-runs.md, "Zeros and
+// ones split off the MSMs").
 DEVI uint32_t warp_inc(uint32_t* counters, uint32_t idx) {
     const uint32_t active = __activemask();
     const uint32_t lane = threadIdx.x & 31, leader = __ffs(active) - 1;
@@ -113,8 +114,9 @@ DEVI uint32_t warp_inc(uint32_t* counters, uint32_t idx) {
 }
 
 // The sort by (window, bucket) g = w·2^(c-1) + |d| - 1, in three passes, so that no pass writes
-// at random over the whole output (one random 4-byte write per entry cost 125 of a 2^27 MSM's
-// 1,012 ms, docs/gpu-runs.md). msm_count counts each bucket's entries and gives each entry its rank
+// at random over the whole output (one random 4-byte write per entry, each a partial sector in
+// L2 and DRAM, was an eighth of a 2^27 MSM's time: docs/gpu-runs.md, "The MSM's sort in three
+// passes"). msm_count counts each bucket's entries and gives each entry its rank
 // among them (the atomic's old value). msm_coarse appends (place, entry) to the region of the
 // entry's coarse bin (2^shift consecutive buckets of one window), reserving room once per
 // block and bin. msm_fine walks that array in order and stores each entry at its place: the

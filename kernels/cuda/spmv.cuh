@@ -21,7 +21,8 @@ DEVI void spmv_entry(Fr& acc, uint32_t k, const uint32_t* __restrict__ col,
 // out[r] = sum_k table[coeff[k]] * w[col[k]] over row r's entries, for r < rows whose length is
 // under long_min; rows..n_out are zeroed (the padding of the evaluation domain). Longer rows are
 // spmv_long_rows': a thread walking one (a few hundred entries of general coefficients in the
-// PoRep A matrix) held its whole warp, and A took 95 ms at 32 GiB where B, all ±1, took 2.3 ms.
+// PoRep A matrix) held its whole warp, and A took many times as long as B, all ±1, at 32 GiB
+// (docs/gpu-runs.md, "SpMV: long rows a warp each").
 extern "C" __global__ void __launch_bounds__(256) spmv_csr(
     const uint32_t* __restrict__ row_ptr, const uint32_t* __restrict__ col,
     const uint32_t* __restrict__ coeff, const Fr* __restrict__ table, const Fr* __restrict__ w,

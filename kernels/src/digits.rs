@@ -14,8 +14,9 @@ pub const MIN_WINDOW: u32 = 6;
 pub const MAX_WINDOW: u32 = 24;
 
 /// Window width for an MSM of `n` points: about log2(n) - 5, at most 19 below 2^26 points and
-/// 20 from there (a 32 GiB partition's 2^27 - 1 H points on the H200: 975 ms at 20 bits and
-/// 1,058 at 22; with the earlier sort 1,067 at 19, 1,015 at 20, 1,424 at 24; docs/gpu-runs.md).
+/// 20 from there: at a 32 GiB partition's 2^27 - 1 H points, 20 bits was the fastest of the
+/// widths timed side by side, before and after the sort changed (docs/gpu-runs.md, "The 2^27
+/// kernels without parameters" and "The MSM's sort in three passes").
 pub fn window_bits(n: usize) -> u32 {
     let log = usize::BITS - n.max(1).leading_zeros();
     log.saturating_sub(5)

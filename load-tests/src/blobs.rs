@@ -105,7 +105,7 @@ impl Layout {
 
     /// Reads `name` into `out`, a buffer used before, as the GPU node's are
     /// (gpu-node/src/buffers.rs): what is timed is the transfer, not the page faults of memory
-    /// never touched (~50 ms for 80 MB, docs/gpu-runs.md run 27).
+    /// never touched (docs/gpu-runs.md, "H with six transforms; blobs read into reused buffers").
     async fn get(
         self,
         (shards, readers): (&Shards, &[Context]),

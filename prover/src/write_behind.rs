@@ -1,7 +1,8 @@
 //! A file writer whose pages start going to disk as soon as they are written. A 47 GB parameters
 //! file written through the page cache otherwise leaves gigabytes dirty (Linux starts background
-//! write-back only past a share of RAM), and the final `fsync` waited 7.1 s for them
-//! (docs/gpu-runs.md, run 6). Write-back is requested from a thread of its own, because
+//! write-back only past a share of RAM), and the final `fsync` waited seconds for them
+//! (docs/gpu-runs.md, "32 GiB PoRep partitions end to end" and "32 GiB on one H200, 16 cores").
+//! Write-back is requested from a thread of its own, because
 //! `sync_file_range` blocks while the disk's queue is full and the writer must not. Seeks are
 //! allowed: the parameter generator writes its sections where they belong, out of order.
 

@@ -9,8 +9,8 @@ use super::{unavailable, ObjectError};
 
 /// Objects above this size are written as several stripes (objects `NAME`, `NAME.stripe1`, …)
 /// moved concurrently: the object store acknowledges chunk by chunk, so one object moves at one
-/// round trip per chunk (~300–400 MB/s measured on the H200 host, docs/gpu-runs.md) and stripes are
-/// what makes a blob move at GB/s.
+/// round trip per chunk and stripes are what makes a blob move at GB/s (docs/gpu-runs.md, "32
+/// GiB on one H200, 16 cores").
 pub const STRIPE_BYTES: usize = 8 << 20;
 /// At most this many stripes; larger objects get larger stripes.
 pub const MAX_STRIPES: usize = 16;

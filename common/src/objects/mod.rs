@@ -156,8 +156,8 @@ async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError
 }
 
 /// Stripes of one object read through one connection at once. Each is an ordered consumer
-/// pushing into the connection: four 80 MB blobs read at once through one connection (40
-/// consumers) fell to 17 MB/s (docs/gpu-runs.md, run 14).
+/// pushing into the connection, and four 80 MB blobs read at once through one connection (40
+/// consumers) nearly stalled (docs/gpu-runs.md, "32 GiB with two workers per device").
 const STRIPES_PER_CONNECTION: usize = 4;
 
 /// Reads a whole (possibly striped) object of `shards` after checking its declared size against
@@ -176,9 +176,9 @@ pub async fn read_bounded(
 }
 
 /// [`read_bounded`] into `out` (replacing what it held): a buffer used again is memory already
-/// mapped, where a fresh 80 MB one took ~50 ms of page faults to fill, 40 % of a 32 GiB
-/// partition's fetch (docs/gpu-runs.md, run 27). Each stripe is copied to its place as soon as
-/// it has arrived, while the rest still stream.
+/// mapped, where filling a fresh one spent a large share of a 32 GiB partition's fetch in page
+/// faults (docs/gpu-runs.md, "H with six transforms; blobs read into reused buffers"). Each
+/// stripe is copied to its place as soon as it has arrived, while the rest still stream.
 pub async fn read_bounded_into(
     shards: &impl AsShards,
     readers: &[Context],
@@ -272,9 +272,9 @@ async fn read_stripe(
 const CONSUMER_CREATE_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Reads a stripe's chunks through an ordered push consumer of its own: the server streams them
-/// to our inbox under flow control, where a direct get per chunk waited a round trip each
-/// (16-core H200 box, 80 MB blobs, 1–16 connections: 580–765 MB/s against 490–705 by direct
-/// gets). The consumer is named, so that the create request's subject carries the filter
+/// to our inbox under flow control, where a direct get per chunk waited a round trip each and
+/// striped blobs fetched markedly slower (docs/gpu-runs.md, "32 GiB with two workers per
+/// device"). The consumer is named, so that the create request's subject carries the filter
 /// (`$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>`, which nats-server 2.9 checks against the
 /// config): auth.conf allows chunk filters only. A consumer not created within
 /// [`CONSUMER_CREATE_DEADLINE`] is given up for direct gets.

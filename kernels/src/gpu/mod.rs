@@ -478,7 +478,8 @@ impl Gpu {
     }
 
     /// Names a device step that took far longer than it should: the two-GPU drain saw partitions
-    /// stall for seconds in h2d and SpMV (docs/gpu-runs.md, run 7). Returns the time it was called.
+    /// stall for seconds in h2d and SpMV (docs/gpu-runs.md, "32 GiB PoRep partitions end to
+    /// end"). Returns the time it was called.
     pub fn note_slow(&self, step: &str, started: Instant) -> Instant {
         let now = Instant::now();
         if now - started > SLOW_STEP {

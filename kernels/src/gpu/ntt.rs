@@ -324,7 +324,8 @@ enum Stages {
 /// Stages per pass: a block holds 2^10 elements (32 KiB of shared memory). The first group is
 /// the lowest 10 stages; the rest are split as evenly as possible into groups of at most 7,
 /// each block 2^(10-k) consecutive columns wide. A short last group (2^27: 10 + 7 + 7 + 3) left
-/// most threads idle and cost as much as a full one (docs/gpu-runs.md, H at 2^27).
+/// most threads idle and cost as much as a full one (docs/gpu-runs.md, "The 2^27 kernels without
+/// parameters").
 fn stage_groups(logn: u32) -> Vec<Group> {
     const BLOCK_LOG: u32 = 10;
     let first = logn.min(BLOCK_LOG);

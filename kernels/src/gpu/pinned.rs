@@ -1,7 +1,7 @@
 //! Host memory page-locked in place (registered with the driver): a witness decoded into it goes
 //! to the device by DMA from where it lies, without the copy through the pinned staging that
 //! took half of a 32 GiB partition's h2d and the host's memory bandwidth while the next blob was
-//! fetched (docs/gpu-runs.md, run 31).
+//! fetched (docs/gpu-runs.md, "Witness buffers pinned; one decode at a time").
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 

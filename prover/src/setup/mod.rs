@@ -2,7 +2,8 @@
 //! benchmarks only: whoever runs this knows the toxic waste.
 //!
 //! bellperson's generator synthesizes the circuit into per-variable lists and evaluates every
-//! query point by point (99 s for the 2 KiB PoRep shape on 16 cores, 607 s on 2). Here the QAP at
+//! query point by point: minutes even for the 2 KiB PoRep shape (docs/porep.md, "Parameters").
+//! Here the QAP at
 //! τ is the transposed product of the matrices with the Lagrange basis at τ (one batch
 //! inversion for the basis, [`qap`]), and every query point is a fixed-base multiplication of a
 //! generator by a scalar, which a [`FixedBase`] engine does in bulk: [`CpuFixedBase`] with

@@ -58,8 +58,8 @@ struct Entry {
 /// `lagrange` (a few columns, the inputs', cost one read of the matrix). The
 /// entries are partitioned by column block (each task of rows writes its own region, in row
 /// order), then each block sums into its own cache-resident accumulators. A per-column counting
-/// sort did the same with three random accesses per entry: most of the 32 GiB shape's 34 s of
-/// scalars (docs/gpu-runs.md).
+/// sort did the same with three random accesses per entry, most of the 32 GiB shape's scalars
+/// time (docs/gpu-runs.md, "Parameters in 70 s").
 pub(super) fn column_sums(
     matrix: &Matrix,
     cols: Range<usize>,
