@@ -203,7 +203,8 @@ impl CudaBackend {
         let working = key.plan.working();
         // Otherwise a key's first partition pays for page-locking the staging its compact
         // witness goes up through when it is not pinned in place, and for mapping its working
-        // buffers into the memory pool (docs/gpu-runs.md, run 8); here the node is still loading.
+        // buffers into the memory pool (docs/gpu-runs.md, "32 GiB on one H200, 16 cores"); here
+        // the node is still loading.
         g.reserve_staging(crate::plan::expand_staging(key.shape.vars()) as usize)?;
         // Only for the device's first key: no partition's buffers compete with it yet.
         if resident.keys == 0 {
