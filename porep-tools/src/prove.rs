@@ -135,10 +135,11 @@ fn same_as_resident(
 ) -> Result<()> {
     let mut rng = rand::rngs::OsRng;
     let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
-    let planned = gpu.load_key(key.clone())?;
-    let plan = gpu.plan_summary(&planned);
-    let ours = prove(gpu, &planned, w, r, s)?;
-    drop(planned);
+    // The budget's key is let go before the resident one loads beside it.
+    let (plan, ours) = {
+        let planned = gpu.load_key(key.clone())?;
+        (gpu.plan_summary(&planned), prove(gpu, &planned, w, r, s)?)
+    };
     let resident = cuzk_kernels::CudaBackend::new(0, None, 1)?;
     let rk = resident.load_key(key.clone())?;
     let theirs = prove(&resident, &rk, w, r, s)?;
