@@ -14,7 +14,7 @@ use cuzk_common::topology::{
 };
 use cuzk_gateway::{Cluster, ClusterError, ClusterView};
 use cuzk_wire::control::{CancelReply, SrsReply, SrsRequest};
-use cuzk_wire::job::{JobResult, JobSpec};
+use cuzk_wire::job::{JobResult, JobSpec, JobStatus};
 use futures::StreamExt;
 use tracing::Instrument;
 
@@ -142,6 +142,15 @@ impl Cluster for NatsCluster {
             .await
             .map_err(unavailable)?;
         crate::submit::await_result(&mut live, wait, || self.stored_result(job_id), parse).await
+    }
+
+    async fn status(&self, job_id: &str) -> Result<Option<JobStatus>, ClusterError> {
+        let ledger = cuzk_common::lifecycle::Ledger::new(&self.topology);
+        if let Some(record) = ledger.get(job_id).await.map_err(unavailable)? {
+            return Ok(Some(record.status));
+        }
+        // A job refused before it had a record has only its result.
+        Ok(self.stored_result(job_id).await?.map(|r| r.status))
     }
 
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError> {

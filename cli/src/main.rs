@@ -587,6 +587,8 @@ async fn gateway(args: GatewayCommandArgs, file: ConfigFile) -> anyhow::Result<(
     }
     let nats = args.nats.merge(file.nats).resolve("cuzk-gateway")?;
     let config = args.gateway.merge(file.gateway).resolve()?;
+    let access =
+        cuzk_gateway::Access::load(config.auth_file.as_deref(), config.tls_client_ca.is_some())?;
     if args.check_config {
         println!(
             "{}",
@@ -602,7 +604,7 @@ async fn gateway(args: GatewayCommandArgs, file: ConfigFile) -> anyhow::Result<(
     let bucket = nats.inputs_bucket.clone();
     let cluster = cuzk_cli::gateway::NatsCluster::new(client, topology, nats.timeout, bucket);
     let listen = config.listen.clone();
-    let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), config);
+    let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), config, access);
     cuzk_gateway::serve(&listen, gateway, shutdown_on_signal(), |addr| {
         // The line scripts and tests wait for.
         println!("cuzk gateway listening on {addr}");

@@ -332,3 +332,94 @@ fn submit_refuses_a_c1_file_that_contradicts_its_flags() {
     assert!(!output.status.success());
     assert!(stderr.contains("for sector 3"), "{stderr}");
 }
+
+/// A forged input head, written by nats-py (`tests/py/forge_head.py`) straight to the object
+/// store's meta subject as anyone allowed to stage inputs could: a 1-byte object whose head
+/// claims hundreds of MB in 12 stripes. The synth node (a process of its own, so that its peak
+/// RSS is its alone) refuses a head that declares more than the job's circuit takes (sha256:
+/// `cuzk_circuits::MAX_INPUT_BYTES`) before reading it, naming both numbers, and allocates
+/// nothing for stripes it never gets when the claim is within the cap (porep-c2's 512 MiB).
+#[cfg(feature = "porep")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_input_head_allocates_nothing() {
+    let server = cuzk_common::local_nats::NatsServer::start().unwrap();
+    let url = server.url();
+    let (client, topology) = cuzk_cli::connect_url(&url, "forge-test").await.unwrap();
+    let mut synth = tokio::process::Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["synth-node", "--nats-url", &url, "--synth-threads", "2"])
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start a synth node");
+    let pid = synth.id().unwrap();
+    let started = std::time::Instant::now();
+    while !cuzk_common::nodes::list(&topology)
+        .await
+        .unwrap()
+        .iter()
+        .any(|n| n.role == "synth")
+    {
+        assert!(started.elapsed() < TIMEOUT, "the synth node never came up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = support::peak_rss(pid);
+
+    let forge = |total: u64, names: &[&str]| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/py/forge_head.py");
+        let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+        let output = std::process::Command::new(python)
+            .arg(script)
+            .args([url.as_str(), cuzk_common::topology::INPUTS_BUCKET])
+            .arg(total.to_string())
+            .args(names)
+            .output()
+            .expect("run python3 (nats-py: scripts/ensure-deps.sh --tests)");
+        assert!(
+            output.status.success(),
+            "forge_head.py failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        eprint!("forged: {}", String::from_utf8_lossy(&output.stdout));
+    };
+    let run = |kind: &'static str, params: serde_json::Value, names: Vec<String>| {
+        let client = client.clone();
+        async move {
+            let jobs = names.iter().map(|name| {
+                let mut spec = job(&format!("forged-{name}"), kind, params.clone(), "");
+                spec.input = cuzk_wire::job::JobInput::Object(name.clone());
+                let client = client.clone();
+                async move { submit_and_wait(&client, &spec, TIMEOUT).await.unwrap() }
+            });
+            futures::future::join_all(jobs).await
+        }
+    };
+
+    // Over the circuit's cap: refused from the head.
+    let names: Vec<String> = (0..3).map(|i| format!("sha-{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    forge(12 << 26, &refs);
+    let params = json!({"blocks": 1, "partitions": 1});
+    for result in run("sha256", params, names).await {
+        let cap = cuzk_circuits::MAX_INPUT_BYTES;
+        assert_failed(
+            &result,
+            &format!("declares {} bytes, over the limit of {cap}", 12 << 26),
+        );
+    }
+    // Within the cap: nothing is allocated for the stripes that are never found.
+    let names: Vec<String> = (0..3).map(|i| format!("c1-{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    forge(480 << 20, &refs);
+    let params = json!({"sector_size": "2KiB", "sector_id": 7, "prover_id": "00".repeat(32)});
+    for result in run("porep-c2", params, names).await {
+        assert_failed(&result, "not found");
+    }
+
+    let grown = support::peak_rss(pid).saturating_sub(before);
+    eprintln!("synth node peak RSS grew by {} MiB", grown >> 20);
+    assert!(
+        grown <= 128 << 20,
+        "the synth node's peak RSS grew by {} MiB on forged heads",
+        grown >> 20
+    );
+    synth.kill().await.unwrap();
+}

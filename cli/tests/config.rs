@@ -77,11 +77,11 @@ fn gateway_settings_rank_flag_env_file_default() {
     let listen = |s: &str| s.to_owned();
     assert_eq!(
         resolved(&[], &[]),
-        (listen("127.0.0.1:9820"), 24 * 3600, 600, 256 << 20)
+        (listen("127.0.0.1:9820"), 24 * 3600, 600, 128 << 20)
     );
     assert_eq!(
         resolved(&[], &["--config", file]),
-        (listen("unix:/from/file.sock"), 30, 40, 256 << 20)
+        (listen("unix:/from/file.sock"), 30, 40, 128 << 20)
     );
     let env = [
         ("CUZK_GATEWAY_LISTEN", "127.0.0.1:7000"),
@@ -97,5 +97,12 @@ fn gateway_settings_rank_flag_env_file_default() {
     assert_eq!(
         resolved(&env, &flags),
         (listen("unix:/from/flag.sock"), 10, 40, 8 << 20)
+    );
+    // The gateway's TLS flags beside the NATS ones of the same names (clap ids of their own).
+    let args = ["--tls-cert", file, "--tls-key", file, "--max-calls", "7"];
+    let tls = check_config("gateway", &[], &args)["gateway"].clone();
+    assert_eq!(
+        (tls["tls_cert"].as_str(), tls["max_calls"].as_u64()),
+        (Some(file), Some(7))
     );
 }

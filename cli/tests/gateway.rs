@@ -40,9 +40,20 @@ fn proto_dir() -> PathBuf {
 
 /// `cuzk gateway` on a unix socket in `dir`, once it says it listens.
 async fn start_gateway(nats_url: &str, dir: &Path) -> (Child, String) {
-    let address = format!("unix:{}", dir.join("gateway.sock").display());
+    let socket = format!("unix:{}", dir.join("gateway.sock").display());
+    start_gateway_with(nats_url, &socket, &[]).await
+}
+
+/// `cuzk gateway` on `listen` with settings from the environment (a gateway that does not
+/// know one ignores it), once it says it listens; the address it listens on.
+async fn start_gateway_with(
+    nats_url: &str,
+    listen: &str,
+    env: &[(&str, String)],
+) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(["gateway", "--nats-url", nats_url, "--listen", &address])
+        .args(["gateway", "--nats-url", nats_url, "--listen", listen])
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -53,7 +64,10 @@ async fn start_gateway(nats_url: &str, dir: &Path) -> (Child, String) {
         .expect("the gateway started in time")
         .unwrap()
         .expect("the gateway exited before listening");
-    assert!(line.contains("listening on"), "{line}");
+    let address = line
+        .split_once("listening on ")
+        .map(|(_, address)| address.trim().to_owned())
+        .unwrap_or_else(|| panic!("{line}"));
     (child, address)
 }
 
@@ -64,8 +78,19 @@ async fn gpu_nodes(cluster: &cuzk_cli::LocalCluster) -> usize {
 
 /// Runs the Python client; returns its transcript, failing the test if it failed.
 async fn python(address: &str, args: &[&str]) -> String {
+    run_python("gateway_client.py", address, args).await
+}
+
+/// Runs the hostile Python client (`tests/py/gateway_hostile.py`) with its `options` (TLS CA,
+/// token) and `args`; returns its transcript, failing the test if it failed.
+async fn hostile(address: &str, options: &[&str], args: &[&str]) -> String {
+    let all: Vec<&str> = options.iter().chain(args).copied().collect();
+    run_python("gateway_hostile.py", address, &all).await
+}
+
+async fn run_python(script: &str, address: &str, args: &[&str]) -> String {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/py/gateway_client.py");
+    let script = format!("{}/../tests/py/{script}", env!("CARGO_MANIFEST_DIR"));
     let output = Command::new(python)
         .arg(script)
         .arg(address)
@@ -85,6 +110,127 @@ async fn python(address: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     transcript
+}
+
+/// Certificates made with openssl for one test: a CA, the gateway's (for localhost and
+/// 127.0.0.1) and a client's, signed by it.
+struct Certificates {
+    ca: PathBuf,
+    server: (PathBuf, PathBuf),
+    client: (PathBuf, PathBuf),
+    /// The client certificate's SHA-256 fingerprint, as openssl prints it.
+    client_sha256: String,
+}
+
+fn certificates(dir: &Path) -> Certificates {
+    let openssl = |args: &[&str]| {
+        let output = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(
+            output.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &key,
+            &["-days", "2", "-subj", "/CN=cuzk test CA"],
+            &["-keyout", "ca.key", "-out", "ca.pem"],
+        ]
+        .concat(),
+    );
+    for (name, usage, names) in [
+        (
+            "server",
+            "serverAuth",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+        ),
+        ("client", "clientAuth", ""),
+    ] {
+        let ext = format!("{names}extendedKeyUsage={usage}\n");
+        std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
+        let subject = format!("/CN=cuzk test {name}");
+        openssl(
+            &[
+                &["req"][..],
+                &key,
+                &[
+                    "-subj",
+                    &subject,
+                    "-keyout",
+                    &format!("{name}.key"),
+                    "-out",
+                    &format!("{name}.csr"),
+                ],
+            ]
+            .concat(),
+        );
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
+            "-out",
+            &format!("{name}.pem"),
+        ]);
+    }
+    let fingerprint = openssl(&[
+        "x509",
+        "-in",
+        "client.pem",
+        "-noout",
+        "-fingerprint",
+        "-sha256",
+    ]);
+    let pair = |name: &str| {
+        (
+            dir.join(format!("{name}.pem")),
+            dir.join(format!("{name}.key")),
+        )
+    };
+    Certificates {
+        ca: dir.join("ca.pem"),
+        server: pair("server"),
+        client: pair("client"),
+        client_sha256: fingerprint.trim().rsplit('=').next().unwrap().to_owned(),
+    }
+}
+
+/// The gateway's environment for TLS with `certs` and the clients in `clients` (TOML).
+fn secured(dir: &Path, certs: &Certificates, clients: &str) -> Vec<(&'static str, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let file = dir.join("clients.toml");
+    std::fs::write(&file, clients).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let path = |p: &Path| p.display().to_string();
+    vec![
+        ("CUZK_GATEWAY_TLS_CERT", path(&certs.server.0)),
+        ("CUZK_GATEWAY_TLS_KEY", path(&certs.server.1)),
+        ("CUZK_GATEWAY_TLS_CLIENT_CA", path(&certs.ca)),
+        ("CUZK_GATEWAY_AUTH_FILE", path(&file)),
+    ]
 }
 
 /// A 2 KiB sector sealed up to C1 through filecoin-proofs.
@@ -201,6 +347,76 @@ async fn curio_client_sees_the_api_its_refusals_and_a_failed_prove() {
     cluster.stop().await.unwrap();
 }
 
+/// What a careless or hostile client sends, from `tests/py/gateway_hostile.py`: huge ids
+/// (refused within 1 s, the gateway's peak RSS grown by at most 300 MiB), more calls at once
+/// than the gateway serves (refused, not queued), a call past the gateway's longest deadline
+/// (DEADLINE_EXCEEDED), a request id sent twice (one job). Then over TLS with a clients file:
+/// callers without credentials or the powers refused for CRITICAL, EvictSRS and cancelling
+/// another client's job; a token client and a client certificate served end to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_client_is_refused_quickly_and_cheaply() {
+    let work = tempfile::tempdir().unwrap();
+    let sector = sealed(&work.path().join("sector"));
+    // Well-formed but wrong: its job fails in synthesis, before any parameters are needed.
+    let corrupt = lotus_c1(
+        &sector,
+        |c1| {
+            let byte = c1["comm_r"][0].as_u64().unwrap();
+            c1["comm_r"][0] = json!(byte ^ 1);
+        },
+        0,
+    );
+    let c1 = work.path().join("corrupt.json");
+    std::fs::write(&c1, corrupt).unwrap();
+    let (c1, miner, number) = (c1.to_str().unwrap(), MINER.to_string(), SECTOR.to_string());
+    let cluster = support::cluster().await;
+
+    let limits = [
+        ("CUZK_GATEWAY_MAX_CALLS", "8".to_owned()),
+        ("CUZK_GATEWAY_MAX_STREAMS_PER_CONNECTION", "4".to_owned()),
+        ("CUZK_GATEWAY_DEFAULT_DEADLINE_SECS", "1".to_owned()),
+        ("CUZK_GATEWAY_MAX_DEADLINE_SECS", "3".to_owned()),
+    ];
+    let (mut gateway, address) = start_gateway_with(&cluster.url(), "127.0.0.1:0", &limits).await;
+    let pid = gateway.id().unwrap().to_string();
+    hostile(&address, &[], &["huge-ids", &pid]).await;
+    hostile(&address, &[], &["flood", "8"]).await;
+    hostile(&address, &[], &["deadline"]).await;
+    hostile(&address, &[], &["idempotent", c1, &miner, &number]).await;
+    gateway.kill().await.unwrap();
+
+    let certs = certificates(work.path());
+    let clients = format!(
+        "[[client]]\nname = \"curio\"\ntoken = \"{CURIO_TOKEN}\"\npowers = [\"submit\"]\n\
+         [[client]]\nname = \"other\"\ntoken = \"{OTHER_TOKEN}\"\npowers = [\"submit\"]\n\
+         [[client]]\nname = \"ops\"\ncert_sha256 = \"{}\"\npowers = [\"srs_admin\", \"cancel_any\"]\n",
+        certs.client_sha256
+    );
+    let env = secured(work.path(), &certs, &clients);
+    let (mut gateway, address) = start_gateway_with(&cluster.url(), "127.0.0.1:0", &env).await;
+    let ca = certs.ca.to_str().unwrap();
+    let (cert, key) = (
+        certs.client.0.to_str().unwrap(),
+        certs.client.1.to_str().unwrap(),
+    );
+    let args = [
+        "auth",
+        CURIO_TOKEN,
+        OTHER_TOKEN,
+        cert,
+        key,
+        c1,
+        &miner,
+        &number,
+    ];
+    hostile(&address, &["--ca", ca], &args).await;
+    gateway.kill().await.unwrap();
+    cluster.stop().await.unwrap();
+}
+
+const CURIO_TOKEN: &str = "curio-token-0123456789abcdef0123456789";
+const OTHER_TOKEN: &str = "other-token-0123456789abcdef0123456789";
+
 #[test]
 fn a_curio_porep_request_is_proved_and_verify_seal_accepts_it() {
     // SAFETY: the first thing the test does, before it starts threads; filecoin-proofs reads
@@ -221,24 +437,41 @@ fn a_curio_porep_request_is_proved_and_verify_seal_accepts_it() {
         .enable_all()
         .build()
         .unwrap();
+    let certs = certificates(work.path());
     runtime.block_on(async {
         let cluster = support::cluster().await;
-        let (mut gateway, address) = start_gateway(&cluster.url(), work.path()).await;
+        // Over TLS, Curio's token, beside hostile calls (tests/py/gateway_hostile.py).
+        let clients = format!(
+            "[[client]]\nname = \"curio\"\ntoken = \"{CURIO_TOKEN}\"\npowers = [\"submit\"]\n"
+        );
+        let mut env = secured(work.path(), &certs, &clients);
+        env.push(("CUZK_GATEWAY_MAX_CALLS", "8".into()));
+        let (mut gateway, address) = start_gateway_with(&cluster.url(), "127.0.0.1:0", &env).await;
         let (miner, number) = (MINER.to_string(), SECTOR.to_string());
+        let pid = gateway.id().unwrap().to_string();
+        let options = ["--ca", certs.ca.to_str().unwrap(), "--token", CURIO_TOKEN];
         let args = [
-            "prove",
+            "prove-beside",
+            &pid,
             file.to_str().unwrap(),
             &miner,
             &number,
             out.to_str().unwrap(),
         ];
-        let transcript = python(&address, &args).await;
+        let transcript = hostile(&address, &options, &args).await;
         gateway.kill().await.unwrap();
         let job_id = transcript
             .split("job_id=")
             .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|rest| rest.split([',', ' ']).next())
             .expect("the transcript names the job");
+        // The request id sent twice made one job.
+        let records = cuzk_common::lifecycle::Ledger::new(&cluster.topology)
+            .recent(100)
+            .await
+            .unwrap();
+        let jobs: Vec<_> = records.iter().map(|r| r.job_id.as_str()).collect();
+        assert_eq!(jobs, [job_id], "one job for one request id");
         let input = cluster
             .topology
             .inputs

@@ -669,7 +669,8 @@ async fn gateway_serves_curio(url: &str) {
     let config = cuzk_common::config::GatewayArgs::default()
         .resolve()
         .unwrap();
-    let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), config);
+    let access = cuzk_gateway::Access::open();
+    let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), config, access);
 
     let admin = client(url, "admin").await;
     let mut high = admin.subscribe(SUBJECT_SUBMIT_HIGH).await.unwrap();

@@ -1,14 +1,13 @@
 //! What the gateway needs from the cluster, as a trait: the NATS implementation lives with the
-//! other submission code in `cli/src/gateway.rs`, and the service's tests use a stand-in.
-//! Nothing here is kept between calls: every answer comes from the cluster, so several
-//! gateways can serve the same cluster.
+//! other submission code in `cli/src/gateway.rs`. Nothing here is kept between calls: every
+//! answer comes from the cluster, so several gateways can serve the same cluster.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use cuzk_common::nodes::NodeInfo;
 use cuzk_wire::control::{CancelReply, SrsReply, SrsRequest};
-use cuzk_wire::job::{JobRecord, JobResult, JobSpec};
+use cuzk_wire::job::{JobRecord, JobResult, JobSpec, JobStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -49,6 +48,10 @@ pub trait Cluster: Send + Sync + 'static {
     /// then (or was never submitted).
     async fn result(&self, job_id: &str, wait: Duration)
         -> Result<Option<JobResult>, ClusterError>;
+
+    /// How the job stands, from its record or else its stored result; `None` if the cluster
+    /// has neither (never submitted, or still waiting for a synth node to take it).
+    async fn status(&self, job_id: &str) -> Result<Option<JobStatus>, ClusterError>;
 
     /// Cancels the job unless it has ended; the reply says which (or that the id is unknown).
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError>;

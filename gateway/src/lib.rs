@@ -5,16 +5,21 @@
 //! proof kinds are complete.
 //!
 //! The gateway keeps no state: jobs, results and the cluster's state live in NATS, reached
-//! through [`Cluster`], so any number of gateways can serve one cluster.
+//! through [`Cluster`], so any number of gateways can serve one cluster; who submitted a job
+//! shows in its id (`request.rs`). Whoever reaches the port meets its limits (`limits.rs`) and,
+//! where configured, TLS and authentication (`auth.rs`).
 
+mod auth;
 mod cluster;
 mod describe;
+mod limits;
 mod listen;
 mod reply;
 mod request;
 mod service;
 mod srs;
 
+pub use auth::{Access, AuthError};
 pub use cluster::{Cluster, ClusterError, ClusterView};
 pub use describe::describe;
 pub use listen::{serve, ListenAddr, ServeError};

@@ -14,7 +14,8 @@
 //! commitments as its parameters (`cuzk_circuits::snap`).
 
 use bytes::Bytes;
-use cuzk_wire::job::{valid_job_id, JobInput, JobSpec, Priority, JOB_SPEC_VERSION, MAX_JOB_ID_LEN};
+use cuzk_wire::job::{valid_job_id, JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
+use sha2::{Digest, Sha256};
 
 use crate::proto::{self, ProofKind, SubmitProofRequest};
 
@@ -48,9 +49,19 @@ impl From<RequestError> for tonic::Status {
     }
 }
 
-/// The job for `request` and its input bytes (the job's `input` is filled in when the bytes
-/// are staged).
-pub fn job_for(request: SubmitProofRequest) -> Result<(JobSpec, Bytes), RequestError> {
+/// The job for `request` sent by `owner` (`None`: the gateway is open) and its input bytes:
+/// the job id is the request's first ([`attempt_id`] names the others), and the job's `input`
+/// is filled in when the bytes are staged.
+pub fn job_for(
+    request: SubmitProofRequest,
+    owner: Option<&str>,
+) -> Result<(JobSpec, Bytes), RequestError> {
+    if request.request_id.len() > MAX_REQUEST_ID_BYTES {
+        return Err(RequestError::Invalid(format!(
+            "request_id {} is over {MAX_REQUEST_ID_BYTES} bytes",
+            excerpt(&request.request_id)
+        )));
+    }
     let kind = ProofKind::try_from(request.proof_kind).map_err(|_| {
         RequestError::Unimplemented(format!(
             "proof kind {} is not one of cuzk.v1.ProofKind; this gateway proves {PROVED}",
@@ -75,7 +86,7 @@ pub fn job_for(request: SubmitProofRequest) -> Result<(JobSpec, Bytes), RequestE
     let priority = priority(kind, request.priority());
     let spec = JobSpec {
         version: JOB_SPEC_VERSION,
-        job_id: job_id(&request.request_id),
+        job_id: job_id(owner, &request.request_id),
         circuit: circuit.into(),
         params,
         input: JobInput::None,
@@ -99,11 +110,22 @@ fn priority(kind: ProofKind, requested: proto::Priority) -> Priority {
     }
 }
 
-/// A fresh job id that shows the caller's request id where it can: a retried request is a new
-/// job (a request that failed must be able to run again), so the id is not the dedup key.
-fn job_id(request_id: &str) -> String {
-    let suffix = format!("{:016x}", rand::random::<u64>());
-    let keep = MAX_JOB_ID_LEN - suffix.len() - 4;
+/// Longest `request_id` taken: Curio's are `porep-<miner>-<sector>` and the like.
+pub const MAX_REQUEST_ID_BYTES: usize = 256;
+
+/// How many jobs one request id may start: a job that failed or was cancelled may be tried
+/// again under the same id, each attempt a job of its own.
+pub const MAX_ATTEMPTS: u32 = 16;
+
+/// How much of the request id a job id shows.
+const READABLE: usize = 32;
+
+/// The first job id of a request: the request id (readable where it can be) and a key, the
+/// SHA-256 of the submitting client's name and the request id, so the same client retrying
+/// the same request id names the same job on every gateway and after restarts. A client's jobs
+/// start `gw_<tag>-`, its tag the SHA-256 of its name: the gateway tells a client's jobs from
+/// others' by their ids alone ([`owned_by`]). Without a request id, the key is random.
+fn job_id(owner: Option<&str>, request_id: &str) -> String {
     let readable: String = request_id
         .chars()
         .map(|c| {
@@ -113,11 +135,62 @@ fn job_id(request_id: &str) -> String {
                 '_'
             }
         })
-        .take(keep)
+        .take(READABLE)
         .collect();
-    let id = format!("gw-{readable}-{suffix}");
-    debug_assert!(valid_job_id(&id), "{id}");
+    let key = match request_id.is_empty() {
+        true => format!("{:016x}", rand::random::<u64>()),
+        false => {
+            let mut hasher = Sha256::new();
+            hasher.update(owner.unwrap_or_default());
+            hasher.update([0]);
+            hasher.update(request_id);
+            hex::encode(&hasher.finalize()[..8])
+        }
+    };
+    let mut id = match owner {
+        Some(name) => format!("gw_{}-", owner_tag(name)),
+        None => "gw-".to_owned(),
+    };
+    if !readable.is_empty() {
+        id.push_str(&readable);
+        id.push('-');
+    }
+    id.push_str(&key);
+    debug_assert!(valid_job_id(&attempt_id(&id, MAX_ATTEMPTS - 1)), "{id}");
     id
+}
+
+/// The id of attempt `n` (from 0) of the request whose first job id is `first`.
+pub fn attempt_id(first: &str, n: u32) -> String {
+    match n {
+        0 => first.to_owned(),
+        n => format!("{first}-{n}"),
+    }
+}
+
+fn owner_tag(client: &str) -> String {
+    hex::encode(&Sha256::digest(client.as_bytes())[..4])
+}
+
+/// Whether `job_id` is a job that `client` submitted through a gateway.
+pub fn owned_by(job_id: &str, client: &str) -> bool {
+    job_id
+        .strip_prefix("gw_")
+        .and_then(|rest| rest.strip_prefix(owner_tag(client).as_str()))
+        .is_some_and(|rest| rest.starts_with('-'))
+}
+
+/// At most 32 characters of `text`, escaped, and how long it was: what a refusal may echo of
+/// a string from the network.
+pub fn excerpt(text: &str) -> String {
+    const SHOWN: usize = 32;
+    let shown: String = text.chars().take(SHOWN).collect();
+    let escaped = shown.escape_debug();
+    if shown.len() == text.len() {
+        format!("\"{escaped}\"")
+    } else {
+        format!("\"{escaped}…\" ({} bytes)", text.len())
+    }
 }
 
 #[cfg(feature = "porep")]
@@ -364,8 +437,21 @@ mod tests {
     }
 
     #[test]
+    fn excerpts_are_short_and_escaped() {
+        assert_eq!(excerpt("a b"), "\"a b\"");
+        let long = format!("\n{}", "x".repeat(48 << 20));
+        let shown = excerpt(&long);
+        let tail = format!("…\" ({} bytes)", long.len());
+        assert!(
+            shown.starts_with("\"\\nxxx") && shown.ends_with(&tail),
+            "{shown}"
+        );
+        assert!(shown.len() < 80, "{shown}");
+    }
+
+    #[test]
     fn a_curio_porep_request_becomes_a_porep_c2_job() {
-        let (spec, input) = job_for(porep(lotus(7))).unwrap();
+        let (spec, input) = job_for(porep(lotus(7)), None).unwrap();
         assert_eq!(spec.circuit, "porep-c2");
         assert_eq!(
             spec.params,
@@ -378,20 +464,49 @@ mod tests {
             spec.job_id
         );
         assert!(valid_job_id(&spec.job_id));
-        // A retried request is a new job.
-        assert_ne!(job_for(porep(lotus(7))).unwrap().0.job_id, spec.job_id);
+        // A retried request names the same job; another client's, or another request id, not.
+        assert_eq!(
+            job_for(porep(lotus(7)), None).unwrap().0.job_id,
+            spec.job_id
+        );
+        let curio = job_for(porep(lotus(7)), Some("curio")).unwrap().0.job_id;
+        assert_eq!(
+            job_for(porep(lotus(7)), Some("curio")).unwrap().0.job_id,
+            curio
+        );
+        assert_ne!(curio, spec.job_id);
+        assert!(owned_by(&curio, "curio") && !owned_by(&curio, "other"));
+        assert!(!owned_by(&spec.job_id, "curio"));
+        assert!(owned_by(&attempt_id(&curio, 3), "curio"));
+        let mut other = porep(lotus(7));
+        other.request_id = "porep-1234-8".into();
+        assert_ne!(job_for(other, None).unwrap().0.job_id, spec.job_id);
         // filecoin-proofs' own form names no proof: the job does.
-        let (spec, _) = job_for(porep(Bytes::from_static(br#"{"vanilla_proofs":[[]]}"#))).unwrap();
+        let (spec, _) = job_for(
+            porep(Bytes::from_static(br#"{"vanilla_proofs":[[]]}"#)),
+            None,
+        )
+        .unwrap();
         assert_eq!(spec.params["proof"], "StackedDrg2KiBV1_1");
         // Long or odd request ids still give a valid id.
         let mut odd = porep(lotus(7));
-        odd.request_id = "ü/".repeat(100);
-        assert!(valid_job_id(&job_for(odd).unwrap().0.job_id));
+        odd.request_id = "ü/".repeat(64);
+        let long_owner = "n".repeat(64);
+        let id = job_for(odd.clone(), Some(&long_owner)).unwrap().0.job_id;
+        assert!(valid_job_id(&attempt_id(&id, MAX_ATTEMPTS - 1)), "{id}");
+        // A request id is bounded before anything is made of it, and only a prefix is echoed.
+        odd.request_id = "x".repeat(48 << 20);
+        match job_for(odd, None) {
+            Err(RequestError::Invalid(m)) => {
+                assert!(m.len() < 120 && m.contains("50331648 bytes"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn bad_requests_are_refused_with_the_reason() {
-        let invalid = |request: SubmitProofRequest, expected: &str| match job_for(request) {
+        let invalid = |request: SubmitProofRequest, expected: &str| match job_for(request, None) {
             Err(RequestError::Invalid(m)) => assert!(m.contains(expected), "{m}"),
             other => panic!("expected INVALID_ARGUMENT ({expected}), got {other:?}"),
         };
@@ -433,10 +548,13 @@ mod tests {
 
     #[test]
     fn kinds_the_cluster_lacks_are_unimplemented() {
-        match job_for(SubmitProofRequest {
-            proof_kind: 42,
-            ..porep(lotus(7))
-        }) {
+        match job_for(
+            SubmitProofRequest {
+                proof_kind: 42,
+                ..porep(lotus(7))
+            },
+            None,
+        ) {
             Err(RequestError::Unimplemented(m)) => {
                 assert!(m.contains("42") && m.contains("SNAP_DEALS_UPDATE"), "{m}")
             }
@@ -459,7 +577,7 @@ mod tests {
 
     #[test]
     fn curio_post_requests_become_post_jobs() {
-        let (spec, input) = job_for(window(2)).unwrap();
+        let (spec, input) = job_for(window(2), None).unwrap();
         assert_eq!(spec.circuit, "window-post");
         assert_eq!(
             spec.params,
@@ -484,7 +602,7 @@ mod tests {
             partition_index: 0,
             ..window(1)
         };
-        let (spec, _) = job_for(winning).unwrap();
+        let (spec, _) = job_for(winning, None).unwrap();
         assert_eq!(spec.circuit, "winning-post");
         assert_eq!(spec.params["proof"], "StackedDrgWinning32GiBV1");
         assert!(spec.params.get("partition_index").is_none());
@@ -495,7 +613,7 @@ mod tests {
         let with = |request: SubmitProofRequest, priority: proto::Priority| {
             let mut request = request;
             request.set_priority(priority);
-            job_for(request).unwrap().0.priority
+            job_for(request, None).unwrap().0.priority
         };
         let winning = SubmitProofRequest {
             proof_kind: ProofKind::WinningPost as i32,
@@ -517,7 +635,7 @@ mod tests {
 
     #[test]
     fn bad_post_requests_are_refused_with_the_reason() {
-        let invalid = |request: SubmitProofRequest, expected: &str| match job_for(request) {
+        let invalid = |request: SubmitProofRequest, expected: &str| match job_for(request, None) {
             Err(RequestError::Invalid(m)) => assert!(m.contains(expected), "{m}"),
             other => panic!("expected INVALID_ARGUMENT ({expected}), got {other:?}"),
         };
@@ -583,7 +701,7 @@ mod tests {
 
     #[test]
     fn a_curio_snap_request_becomes_a_snap_deals_job() {
-        let (spec, input) = job_for(snap(1)).unwrap();
+        let (spec, input) = job_for(snap(1), None).unwrap();
         assert_eq!(spec.circuit, "snap-deals");
         assert_eq!(spec.priority, Priority::Normal);
         assert_eq!(
@@ -604,14 +722,14 @@ mod tests {
             priority: 0,
             ..snap(16)
         };
-        let (spec, _) = job_for(big).unwrap();
+        let (spec, _) = job_for(big, None).unwrap();
         assert_eq!(spec.params["sector_size"], "32GiB");
         assert_eq!(spec.priority, Priority::Normal);
     }
 
     #[test]
     fn bad_snap_requests_are_refused_with_the_reason() {
-        let invalid = |request: SubmitProofRequest, expected: &str| match job_for(request) {
+        let invalid = |request: SubmitProofRequest, expected: &str| match job_for(request, None) {
             Err(RequestError::Invalid(m)) => assert!(m.contains(expected), "{m}"),
             other => panic!("expected INVALID_ARGUMENT ({expected}), got {other:?}"),
         };

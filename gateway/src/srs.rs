@@ -11,8 +11,12 @@ use serde_json::json;
 use tonic::Status;
 
 use crate::proto::{EvictSrsResponse, PreloadSrsResponse};
+use crate::request::excerpt;
 
 const SIZES: &[&str] = &["2KiB", "8MiB", "512MiB", "32GiB", "64GiB"];
+
+/// Longest `circuit_id` taken: the JSON form of a circuit is some hundred bytes.
+pub const MAX_CIRCUIT_ID_BYTES: usize = 1024;
 
 /// The circuit `circuit` (`porep-c2`, `snap-deals`, `window-post`, `winning-post`) for sectors
 /// of `size`. A shape depends on neither the sector, the prover, the randomness, the
@@ -54,6 +58,12 @@ fn curio_id(circuit_id: &str) -> Option<(String, serde_json::Value)> {
 
 /// The circuit name and parameters `circuit_id` stands for.
 pub fn circuit_for(circuit_id: &str) -> Result<(String, serde_json::Value), Status> {
+    if circuit_id.len() > MAX_CIRCUIT_ID_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "circuit_id {} is over {MAX_CIRCUIT_ID_BYTES} bytes",
+            excerpt(circuit_id)
+        )));
+    }
     if let Some(found) = curio_id(circuit_id) {
         return Ok(found);
     }
@@ -74,7 +84,8 @@ pub fn circuit_for(circuit_id: &str) -> Result<(String, serde_json::Value), Stat
     }
     let invalid = |why: String| {
         Status::invalid_argument(format!(
-            "circuit_id {circuit_id:?}: {why}; accepted: porep-32g, porep-64g, snap-32g, snap-64g, wpost-32g, wpost-64g, winning-32g, winning-64g, <porep-c2|snap-deals|window-post|winning-post>-<2KiB|8MiB|512MiB|32GiB|64GiB>, or {{\"circuit\": ..., \"params\": {{...}}}}"
+            "circuit_id {}: {why}; accepted: porep-32g, porep-64g, snap-32g, snap-64g, wpost-32g, wpost-64g, winning-32g, winning-64g, <porep-c2|snap-deals|window-post|winning-post>-<2KiB|8MiB|512MiB|32GiB|64GiB>, or {{\"circuit\": ..., \"params\": {{...}}}}",
+            excerpt(circuit_id)
         ))
     };
     let named: Named = serde_json::from_str(circuit_id).map_err(|_| invalid("unknown".into()))?;
@@ -145,6 +156,7 @@ mod tests {
             "window-post2KiB",
             r#"{"circuit":"groth-bogus"}"#,
             "",
+            "p".repeat(48 << 20).as_str(),
         ] {
             assert_eq!(
                 circuit_for(bad).unwrap_err().code(),

@@ -85,8 +85,13 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
 
     let (mut direct, mut gateway) = (Vec::new(), Vec::new());
     for i in 0..args.warmup + args.jobs {
-        let d = via_nats(&cluster, request.clone()).await?;
-        let g = via_gateway(&mut grpc, request.clone()).await?;
+        // A request id names one job (docs/gateway.md): each job its own.
+        let for_path = |path: &str| SubmitProofRequest {
+            request_id: format!("bench-{path}-{i}"),
+            ..request.clone()
+        };
+        let d = via_nats(&cluster, for_path("nats")).await?;
+        let g = via_gateway(&mut grpc, for_path("gateway")).await?;
         if i >= args.warmup {
             direct.push(d);
             gateway.push(g);
@@ -111,7 +116,7 @@ async fn start_gateway(cluster: &LocalCluster, stop: CancellationToken) -> anyho
     }
     .resolve()?;
     let listen = config.listen.clone();
-    let gateway = cuzk_gateway::Gateway::new(Arc::new(nats), config);
+    let gateway = cuzk_gateway::Gateway::new(Arc::new(nats), config, cuzk_gateway::Access::open());
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         let served = cuzk_gateway::serve(&listen, gateway, stop, |addr| {
@@ -127,7 +132,7 @@ async fn start_gateway(cluster: &LocalCluster, stop: CancellationToken) -> anyho
 /// As `cuzk submit --wait` does it, with the job the gateway would make of the request.
 async fn via_nats(cluster: &LocalCluster, request: SubmitProofRequest) -> anyhow::Result<Sample> {
     let started = Instant::now();
-    let (spec, input) = cuzk_gateway::job_for(request)?;
+    let (spec, input) = cuzk_gateway::job_for(request, None)?;
     let client = &cluster.client;
     let mut results = client.subscribe(results_subject(&spec.job_id)).await?;
     let bucket = cuzk_common::topology::INPUTS_BUCKET;

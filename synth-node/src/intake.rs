@@ -24,9 +24,6 @@ use tracing::info;
 
 use crate::budget::partition_bytes;
 
-/// Largest job input accepted through the inputs object store.
-pub const MAX_OBJECT_INPUT: u64 = 4 << 30;
-
 /// One delivery of a job message.
 #[derive(Debug, Clone)]
 pub struct Submission {
@@ -168,7 +165,8 @@ impl Claimed {
     /// Loads the job's input; a failure ends the job this submission holds.
     pub async fn load(self, topology: &Topology) -> Result<Admitted, StepError> {
         let Claimed(mut job) = self;
-        job.input = Arc::new(load_input(topology, &job.spec.input).await?);
+        let cap = input_cap(&*job.circuit);
+        job.input = Arc::new(load_input(topology, &job.spec.input, cap).await?);
         Ok(job)
     }
 }
@@ -212,8 +210,24 @@ fn check_inline_input(limits: &Limits, input: &JobInput) -> Result<(), StepError
     Ok(())
 }
 
-/// The input's bytes (inline sizes were checked by [`claim`]).
-async fn load_input(topology: &Topology, input: &JobInput) -> Result<Vec<u8>, StepError> {
+/// The largest input `circuit` takes: what its synthesis would refuse anyway, so an input
+/// object declaring more is refused from its head, before a byte of it is read.
+pub fn input_cap(circuit: &dyn CircuitFamily) -> u64 {
+    let cap = match circuit.name() {
+        #[cfg(feature = "porep")]
+        "porep-c2" => cuzk_circuits::porep::MAX_C1_BYTES,
+        #[cfg(feature = "porep")]
+        "window-post" | "winning-post" => cuzk_circuits::post::MAX_POST_INPUT_BYTES,
+        #[cfg(feature = "porep")]
+        "snap-deals" => cuzk_circuits::snap::MAX_SNAP_INPUT_BYTES,
+        _ => cuzk_circuits::MAX_INPUT_BYTES,
+    };
+    cap as u64
+}
+
+/// The input's bytes (inline sizes were checked by [`claim`]); an input object's head must
+/// declare at most `cap` bytes.
+async fn load_input(topology: &Topology, input: &JobInput, cap: u64) -> Result<Vec<u8>, StepError> {
     match input {
         JobInput::None => Ok(Vec::new()),
         JobInput::Utf8(text) => Ok(text.as_bytes().to_vec()),
@@ -222,12 +236,12 @@ async fn load_input(topology: &Topology, input: &JobInput) -> Result<Vec<u8>, St
             .map_err(|e| StepError::Fatal(format!("input is not valid base64: {e}"))),
         JobInput::Object(name) => {
             let readers = std::slice::from_ref(&topology.js);
-            Ok(objects::read_bounded(&topology.inputs, readers, name, MAX_OBJECT_INPUT).await?)
+            Ok(objects::read_bounded(&topology.inputs, readers, name, cap).await?)
         }
         JobInput::ObjectIn { bucket, name } => {
             let store = topology::open_inputs_bucket(&topology.js, bucket).await?;
             let readers = std::slice::from_ref(&topology.js);
-            Ok(objects::read_bounded(&store, readers, name, MAX_OBJECT_INPUT).await?)
+            Ok(objects::read_bounded(&store, readers, name, cap).await?)
         }
     }
 }
@@ -261,5 +275,11 @@ mod tests {
         };
         let e = check_size(&ok, &small_budget).unwrap_err().to_string();
         assert!(e.contains("over the memory budget of 1048576"), "{e}");
+    }
+
+    #[test]
+    fn an_input_object_is_capped_at_what_its_circuit_takes() {
+        let mimc = cuzk_circuits::MimcFamily::new(64, 1).unwrap();
+        assert_eq!(input_cap(&mimc), cuzk_circuits::MAX_INPUT_BYTES as u64);
     }
 }

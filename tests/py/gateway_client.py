@@ -20,9 +20,6 @@ Usage:
       ones: FAILED_PRECONDITION naming that node's reason.
   gateway_client.py ADDRESS PROTO_DIR prove-fails C1_FILE MINER SECTOR
       Prove with a C1 that is well-formed but wrong: the reply must say FAILED with a reason.
-  gateway_client.py ADDRESS PROTO_DIR prove C1_FILE MINER SECTOR PROOF_OUT
-      SubmitProof, AwaitProof with a 1 ms timeout (TIMEOUT), AwaitProof without one
-      (COMPLETED); writes the proof bytes to PROOF_OUT for verify_seal.
   gateway_client.py ADDRESS PROTO_DIR post REQUEST_JSON PROOF_OUT
       A PoSt request as Curio sends it, its fields from REQUEST_JSON (proof_kind by name,
       registered_proof, miner_id, partition_index, randomness in hex, vanilla_proofs in
@@ -225,23 +222,6 @@ def prove_fails(pb, stub, c1_file, miner, sector):
         sys.exit("expected FAILED: ... do not verify")
 
 
-def prove(pb, stub, c1_file, miner, sector, out):
-    started = time.monotonic()
-    request = porep_request(pb, c1_file, miner, sector)
-    job = stub.SubmitProof(request, timeout=60)
-    say(f"SubmitProof ({len(request.vanilla_proof)} bytes, lotus/Curio C1): job_id={job.job_id}")
-    early = stub.AwaitProof(pb.AwaitProofRequest(job_id=job.job_id, timeout_ms=1), timeout=10)
-    show("AwaitProof (1 ms)", early, started)
-    if early.status != pb.AwaitProofResponse.TIMEOUT:
-        sys.exit("expected TIMEOUT")
-    reply = stub.AwaitProof(pb.AwaitProofRequest(job_id=job.job_id, timeout_ms=0), timeout=600)
-    show("AwaitProof (no limit)", reply, started)
-    if reply.status != pb.AwaitProofResponse.COMPLETED or len(reply.proof) != 192:
-        sys.exit("expected COMPLETED with one 192-byte partition proof")
-    with open(out, "wb") as f:
-        f.write(reply.proof)
-
-
 def post_request(pb, fields, corrupt=False):
     proofs = [base64.b64decode(p) for p in fields["vanilla_proofs"]]
     if corrupt:
@@ -288,7 +268,7 @@ def main(argv):
     with grpc.insecure_channel(address, options=options) as channel:
         grpc.channel_ready_future(channel).result(timeout=30)
         stub = pb_grpc.ProvingEngineStub(channel)
-        {"checks": checks, "prove-fails": prove_fails, "prove": prove, "cancel": cancel, "srs": srs,
+        {"checks": checks, "prove-fails": prove_fails, "cancel": cancel, "srs": srs,
          "srs-refused": srs_refused, "post": post}[command](
             pb, stub, *([channel] if command == "checks" else args))
     say("ok")

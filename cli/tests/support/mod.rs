@@ -176,3 +176,14 @@ pub async fn each_fails(client: &async_nats::Client, bad: &[(JobSpec, &str)]) {
         assert!(error.contains(expected), "{}: {error}", spec.job_id);
     }
 }
+
+/// A process's peak resident memory (`VmHWM` of `/proc/<pid>/status`), bytes.
+pub fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("process status");
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM in the process status");
+    kib << 10
+}

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -32,7 +32,8 @@ pub use layout::{MAX_SHARDS, MAX_STRIPES, STRIPE_BYTES};
 pub enum ObjectError {
     #[error("object {0} not found (expired or never written)")]
     NotFound(String),
-    #[error("object {name} is {size} bytes, over the limit of {limit}")]
+    /// Fatal: the object's head declares more than the reader's cap; nothing was allocated.
+    #[error("object {name} declares {size} bytes, over the limit of {limit}")]
     TooLarge { name: String, size: u64, limit: u64 },
     #[error("object store unavailable for {name}: {message}")]
     Unavailable { name: String, message: String },
@@ -161,8 +162,9 @@ async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError
 const STRIPES_PER_CONNECTION: usize = 4;
 
 /// Reads a whole (possibly striped) object of `shards` after checking its declared size against
-/// `limit`; every stripe's read is capped at its declared length, so a lying header cannot make
-/// us allocate more. `readers` are JetStream contexts on one or more connections; stripe `i` is
+/// `limit` (the caller's cap: a circuit's input cap, the blob limit); every stripe's read is
+/// capped at its declared length and the result grows with the bytes read, so a lying head
+/// cannot make us allocate what it declares. `readers` are JetStream contexts on one or more connections; stripe `i` is
 /// read through `readers[i % len]`.
 pub async fn read_bounded(
     shards: &impl AsShards,
@@ -178,7 +180,7 @@ pub async fn read_bounded(
 /// [`read_bounded`] into `out` (replacing what it held): a buffer used again is memory already
 /// mapped, where filling a fresh one spent a large share of a 32 GiB partition's fetch in page
 /// faults (docs/gpu-runs.md, "H with six transforms; blobs read into reused buffers"). Each
-/// stripe is copied to its place as soon as it has arrived, while the rest still stream.
+/// stripe is copied once those before it have arrived, while the rest still stream.
 pub async fn read_bounded_into(
     shards: &impl AsShards,
     readers: &[Context],
@@ -219,19 +221,33 @@ pub async fn read_bounded_into(
             (i, read_stripe(&store, &js, &stripe, size).await)
         });
     }
+    // Stripes are appended in order as they complete, so `out` grows with the bytes actually
+    // read (reused capacity aside): a head that declares gigabytes costs nothing until they
+    // arrive. A stripe that completes early waits, as the chunks it came in, for those before.
     out.clear();
-    out.resize(layout.total(), 0);
+    let mut early: BTreeMap<usize, Vec<Bytes>> = BTreeMap::new();
+    let mut next = 0;
     while let Some(done) = tasks.join_next().await {
         let (i, chunks) = done.map_err(|e| unavailable(name, e))?;
-        // read_stripe checked the stripe's length against its range; a slip is an error all
-        // the same, never a panic.
-        let mut at = layout.range(i).start;
-        for chunk in chunks? {
-            out.get_mut(at..at + chunk.len())
-                .ok_or_else(|| unavailable(name, "a stripe overruns its range"))?
-                .copy_from_slice(&chunk);
-            at += chunk.len();
+        early.insert(i, chunks?);
+        while let Some(chunks) = early.remove(&next) {
+            for chunk in chunks {
+                out.extend_from_slice(&chunk);
+            }
+            next += 1;
         }
+    }
+    // read_stripe checked each stripe's length against its range; a slip is an error all the
+    // same, never a short object.
+    if out.len() != layout.total() {
+        return Err(unavailable(
+            name,
+            format!(
+                "stripes hold {} bytes, expected {}",
+                out.len(),
+                layout.total()
+            ),
+        ));
     }
     debug!(
         object = name,
