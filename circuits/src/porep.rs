@@ -148,6 +148,8 @@ pub(crate) use with_tree;
 
 // After `with_tree!`, which it uses.
 mod capture;
+#[cfg(test)]
+mod native;
 mod synthetic;
 pub use synthetic::{synthetic_c1, SYNTHETIC_KEY};
 
