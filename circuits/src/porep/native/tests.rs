@@ -1,15 +1,21 @@
-//! The native emitters against bellperson's gadgets run in the synth node's `WitnessCs`:
-//! SHA-256 over messages of several lengths and constant patterns.
+//! The native emitters against bellperson's and neptune's gadgets run in the synth node's
+//! `WitnessCs`: SHA-256 over messages of several lengths and constant patterns, Poseidon at
+//! every arity the circuit uses.
 
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
+use bellperson::gadgets::num::AllocatedNum;
 use bellperson::ConstraintSystem;
 use blstrs::Scalar;
 use cuzk_prover::witness_cs::WitnessCs;
 use cuzk_wire::witness::Witness;
 use ff::Field;
-use rand::{RngCore, SeedableRng};
+use filecoin_hashers::poseidon::PoseidonFunction;
+use filecoin_hashers::{HashFunction, PoseidonArity};
+use generic_array::typenum::{U11, U2, U8};
+use rand::{Rng, RngCore, SeedableRng};
 
 use super::out::Out;
+use super::poseidon::Poseidon;
 use super::sha256::{sha256, Word};
 
 /// The first place two witnesses differ, lengths first; `None` when they are equal.
@@ -149,5 +155,39 @@ fn sha256_matches_the_gadget() {
             })
             .collect();
         assert_sha_matches(&msg);
+    }
+}
+
+fn assert_poseidon_matches<A: PoseidonArity>(rng: &mut impl Rng) {
+    let arity = A::to_usize();
+    let inputs: Vec<Scalar> = (0..arity).map(|_| Scalar::random(&mut *rng)).collect();
+    let mut cs = WitnessCs::new();
+    let nums: Vec<_> = inputs
+        .iter()
+        .map(|&v| AllocatedNum::alloc(&mut cs, || Ok(v)).unwrap())
+        .collect();
+    let hash = PoseidonFunction::hash_multi_leaf_circuit::<A, _>(&mut cs, &nums, 0).unwrap();
+    let gadget = cs.finish().aux.split_off(arity);
+
+    let p = Poseidon::for_arity(arity).unwrap();
+    assert_eq!(p.vars(), gadget.len(), "arity {arity}");
+    let mut buf = vec![Scalar::ZERO; gadget.len()];
+    let mut out = Out::new(&mut buf);
+    let ours = p.hash(&mut out, &inputs);
+    assert!(out.is_full());
+    let w = |aux: Vec<Scalar>| Witness { input: vec![], aux };
+    assert_eq!(first_difference(&w(buf), &w(gadget)), None, "arity {arity}");
+    assert_eq!(Some(ours), hash.get_value());
+}
+
+/// Poseidon at arity 2 (comm_r, 64 GiB's top tree, 2-layer columns), 8 (trees R and C) and 11
+/// (11-layer columns), against neptune's gadget as filecoin-hashers calls it.
+#[test]
+fn poseidon_matches_the_gadget() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(8);
+    for _ in 0..2 {
+        assert_poseidon_matches::<U2>(&mut rng);
+        assert_poseidon_matches::<U8>(&mut rng);
+        assert_poseidon_matches::<U11>(&mut rng);
     }
 }
