@@ -1,10 +1,11 @@
 //! The cursor every emitter writes through: one task's slice of the pre-sized aux vector.
 
 use blstrs::Scalar;
-use ff::Field;
+use ff::{Field, PrimeField};
 
 /// Writes variables in allocation order into a slice. It never panics: a write past the end is
-/// counted, not stored, so a count that differs from the slice is caught by the caller.
+/// counted, not stored, so [`Out::written`] on an empty slice measures an emitter (the layout
+/// uses that), and a task whose count differs from its slot is caught by its caller.
 pub(crate) struct Out<'a> {
     buf: &'a mut [Scalar],
     pos: usize,
@@ -21,6 +22,11 @@ impl<'a> Out<'a> {
             #[cfg(test)]
             flip_carry: false,
         }
+    }
+
+    /// An emitter run that only counts.
+    pub(crate) fn counting() -> Out<'static> {
+        Out::new(&mut [])
     }
 
     pub(crate) fn written(&self) -> usize {
@@ -52,6 +58,18 @@ impl<'a> Out<'a> {
             let i = mask.trailing_zeros();
             self.bit((val >> i) & 1 == 1);
             mask &= mask - 1;
+        }
+    }
+
+    /// `AllocatedNum::to_bits_le`: the 255 bits of the canonical value, lowest first.
+    pub(crate) fn field_bits(&mut self, v: &Scalar) {
+        self.repr_bits(&v.to_repr());
+    }
+
+    /// [`Out::field_bits`] of the value whose repr is `repr`.
+    pub(crate) fn repr_bits(&mut self, repr: &[u8; 32]) {
+        for i in 0..Scalar::NUM_BITS as usize {
+            self.bit((repr[i / 8] >> (i % 8)) & 1 == 1);
         }
     }
 }

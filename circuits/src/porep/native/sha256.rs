@@ -329,3 +329,26 @@ pub(crate) fn sha256(out: &mut Out, msg: &[Word]) -> [Word; 8] {
     }
     cur
 }
+
+/// The digest's bytes, in order.
+pub(crate) fn digest_bytes(digest: &[Word; 8]) -> [u8; 32] {
+    let mut bytes = [0u8; 32];
+    for (chunk, w) in bytes.chunks_exact_mut(4).zip(digest) {
+        chunk.copy_from_slice(&w.value().to_be_bytes());
+    }
+    bytes
+}
+
+/// The message words of a field element as the circuits feed one to SHA-256: its 255 allocated
+/// bits (`to_bits_le`) padded with a constant zero and reordered byte-wise
+/// (`reverse_bit_numbering`), i.e. its repr bytes in order with the top bit constant.
+pub(crate) fn field_words(repr: &[u8; 32]) -> [Word; 8] {
+    let mut words = [Word::constant(0); 8];
+    for (w, chunk) in words.iter_mut().zip(repr.chunks_exact(4)) {
+        let v = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        *w = Word::mixed(v, 0);
+    }
+    // Byte 31's top bit is bit 7 of the last word.
+    words[7] = Word::mixed(words[7].value() & !0x80, 0x80);
+    words
+}

@@ -1,6 +1,6 @@
 //! The native emitters against bellperson's and neptune's gadgets run in the synth node's
 //! `WitnessCs`: SHA-256 over messages of several lengths and constant patterns, Poseidon at
-//! every arity the circuit uses.
+//! every arity the circuit uses. Whole partitions are compared in `circuit_tests.rs`.
 
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
 use bellperson::gadgets::num::AllocatedNum;
@@ -10,16 +10,18 @@ use cuzk_prover::witness_cs::WitnessCs;
 use cuzk_wire::witness::Witness;
 use ff::Field;
 use filecoin_hashers::poseidon::PoseidonFunction;
+use filecoin_hashers::sha256::Sha256Function;
 use filecoin_hashers::{HashFunction, PoseidonArity};
 use generic_array::typenum::{U11, U2, U8};
 use rand::{Rng, RngCore, SeedableRng};
 
 use super::out::Out;
+use super::paths::{le_254, packed, sha_pair};
 use super::poseidon::Poseidon;
 use super::sha256::{sha256, Word};
 
 /// The first place two witnesses differ, lengths first; `None` when they are equal.
-fn first_difference(native: &Witness, gadget: &Witness) -> Option<String> {
+pub(super) fn first_difference(native: &Witness, gadget: &Witness) -> Option<String> {
     for (name, a, b) in [
         ("input", &native.input, &gadget.input),
         ("aux", &native.aux, &gadget.aux),
@@ -158,6 +160,24 @@ fn sha256_matches_the_gadget() {
     }
 }
 
+/// A tree D level's hash (two nodes' bits, SHA-256, packing) equals filecoin-hashers' gadget.
+#[test]
+fn sha_pair_matches_the_gadget() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    for _ in 0..3 {
+        let (a, b) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let mut cs = WitnessCs::new();
+        let nums = [a, b].map(|v| AllocatedNum::alloc(&mut cs, || Ok(v)).unwrap());
+        let root = Sha256Function::hash_multi_leaf_circuit::<U2, _>(&mut cs, &nums, 0).unwrap();
+        let gadget = cs.finish().aux.split_off(2);
+        let mut buf = vec![Scalar::ZERO; gadget.len()];
+        let mut out = Out::new(&mut buf);
+        let ours = sha_pair(&mut out, &a, &b);
+        assert!(out.is_full() && buf == gadget);
+        assert_eq!(Some(ours), root.get_value());
+    }
+}
+
 fn assert_poseidon_matches<A: PoseidonArity>(rng: &mut impl Rng) {
     let arity = A::to_usize();
     let inputs: Vec<Scalar> = (0..arity).map(|_| Scalar::random(&mut *rng)).collect();
@@ -190,4 +210,13 @@ fn poseidon_matches_the_gadget() {
         assert_poseidon_matches::<U8>(&mut rng);
         assert_poseidon_matches::<U11>(&mut rng);
     }
+}
+
+#[test]
+fn packing_is_the_little_endian_number_below_2_254() {
+    let mut bytes = [0xffu8; 32];
+    let v = le_254(bytes);
+    bytes[31] = 0x3f;
+    assert_eq!(Some(v), Option::from(Scalar::from_bytes_le(&bytes)));
+    assert_eq!(packed(&[Word::constant(0); 8]), Scalar::ZERO);
 }
