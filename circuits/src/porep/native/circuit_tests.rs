@@ -44,7 +44,8 @@ fn layout<Tree: MerkleTreeTrait>(size: SectorSize) -> (Shape, Layout) {
 fn every_sector_size_has_a_native_layout() {
     for size in SectorSize::ALL {
         let (shape, layout) = with_tree!(size, Tree => layout::<Tree>(size));
-        let aux = layout.prologue + shape.challenges * layout.per_challenge();
+        let per_challenge: usize = layout.tasks.iter().map(|(_, n)| n).sum();
+        let aux = layout.prologue + shape.challenges * per_challenge;
         let measured = match size {
             SectorSize::S2KiB => Some(2_685_673),
             SectorSize::S8MiB => Some(3_842_449),
@@ -258,8 +259,8 @@ fn tampered_c1s_fail_with_their_reason() {
     }
 }
 
-/// Partition 0 of a synthetic 32 GiB C1: the native generator on one thread and on every core,
-/// then the gadgets (one thread), compared; prints the times. Needs ~9 GiB and minutes:
+/// Partition 0 of a synthetic 32 GiB C1: the native generator on every core and on one, then
+/// the gadgets (one thread), compared; prints the times. Needs ~9 GiB and minutes:
 /// `cargo test -p cuzk-circuits --release --features porep -- --ignored synthetic_32gib`.
 #[test]
 #[ignore]
@@ -274,14 +275,15 @@ fn synthetic_32gib_partition_0() {
         .num_threads(1)
         .build()
         .unwrap();
+    // A first run only warms the memory the timed ones reuse (first touches of fresh memory
+    // dominate on some virtual machines).
+    drop(f.witness(&c1, 0, None).unwrap());
+    let t = Instant::now();
+    drop(f.witness(&c1, 0, None).unwrap());
+    let native_all = t.elapsed();
     let t = Instant::now();
     let native = one.install(|| f.witness(&c1, 0, None)).unwrap();
     let native_1t = t.elapsed();
-    let t = Instant::now();
-    let again = f.witness(&c1, 0, None).unwrap();
-    let native_all = t.elapsed();
-    assert!(again == native);
-    drop(again);
     let capacity = Some((native.input.len(), native.aux.len()));
     let t = Instant::now();
     let gadget = f.gadget_witness(&c1, 0, capacity).unwrap();

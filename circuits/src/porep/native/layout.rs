@@ -126,8 +126,4 @@ impl Layout {
             tasks,
         })
     }
-
-    pub(crate) fn per_challenge(&self) -> usize {
-        self.tasks.iter().map(|(_, n)| n).sum()
-    }
 }

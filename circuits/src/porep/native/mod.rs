@@ -27,7 +27,6 @@ mod tests;
 use blstrs::Scalar;
 use cuzk_wire::witness::Witness;
 use ff::{Field, PrimeField};
-use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 pub(crate) use layout::Layout;
@@ -292,25 +291,6 @@ impl Generator<'_> {
     }
 }
 
-/// Fills `buf` by `fill`, which must write exactly its length.
-fn fill(
-    buf: &mut [Scalar],
-    name: impl FnOnce() -> String,
-    fill: impl FnOnce(&mut Out) -> Result<(), NativeError>,
-) -> Result<(), NativeError> {
-    let slot = buf.len();
-    let mut out = Out::new(buf);
-    fill(&mut out)?;
-    if !out.is_full() {
-        return Err(NativeError::Layout {
-            task: name(),
-            written: out.written(),
-            slot,
-        });
-    }
-    Ok(())
-}
-
 /// The witness of partition `p` (of `layout`'s shape: [`parts::partition`] checked it), on the
 /// current rayon pool.
 pub(crate) fn generate(
@@ -319,29 +299,34 @@ pub(crate) fn generate(
     opts: Options,
 ) -> Result<Witness, NativeError> {
     let g = Generator { p, layout, opts };
-    let len = layout.prologue + p.challenges.len() * layout.per_challenge();
-    let mut aux = Vec::with_capacity(len);
-    aux.par_extend(rayon::iter::repeat_n(Scalar::ZERO, len));
-
-    let (head, mut rest) = aux.split_at_mut(layout.prologue);
-    let mut jobs = Vec::with_capacity(p.challenges.len() * layout.tasks.len());
-    for i in 0..p.challenges.len() {
-        for &(task, size) in &layout.tasks {
-            let (slot, tail) = rest.split_at_mut(size);
-            rest = tail;
-            jobs.push((i, task, slot));
-        }
-    }
-    fill(head, || "the prologue".into(), |out| g.prologue(out))?;
-    jobs.into_par_iter()
-        .with_max_len(1)
-        .try_for_each(|(i, task, slot)| {
-            fill(
-                slot,
-                || format!("challenge {i} {task:?}"),
-                |out| g.task(out, i, task),
-            )
-        })?;
+    let tasks = &layout.tasks;
+    // Slot 0 is the prologue, then each challenge's tasks.
+    let job = |k: usize| ((k - 1) / tasks.len(), tasks[(k - 1) % tasks.len()].0);
+    let sizes: Vec<usize> = std::iter::once(layout.prologue)
+        .chain(
+            p.challenges
+                .iter()
+                .flat_map(|_| tasks.iter().map(|&(_, n)| n)),
+        )
+        .collect();
+    let aux = out::fill_slots(
+        &sizes,
+        |k, out| match k {
+            0 => g.prologue(out),
+            _ => {
+                let (i, task) = job(k);
+                g.task(out, i, task)
+            }
+        },
+        |k, written| NativeError::Layout {
+            task: match k {
+                0 => "the prologue".into(),
+                _ => format!("{:?}", job(k)),
+            },
+            written,
+            slot: sizes[k],
+        },
+    )?;
     Ok(Witness {
         input: inputs(p),
         aux,

@@ -1,13 +1,21 @@
-//! The cursor every emitter writes through: one task's slice of the pre-sized aux vector.
+//! The cursor every emitter writes through, and the one place the aux vector is assembled: its
+//! slots are filled in parallel straight into the vector's uninitialized memory (zeroing 4 GB
+//! first would cost a whole extra pass over it).
+
+use std::mem::MaybeUninit;
 
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
+use rayon::prelude::*;
 
-/// Writes variables in allocation order into a slice. It never panics: a write past the end is
-/// counted, not stored, so [`Out::written`] on an empty slice measures an emitter (the layout
-/// uses that), and a task whose count differs from its slot is caught by its caller.
+/// A bit's variable, indexed by the bit: no branch on data.
+static BIT: [Scalar; 2] = [Scalar::ZERO, Scalar::ONE];
+
+/// Writes variables in allocation order into a slot. It never panics: a write past the end is
+/// counted, not stored, so [`Out::written`] on an empty slot measures an emitter (the layout
+/// uses that), and [`fill_slots`] catches an emitter that wrote another number than its slot.
 pub(crate) struct Out<'a> {
-    buf: &'a mut [Scalar],
+    buf: &'a mut [MaybeUninit<Scalar>],
     pos: usize,
     /// Test-only perturbation: flip the next carry bit an addition emits.
     #[cfg(test)]
@@ -15,7 +23,7 @@ pub(crate) struct Out<'a> {
 }
 
 impl<'a> Out<'a> {
-    pub(crate) fn new(buf: &'a mut [Scalar]) -> Self {
+    fn new(buf: &'a mut [MaybeUninit<Scalar>]) -> Self {
         Out {
             buf,
             pos: 0,
@@ -33,22 +41,17 @@ impl<'a> Out<'a> {
         self.pos
     }
 
-    /// Whether exactly the slice was filled.
-    pub(crate) fn is_full(&self) -> bool {
-        self.pos == self.buf.len()
-    }
-
     #[inline]
     pub(crate) fn push(&mut self, v: Scalar) {
         if let Some(slot) = self.buf.get_mut(self.pos) {
-            *slot = v;
+            slot.write(v);
         }
         self.pos += 1;
     }
 
     #[inline]
     pub(crate) fn bit(&mut self, b: bool) {
-        self.push(if b { Scalar::ONE } else { Scalar::ZERO });
+        self.push(BIT[usize::from(b)]);
     }
 
     /// The bits of `val` selected by `mask`, lowest first.
@@ -72,4 +75,53 @@ impl<'a> Out<'a> {
             self.bit((repr[i / 8] >> (i % 8)) & 1 == 1);
         }
     }
+}
+
+/// A vector of consecutive slots of `sizes`, slot `k` filled by `emit(k, out)` on the current
+/// rayon pool. Fails with `emit`'s error, or with `short(k, written)` for a slot whose emitter
+/// wrote another number of variables than its size.
+pub(crate) fn fill_slots<E: Send>(
+    sizes: &[usize],
+    emit: impl Fn(usize, &mut Out) -> Result<(), E> + Sync,
+    short: impl Fn(usize, usize) -> E + Sync,
+) -> Result<Vec<Scalar>, E> {
+    let len = sizes.iter().sum();
+    let mut aux = Vec::with_capacity(len);
+    let mut rest = &mut aux.spare_capacity_mut()[..len];
+    let mut slots = Vec::with_capacity(sizes.len());
+    for &size in sizes {
+        let (slot, tail) = rest.split_at_mut(size);
+        slots.push(slot);
+        rest = tail;
+    }
+    slots
+        .into_par_iter()
+        .enumerate()
+        .with_max_len(1)
+        .try_for_each(|(k, slot)| {
+            let mut out = Out::new(slot);
+            emit(k, &mut out)?;
+            if out.pos == out.buf.len() {
+                Ok(())
+            } else {
+                Err(short(k, out.pos))
+            }
+        })?;
+    // SAFETY: the slots tile `0..len`, and each was written at every index below its length:
+    // `push` writes index `pos` then increments it, so `pos == len` means `0..len` written.
+    unsafe { aux.set_len(len) };
+    Ok(aux)
+}
+
+/// One slot of `len` variables written by `emit`, or how many it wrote instead.
+#[cfg(test)]
+pub(crate) fn emitted(len: usize, emit: impl Fn(&mut Out) + Sync) -> Result<Vec<Scalar>, usize> {
+    fill_slots(
+        &[len],
+        |_, out| {
+            emit(out);
+            Ok(())
+        },
+        |_, written| written,
+    )
 }
