@@ -10,7 +10,9 @@
 //! C1's own replica id.
 //!
 //! Partition `k` is filecoin-proofs' circuit for `vanilla_proofs[k]`
-//! (`StackedCompound::circuit`), recorded with [`cuzk_prover::synthesize`]; the job's proof
+//! (`StackedCompound::circuit`), recorded with [`cuzk_prover::synthesize`]; the witness a synth
+//! node ships comes from the native generator (`porep/native/`), equal to the circuit's
+//! witness-only synthesis element for element and ~15× cheaper; the job's proof
 //! (the partition proofs concatenated) is what `seal_commit_phase2` returns and `verify_seal`
 //! accepts. Groth16 parameters are Filecoin's published files (`v28-<cache id>.params`) in the
 //! parameter directory every circuit uses ([`crate::ParamCache`]), checked against their

@@ -1,6 +1,6 @@
 //! The PoRep C2 witness computed natively: every variable `StackedCircuit::synthesize` allocates,
 //! in bellperson's order, written straight into one pre-sized aux vector, element for element
-//! the witness-only synthesis of the gadget circuit (`tests.rs` checks that).
+//! the witness-only synthesis of the gadget circuit (`circuit_tests.rs` checks that).
 //!
 //! The aux vector is the prologue (replica id and its bits, the commitments, H(comm_c,
 //! comm_r_last)), then per challenge the tasks of [`layout::Task`]; each task fills its own
@@ -252,6 +252,8 @@ impl Generator<'_> {
                 Ok(())
             }
             Task::Label(layer) => self.label(out, ch, i, layer),
+            // The labels these two tasks need are recomputed with plain SHA-256 (cheap next to
+            // emitting them), so no task waits for another.
             Task::Replica => {
                 let layers = self.layout.shape.layers;
                 let key = label_value(
