@@ -33,7 +33,11 @@ pub use cache::{ShapeCache, ShapeId, CACHE_ENV, FILECOIN_CACHE_ENV};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Synthesis {
     /// The assignment alone: what synth nodes ship. `capacity` (inputs, aux) pre-sizes it.
+    /// A family may compute it natively instead of through its gadgets (PoRep C2 does).
     Witness { capacity: Option<(usize, usize)> },
+    /// The assignment alone, always through the circuit's gadgets: the reference a native
+    /// [`Synthesis::Witness`] is checked and timed against.
+    GadgetWitness { capacity: Option<(usize, usize)> },
     /// Assignment, A/B/C evaluations and densities as bellperson's prover records them: the
     /// reference the witness path is checked and timed against.
     Recording,
@@ -91,9 +95,11 @@ pub(crate) fn run<C: bellperson::Circuit<Scalar>>(
         source,
     };
     match mode {
-        Synthesis::Witness { capacity } => cuzk_prover::synthesize_witness(circuit, capacity)
-            .map(Synthesized::Witness)
-            .map_err(wrap),
+        Synthesis::Witness { capacity } | Synthesis::GadgetWitness { capacity } => {
+            cuzk_prover::synthesize_witness(circuit, capacity)
+                .map(Synthesized::Witness)
+                .map_err(wrap)
+        }
         Synthesis::Recording => cuzk_prover::recording::synthesize(circuit)
             .map(Synthesized::Recording)
             .map_err(wrap),
@@ -161,6 +167,13 @@ pub enum CircuitError {
     },
     #[error("Groth16 parameters for {shape}: {reason}")]
     Params { shape: String, reason: String },
+    /// A native witness generator failed itself (a bug, not the input's fault).
+    #[error("native witness of {shape} partition {partition}: {reason}")]
+    Native {
+        shape: String,
+        partition: usize,
+        reason: String,
+    },
 }
 
 /// The size of one partition, known from a family's parameters without synthesis: what intake
@@ -220,6 +233,23 @@ pub trait CircuitFamily: Send + Sync {
         capacity: Option<(usize, usize)>,
     ) -> Result<Witness, CircuitError> {
         match self.synthesize(input, index, Synthesis::Witness { capacity })? {
+            Synthesized::Witness(w) => Ok(w),
+            Synthesized::Recording(a) => Ok(Witness {
+                input: a.input,
+                aux: a.aux,
+            }),
+        }
+    }
+
+    /// Witness-only synthesis of partition `index` through the circuit's gadgets (see
+    /// [`Synthesis::GadgetWitness`]).
+    fn gadget_witness(
+        &self,
+        input: &[u8],
+        index: usize,
+        capacity: Option<(usize, usize)>,
+    ) -> Result<Witness, CircuitError> {
+        match self.synthesize(input, index, Synthesis::GadgetWitness { capacity })? {
             Synthesized::Witness(w) => Ok(w),
             Synthesized::Recording(a) => Ok(Witness {
                 input: a.input,

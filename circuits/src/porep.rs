@@ -10,7 +10,9 @@
 //! C1's own replica id.
 //!
 //! Partition `k` is filecoin-proofs' circuit for `vanilla_proofs[k]`
-//! (`StackedCompound::circuit`), recorded with [`cuzk_prover::synthesize`]; the job's proof
+//! (`StackedCompound::circuit`), recorded with [`cuzk_prover::synthesize`]; the witness a synth
+//! node ships comes from the native generator (`porep/native/`), equal to the circuit's
+//! witness-only synthesis element for element and ~15× cheaper; the job's proof
 //! (the partition proofs concatenated) is what `seal_commit_phase2` returns and `verify_seal`
 //! accepts. Groth16 parameters are Filecoin's published files (`v28-<cache id>.params`) in the
 //! parameter directory every circuit uses ([`crate::ParamCache`]), checked against their
@@ -22,11 +24,12 @@ use std::fs::{self, File};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 
 use blstrs::Scalar;
 use cuzk_prover::setup::FixedBase;
 use cuzk_prover::ShapeMatrices;
+use cuzk_wire::witness::Witness;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::constants::{DefaultPieceDomain, DefaultPieceHasher};
 use filecoin_proofs::parameters::{public_params, setup_params};
@@ -148,6 +151,7 @@ pub(crate) use with_tree;
 
 // After `with_tree!`, which it uses.
 mod capture;
+mod native;
 mod synthetic;
 pub use synthetic::{synthetic_c1, SYNTHETIC_KEY};
 
@@ -719,6 +723,23 @@ impl PorepC2Family {
         index: usize,
         mode: Synthesis,
     ) -> Result<Synthesized, CircuitError> {
+        if let Synthesis::Witness { .. } = mode {
+            let opts = native::Options::new(!self.synthetic);
+            // Like the gadgets, never let a bug's panic take the synthesis pool down.
+            let native = catch_unwind(AssertUnwindSafe(|| {
+                self.native_witness::<Tree>(input, index, opts)
+            }))
+            .unwrap_or_else(|_| {
+                Err(CircuitError::Native {
+                    shape: shape_key(self.size),
+                    partition: index,
+                    reason: "the generator panicked".into(),
+                })
+            })?;
+            if let Some(w) = native {
+                return Ok(Synthesized::Witness(w));
+            }
+        }
         crate::run_guarded(
             shape_key(self.size),
             index,
@@ -726,6 +747,60 @@ impl PorepC2Family {
             || self.circuit::<Tree>(input, index),
             input_err(format!("partition {index}'s circuit construction panicked")),
         )
+    }
+
+    /// Partition `index`'s witness from the native generator, or `None` (logged once) for a
+    /// shape it does not know, which the gadgets then synthesize.
+    fn native_witness<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        input: &[u8],
+        index: usize,
+        opts: native::Options,
+    ) -> Result<Option<Witness>, CircuitError> {
+        let shape = native::parts::Shape::of::<Tree>(&self.size.config())
+            .map_err(|e| params_err(self.size, e))?;
+        let Some(layout) = native::Layout::new(&shape) else {
+            static UNKNOWN: Once = Once::new();
+            UNKNOWN.call_once(|| {
+                tracing::info!(
+                    shape = shape_key(self.size),
+                    "no native witness generator for this shape; synthesizing through the gadgets"
+                )
+            });
+            return Ok(None);
+        };
+        let c1 = self.c1::<Tree>(input)?;
+        self.native_partition(&c1.out, index, &shape, &layout, opts)
+            .map(Some)
+    }
+
+    /// Partition `index` of a parsed C1 through the native generator.
+    fn native_partition<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        c1: &SealCommitPhase1Output<Tree>,
+        index: usize,
+        shape: &native::parts::Shape,
+        layout: &native::Layout,
+        opts: native::Options,
+    ) -> Result<Witness, CircuitError> {
+        let proofs = c1.vanilla_proofs.get(index).ok_or_else(|| {
+            input_err(format!(
+                "partition {index} requested but the job has {}",
+                c1.vanilla_proofs.len()
+            ))
+        })?;
+        let (comm_r, comm_d) = commitments(c1)?;
+        let partition =
+            native::parts::partition::<Tree>(proofs, &c1.replica_id, &comm_d, &comm_r, shape)
+                .map_err(|e| input_err(format!("partition {index}: {e}")))?;
+        native::generate(&partition, layout, opts).map_err(|e| match e {
+            native::NativeError::Layout { .. } => CircuitError::Native {
+                shape: shape_key(self.size),
+                partition: index,
+                reason: e.to_string(),
+            },
+            _ => input_err(format!("partition {index}: {e}")),
+        })
     }
 
     /// bellperson's own proof of partition `index` (`create_proof_batch` with the given r, s):
@@ -818,10 +893,7 @@ fn setup<'a, Tree: 'static + MerkleTreeTrait>(
             priority: false,
         })
         .map_err(|e| params_err(size, e))?;
-    let comm_r =
-        as_safe_commitment(&c1.comm_r, "comm_r").map_err(|e| input_err(format!("{e:#}")))?;
-    let comm_d = DefaultPieceDomain::try_from_bytes(&c1.comm_d)
-        .map_err(|e| input_err(format!("comm_d: {e:#}")))?;
+    let (comm_r, comm_d) = commitments(c1)?;
     let pub_in = stacked::PublicInputs {
         replica_id: c1.replica_id,
         tau: Some(stacked::Tau { comm_d, comm_r }),
@@ -829,6 +901,23 @@ fn setup<'a, Tree: 'static + MerkleTreeTrait>(
         seed: Some(c1.seed),
     };
     Ok((cpp, pub_in))
+}
+
+/// comm_r and comm_d as the circuit's public inputs take them.
+fn commitments<Tree: 'static + MerkleTreeTrait>(
+    c1: &SealCommitPhase1Output<Tree>,
+) -> Result<
+    (
+        <Tree::Hasher as Hasher>::Domain,
+        <DefaultPieceHasher as Hasher>::Domain,
+    ),
+    CircuitError,
+> {
+    let comm_r =
+        as_safe_commitment(&c1.comm_r, "comm_r").map_err(|e| input_err(format!("{e:#}")))?;
+    let comm_d = DefaultPieceDomain::try_from_bytes(&c1.comm_d)
+        .map_err(|e| input_err(format!("comm_d: {e:#}")))?;
+    Ok((comm_r, comm_d))
 }
 
 impl CircuitFamily for PorepC2Family {

@@ -84,8 +84,8 @@ enum Command {
         #[arg(long)]
         force_insecure: bool,
     },
-    /// One partition: constraints, matrix size, full vs witness-only synthesis time, witness
-    /// blob sizes and decode time.
+    /// One partition: constraints, matrix size, full vs witness-only synthesis time (gadgets,
+    /// and the native generator on every core and on one), witness blob sizes and decode time.
     Stats {
         #[arg(long, value_parser = clap::value_parser!(SectorSize))]
         sector_size: SectorSize,
