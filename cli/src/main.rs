@@ -281,7 +281,7 @@ struct GpuNodeArgs {
     /// Print the device memory plan of each --gpu-preload shape within --gpu-memory-budget
     /// (what stays on the device, what streams from host memory) and exit; exits 1 when the
     /// budget cannot hold a shape. Needs no GPU when the budget is given.
-    #[arg(long)]
+    #[arg(long, env = "CUZK_EXPLAIN_PLAN")]
     explain_plan: bool,
 }
 
