@@ -107,10 +107,7 @@ done
 case "$TIME_LIMIT" in ''|*[!0-9]*) [ -z "$TIME_LIMIT" ] || die "--time-limit takes whole seconds, not '$TIME_LIMIT'" ;; esac
 case "$SYNTH_IN_FLIGHT" in ''|*[!0-9]*) die "--synth-in-flight takes a count, not '$SYNTH_IN_FLIGHT'" ;; esac
 
-# The packed files: beside this script when it runs from the pack (.device/run-32g.sh), else
-# the checkout's .device/.
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-case "$HERE" in */kernels/scripts) PACK=$(dirname "$(dirname "$HERE")")/.device ;; *) PACK=$HERE ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/gpu-host.sh"
 B=${B:-$PACK/bin}
 RESULTS_PY=
 for f in "$HERE/h200-results.py" "$PACK/h200-results.py"; do [ -f "$f" ] && { RESULTS_PY=$f; break; }; done
@@ -120,15 +117,8 @@ mkdir -p "$OUT/logs" "$W/params" || die "cannot create $OUT or $W"
 OUT=$(cd "$OUT" && pwd); W=$(cd "$W" && pwd)
 L=$OUT/logs; R=$OUT/results.json
 
-# Unpack what the pack holds where the binary is missing or older than the pack.
-for f in "$PACK"/*.gz; do
-  [ -e "$f" ] || continue
-  mkdir -p "$B" || die "cannot create $B"
-  n=$B/$(basename "$f" .gz)
-  [ "$n" -nt "$f" ] && continue
-  { gunzip -c "$f" >"$n.part" && chmod +x "$n.part" && mv "$n.part" "$n"; } || die "cannot unpack $f into $B"
-done
-[ -d "$B" ] && B=$(cd "$B" && pwd)
+unpack "$B"
+B=$(cd "$B" && pwd)
 
 asked() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 # What the asked steps need, checked before anything runs.

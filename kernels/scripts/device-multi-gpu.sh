@@ -38,22 +38,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-# The packed files: beside this script when it runs from the pack, else the checkout's .device/.
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-case "$HERE" in */kernels/scripts) PACK=$(dirname "$(dirname "$HERE")")/.device ;; *) PACK=$HERE ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/gpu-host.sh"
 B=${B:-$PACK/bin}
 mkdir -p "$OUT" "$B" || die "cannot create $OUT or $B"
 OUT=$(cd "$OUT" && pwd); B=$(cd "$B" && pwd)
-for f in "$PACK"/*.gz; do
-  [ -e "$f" ] || continue
-  n=$B/$(basename "$f" .gz)
-  [ "$n" -nt "$f" ] && continue
-  { gunzip -c "$f" >"$n.part" && chmod +x "$n.part" && mv "$n.part" "$n"; } || die "cannot unpack $f into $B"
-done
-for x in cuzk nats-server; do
-  [ -x "$B/$x" ] || die "$B/$x missing: pack with kernels/scripts/pack-device.sh and copy .device/ here (or --bin DIR)"
-done
-command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this host needs an NVIDIA driver"
+unpack "$B"
+need_bins "$B" cuzk nats-server
+need_gpu
 
 nvidia-smi -L
 export CUZK_PARAM_CACHE=${CUZK_PARAM_CACHE:-/tmp/cuzk-params}

@@ -48,24 +48,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-# The packed files: beside this script when it runs from the pack, else the checkout's .device/.
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-case "$HERE" in */kernels/scripts) PACK=$(dirname "$(dirname "$HERE")")/.device ;; *) PACK=$HERE ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/gpu-host.sh"
 B=${B:-$PACK/bin}
 mkdir -p "$OUT_DIR" "$B" || die "cannot create $OUT_DIR or $B"
 OUT_DIR=$(cd "$OUT_DIR" && pwd); B=$(cd "$B" && pwd)
-for f in "$PACK"/*.gz; do
-  [ -e "$f" ] || continue
-  n=$B/$(basename "$f" .gz)
-  [ "$n" -nt "$f" ] && continue
-  { gunzip -c "$f" >"$n.part" && chmod +x "$n.part" && mv "$n.part" "$n"; } || die "cannot unpack $f into $B"
-done
-for x in cuzk cuzk-porep cuzk-gpu-check; do
-  [ -x "$B/$x" ] || die "$B/$x missing: pack with kernels/scripts/pack-device.sh and copy .device/ here (or --bin DIR)"
-done
+unpack "$B"
+need_bins "$B" cuzk cuzk-porep cuzk-gpu-check
 C1=$PACK/c1-2k.json
 [ -f "$C1" ] || die "$C1 missing: pack-device.sh copies it from the SupraSeal anchor (ANCHOR=DIR)"
-command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this host needs an NVIDIA driver"
+need_gpu
 
 P=$(mktemp -d); export CUZK_PARAM_CACHE=$P FIL_PROOFS_PARAMETER_CACHE=$P
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader

@@ -36,42 +36,12 @@ die() { echo "device-porep.sh: $*" >&2; exit 1; }
 
 OUT=${OUT:-./cuzk-gpu-porep}
 TOTAL=${TOTAL:-560}
-B=
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage; exit 0 ;;
-    --no-checks) CHECKS=0; shift; continue ;;
-    --out|--time-limit|--bin) [ $# -ge 2 ] || die "$1 needs a value (--help)"; opt=$1 val=$2; shift 2 ;;
-    --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
-    *) die "unknown argument '$1' (--help)" ;;
-  esac
-  case "$opt" in
-    --out) OUT=$val ;;
-    --time-limit) TOTAL=$val ;;
-    --bin) B=$val ;;
-    *) die "unknown option '$opt' (--help)" ;;
-  esac
-done
-case "$TOTAL" in ''|*[!0-9]*) die "--time-limit takes whole seconds, not '$TOTAL'" ;; esac
-
-# The packed files: beside this script when it runs from the pack, else the checkout's .device/.
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-case "$HERE" in */kernels/scripts) PACK=$(dirname "$(dirname "$HERE")")/.device ;; *) PACK=$HERE ;; esac
-B=${B:-$PACK/bin}
-mkdir -p "$OUT" "$B" || die "cannot create $OUT or $B"
-OUT=$(cd "$OUT" && pwd); B=$(cd "$B" && pwd)
-for f in "$PACK"/*.gz; do
-  [ -e "$f" ] || continue
-  n=$B/$(basename "$f" .gz)
-  [ "$n" -nt "$f" ] && continue
-  { gunzip -c "$f" >"$n.part" && chmod +x "$n.part" && mv "$n.part" "$n"; } || die "cannot unpack $f into $B"
-done
-for x in cuzk-porep cuzk-gpu-check nats-server; do
-  [ -x "$B/$x" ] || die "$B/$x missing: pack with kernels/scripts/pack-device.sh and copy .device/ here (or --bin DIR)"
-done
+. "$(dirname "${BASH_SOURCE[0]}")/gpu-host.sh"
+checks_out_time_bin "$@"
+need_bins "$B" cuzk-porep cuzk-gpu-check nats-server
 C1=$PACK/c1-2k.json
 [ -f "$C1" ] || die "$C1 missing: pack-device.sh copies it from the SupraSeal anchor (ANCHOR=DIR)"
-command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this host needs an NVIDIA driver"
+need_gpu
 
 # One parameter directory for every circuit; filecoin-proofs reads it under its own name too.
 P=${CUZK_PARAM_CACHE:-/tmp/cuzk-params}

@@ -58,23 +58,15 @@ CHECK_LOG=${CHECK_LOG:-20}
 G1_LOGS=${G1_LOGS:-20,22,24}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 
-# The packed files: beside this script when it runs from the pack, else the checkout's .device/;
-# the checkout (for the fp step's sources) around either.
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-case "$HERE" in */kernels/scripts) PACK=$(dirname "$(dirname "$HERE")")/.device ;; *) PACK=$HERE ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/gpu-host.sh"
 ROOT=$(dirname "$PACK")
 B=${B:-$PACK/bin}
 mkdir -p "$OUT" "$B" || die "cannot create $OUT or $B"
 OUT=$(cd "$OUT" && pwd); B=$(cd "$B" && pwd)
-for f in "$PACK"/*.gz; do
-  [ -e "$f" ] || continue
-  n=$B/$(basename "$f" .gz)
-  [ "$n" -nt "$f" ] && continue
-  { gunzip -c "$f" >"$n.part" && chmod +x "$n.part" && mv "$n.part" "$n"; } || die "cannot unpack $f into $B"
-done
+unpack "$B"
 GC=$B/cuzk-gpu-check
 [ -x "$GC" ] || die "$GC missing: pack with kernels/scripts/pack-device.sh and copy .device/ here (or --bin DIR)"
-command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this host needs an NVIDIA driver"
+need_gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 echo "out: $OUT"
 if has fp; then

@@ -36,5 +36,6 @@ for f in /tmp/cuzk-pack/*; do gzip -6 -c "$f" > ".device/$(basename "$f").gz"; d
 [ -n "${ANCHOR:-}" ] && [ -f "$ANCHOR/c1-2k.json" ] && cp "$ANCHOR/c1-2k.json" .device/
 rm -f .device/run-*.sh
 for s in kernels/scripts/device-*.sh; do cp "$s" ".device/$(basename "$s" | sed 's/^device-/run-/')"; done
+cp kernels/scripts/gpu-host.sh .device/
 cp kernels/scripts/h200-results.py .device/
 du -ch .device/* | tail -1
