@@ -419,11 +419,25 @@ impl ShapeCache {
         let checked = operator.is_some();
         let own = family.parameter_file().map(|name| self.dir.join(name));
         match operator.or(own) {
-            Some(path) if !path.exists() => Err(Self::err(&key, format!(
-                "no Groth16 parameters for {key} at {}; generate test ones with `cuzk-porep params` (INSECURE) or fetch the real ones",
-                path.display()
-            ))),
+            Some(path) if !path.exists() => {
+                let hint = if checked {
+                    "check the path given with --params-file".to_string()
+                } else {
+                    family.parameter_source()
+                };
+                Err(Self::err(
+                    &key,
+                    format!(
+                        "no Groth16 parameters for {key} at {}; {hint}",
+                        path.display()
+                    ),
+                ))
+            }
             Some(path) => {
+                // Every family and every file, the operator's included: a marker alone must not
+                // let a node prove with known toxic waste.
+                crate::param_files::refuse_insecure(&path, self.allow_test_params)
+                    .map_err(|e| Self::err(&key, e.to_string()))?;
                 if let Some(expected) = family.published_digest().filter(|_| !checked) {
                     crate::param_files::verify(&path, expected)
                         .map_err(|e| Self::err(&key, e.to_string()))?;
@@ -437,13 +451,15 @@ impl ShapeCache {
     /// The path of the shape's generated test parameters, generating them first if allowed.
     fn test_params(&self, key: &str, m: &ShapeMatrices) -> Result<PathBuf, CircuitError> {
         let path = self.test_params_path(key, m);
-        if path.exists() {
-            return Ok(path);
-        }
+        // Checked before the file is looked for: one left by an earlier test run is as
+        // insecure as a fresh one.
         if !self.allow_test_params {
             return Err(Self::err(key, format!(
-                "no Groth16 parameters for {key}, and this node does not generate test parameters (start it with --allow-test-params to generate INSECURE ones, or give a parameter file with --params-file)"
+                "no Groth16 parameters for {key}, and this node does not generate test parameters or use existing ones (start it with --allow-test-params to use INSECURE ones, or give a parameter file with --params-file)"
             )));
+        }
+        if path.exists() {
+            return Ok(path);
         }
         self.locked(key, &format!("TEST-ONLY-INSECURE-{key}"), || {
             if path.exists() {
@@ -569,7 +585,13 @@ mod tests {
         assert_eq!(family.captured.load(Ordering::SeqCst), 1);
         let params = |k: &ProvingKey| k.srs.parameters().unwrap();
         assert!(*params(&k1) == *params(&k2));
-        let cache = ShapeCache::new(dir.path(), false, 1 << 30);
+        let e = ShapeCache::new(dir.path(), false, 1 << 30)
+            .proving_key(&family)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--allow-test-params"), "{e}");
+        let cache = ShapeCache::new(dir.path(), true, 1 << 30);
         let k3 = cache.proving_key(&family).unwrap();
         assert!(
             *params(&k3) == *params(&k1),
@@ -707,6 +729,57 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("corrupt or truncated"), "{e}");
+    }
+
+    #[test]
+    fn marked_parameter_files_need_the_allow_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let generated = ShapeCache::new(dir.path().join("gen"), true, 0)
+            .proving_key(&counting(16, None))
+            .unwrap();
+        let file = dir.path().join("v28-marked.params");
+        fs::copy(
+            ShapeCache::new(dir.path().join("gen"), true, 0)
+                .test_params_path("mimc-r16", &generated.matrices),
+            &file,
+        )
+        .unwrap();
+        crate::param_files::mark_insecure(&file).unwrap();
+        // Under a published name with a digest it cannot match, as PoSt's and SnapDeals' are.
+        let family = Counting {
+            digest: Some("00000000000000000000000000000000"),
+            ..counting(16, Some(PathBuf::from("v28-marked.params")))
+        };
+        let e = ShapeCache::new(dir.path(), false, 0)
+            .proving_key(&family)
+            .err()
+            .unwrap();
+        assert!(matches!(e, CircuitError::Params { .. }), "{e:?}");
+        let e = e.to_string();
+        assert!(e.contains("v28-marked.params is marked INSECURE"), "{e}");
+        assert!(e.contains("--allow-test-params"), "{e}");
+        // An operator's marked file is refused the same way.
+        let operator = ShapeCache::new(dir.path().join("op"), false, 0)
+            .with_parameter_files([("mimc-r16".to_string(), file.clone())].into());
+        let e = operator
+            .proving_key(&counting(16, None))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("v28-marked.params is marked INSECURE"), "{e}");
+        // Allowed, the marked file is used (without the digest check).
+        ShapeCache::new(dir.path(), true, 0)
+            .proving_key(&family)
+            .unwrap();
+
+        // A missing file names where the family's parameters come from.
+        let e = ShapeCache::new(dir.path(), false, 0)
+            .proving_key(&counting(16, Some(PathBuf::from("v28-absent.params"))))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("lotus fetch-params"), "{e}");
+        assert!(!e.contains("cuzk-porep"), "{e}");
     }
 
     #[test]

@@ -225,6 +225,12 @@ pub trait CircuitFamily: Send + Sync {
         None
     }
 
+    /// Where [`parameter_file`](Self::parameter_file) comes from, for the error saying it is
+    /// missing.
+    fn parameter_source(&self) -> String {
+        "fetch Filecoin's published parameters into the parameter directory (lotus fetch-params / paramfetch)".into()
+    }
+
     /// Witness-only synthesis of partition `index`.
     fn witness(
         &self,

@@ -6,7 +6,8 @@
 //!   A good verdict is remembered in a sidecar file (`<file>.cuzk-verified`) together with the
 //!   file's size and modification time, so a 44 GiB file is hashed once, not on every start.
 //! * Insecure test parameters written under a published name carry a sidecar marker
-//!   (`<file>.TEST-ONLY-INSECURE`); such a file is loaded without the digest check, loudly.
+//!   (`<file>.TEST-ONLY-INSECURE`); such a file is refused unless test parameters are allowed,
+//!   and then loaded without the digest check, loudly.
 //! * Insecure parameters never go into a production directory — filecoin-proofs' default
 //!   (`/var/tmp/filecoin-proof-parameters`) or one that holds published files without the
 //!   marker — unless forced.
@@ -33,6 +34,8 @@ pub enum ParamFileError {
         expected: String,
         actual: String,
     },
+    #[error("parameter file {} is marked INSECURE test-only ({}{INSECURE_SUFFIX}): whoever generated it can forge proofs; refused unless the node runs with --allow-test-params", path.display(), path.display())]
+    Insecure { path: PathBuf },
     #[error("cannot read parameter file {}: {source}", path.display())]
     Read { path: PathBuf, source: io::Error },
     #[error("refusing to write INSECURE test parameters as {}: {} is a production parameter directory ({why}); use another directory, or force it", path.display(), dir.display())]
@@ -52,6 +55,17 @@ fn sidecar(path: &Path, suffix: &str) -> PathBuf {
 /// Whether `path` was written as insecure test parameters.
 pub fn is_marked_insecure(path: &Path) -> bool {
     sidecar(path, INSECURE_SUFFIX).exists()
+}
+
+/// Refuses `path` if it is marked insecure and test parameters are not allowed: a marker must
+/// never be enough to prove with known toxic waste.
+pub fn refuse_insecure(path: &Path, allow_test_params: bool) -> Result<(), ParamFileError> {
+    if !allow_test_params && is_marked_insecure(path) {
+        return Err(ParamFileError::Insecure {
+            path: path.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Marks `path` (about to be written) as insecure test parameters. Call before the file is
@@ -152,7 +166,8 @@ pub enum Checked {
     Insecure,
 }
 
-/// Checks a parameter file against its published digest (see the module docs).
+/// Checks a parameter file against its published digest (see the module docs). A marked file
+/// passes unchecked: whether it may be used at all is [`refuse_insecure`]'s to say.
 pub fn verify(path: &Path, expected: &str) -> Result<Checked, ParamFileError> {
     if !path.exists() {
         return Err(ParamFileError::Missing {
@@ -234,6 +249,10 @@ mod tests {
         assert!(e.contains("v28-y.params is missing"), "{e}");
 
         mark_insecure(&path).unwrap();
+        refuse_insecure(&path, true).unwrap();
+        let e = refuse_insecure(&path, false).unwrap_err().to_string();
+        assert!(e.contains("v28-x.params is marked INSECURE"), "{e}");
+        assert!(e.contains("--allow-test-params"), "{e}");
         assert_eq!(verify(&path, &good).unwrap(), Checked::Insecure);
     }
 

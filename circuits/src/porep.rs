@@ -455,7 +455,7 @@ pub(crate) fn resolve_prover_id(
                 Miner::Id(id) => porep_c1::parse_miner(&id.to_string()),
                 Miner::Name(name) => porep_c1::parse_miner(&name),
             };
-            Ok(porep_c1::prover_id(id?))
+            Ok(porep_c1::prover_id(id.map_err(|e| e.to_string())?))
         }
         _ => Err("give exactly one of 'miner' and 'prover_id'".into()),
     }
@@ -979,6 +979,13 @@ impl CircuitFamily for PorepC2Family {
     fn published_digest(&self) -> Option<&'static str> {
         crate::fil_params::published_digest(&parameter_file_name(self.size).ok()?)
     }
+
+    fn parameter_source(&self) -> String {
+        format!(
+            "fetch Filecoin's published parameters into the parameter directory (lotus fetch-params / paramfetch), or, for tests only, generate INSECURE ones with `cuzk-porep params --sector-size {}`",
+            self.size.name()
+        )
+    }
 }
 
 #[cfg(test)]
@@ -1067,6 +1074,13 @@ mod tests {
         assert_eq!(
             f.published_digest(),
             Some("434fb1338ecfaf0f59256f30dde4968f")
+        );
+        // A missing file points to the published ones and to the command writing test ones.
+        let source = f.parameter_source();
+        assert!(source.contains("lotus fetch-params"), "{source}");
+        assert!(
+            source.contains("cuzk-porep params --sector-size 2KiB"),
+            "{source}"
         );
     }
 

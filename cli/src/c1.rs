@@ -46,6 +46,8 @@ pub fn porep_params(c1: &[u8], flags: &C1Flags<'_>) -> anyhow::Result<serde_json
         sector_size,
         seal_proof,
     } = *flags;
+    // The cheap check first: a bad miner is refused before the C1 file is parsed.
+    let miner = porep_c1::parse_miner(miner)?;
     let detected = porep_c1::detect(c1).map_err(anyhow::Error::msg)?;
     let flagged = seal_proof
         .map(porep_c1::SealProof::from_api_name)
@@ -78,7 +80,6 @@ pub fn porep_params(c1: &[u8], flags: &C1Flags<'_>) -> anyhow::Result<serde_json
             "give --sector-size: a C1 output in filecoin-proofs' own form does not name its size"
         ),
     };
-    let miner = porep_c1::parse_miner(miner).map_err(anyhow::Error::msg)?;
     let mut params = serde_json::json!({
         "sector_size": size.name(),
         "sector_id": sector_id,

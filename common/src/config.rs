@@ -675,8 +675,8 @@ pub struct ParamArgs {
     /// ~/.cache/cuzk/params).
     #[arg(long = "param-cache", env = PARAM_CACHE_ENV)]
     pub cache: Option<PathBuf>,
-    /// Generate TEST-ONLY, INSECURE Groth16 parameters for shapes that have none. Never in
-    /// production: anyone can derive their toxic waste and forge proofs.
+    /// Generate TEST-ONLY, INSECURE Groth16 parameters for shapes that have none, and prove with
+    /// parameter files marked insecure. Never in production: whoever made them can forge proofs.
     #[arg(long = "allow-test-params", env = "CUZK_ALLOW_TEST_PARAMS",
         num_args = 0..=1, default_missing_value = "true")]
     pub allow_test: Option<bool>,

@@ -471,6 +471,8 @@ impl JobResult {
         JobResult::ended(job_id, JobStatus::Cancelled, reason)
     }
 
+    /// Every failure and cancellation reason passes here, and is capped
+    /// ([`MAX_REASON_BYTES`]).
     fn ended(job_id: &str, status: JobStatus, error: impl Into<String>) -> JobResult {
         JobResult {
             version: RESULT_VERSION,
@@ -481,11 +483,32 @@ impl JobResult {
             partitions: 0,
             verified: false,
             synthetic: false,
-            error: Some(error.into()),
+            error: Some(cap_reason(error.into())),
             timings: JobTimings::default(),
             partition_timings: Vec::new(),
         }
     }
+}
+
+/// The longest failure or cancellation reason kept, in bytes (before the cut marker). A reason
+/// can echo whatever a submission carried, and a job record holds it twice: an unbounded one
+/// makes the record too large to store, and the refusal is retried for ever.
+pub const MAX_REASON_BYTES: usize = 8 << 10;
+
+/// `reason` cut on a char boundary to at most [`MAX_REASON_BYTES`], with a marker saying how
+/// many bytes were cut.
+fn cap_reason(mut reason: String) -> String {
+    if reason.len() <= MAX_REASON_BYTES {
+        return reason;
+    }
+    let end = (0..=MAX_REASON_BYTES)
+        .rev()
+        .find(|&i| reason.is_char_boundary(i))
+        .unwrap_or(0);
+    let cut = reason.len() - end;
+    reason.truncate(end);
+    reason.push_str(&format!("… [{cut} more bytes cut]"));
+    reason
 }
 
 #[cfg(test)]
@@ -530,6 +553,30 @@ mod tests {
         assert_eq!(id, None);
         assert!(matches!(err, JobSpecError::JobId(_)));
         assert!(!valid_job_id(&"x".repeat(65)));
+    }
+
+    #[test]
+    fn long_reasons_are_cut_on_a_char_boundary() {
+        let short = JobResult::failed("j", "bad blob");
+        assert_eq!(short.error.as_deref(), Some("bad blob"));
+        assert_eq!(
+            JobResult::failed("j", "x".repeat(MAX_REASON_BYTES)).error,
+            Some("x".repeat(MAX_REASON_BYTES))
+        );
+        // One ASCII byte, then 2-byte chars: the limit falls inside one of them.
+        let long = format!("m{}", "é".repeat(300_000));
+        for result in [
+            JobResult::failed("j", long.clone()),
+            JobResult::cancelled("j", long.clone()),
+        ] {
+            let error = result.error.unwrap();
+            let kept = MAX_REASON_BYTES - 1;
+            assert_eq!(&error[..kept], &long[..kept]);
+            assert_eq!(
+                &error[kept..],
+                format!("… [{} more bytes cut]", long.len() - kept)
+            );
+        }
     }
 
     #[test]

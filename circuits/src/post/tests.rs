@@ -105,6 +105,10 @@ fn params_are_validated() {
         "{name:?}"
     );
     assert!(f.published_digest().is_some());
+    // No command writes PoSt test parameters: a missing file points to the published ones.
+    let source = f.parameter_source();
+    assert!(source.contains("lotus fetch-params"), "{source}");
+    assert!(!source.contains("cuzk-porep"), "{source}");
     let window = family(PostKind::Window, params(json!({}))).unwrap();
     assert!(window
         .parameter_file()
