@@ -21,7 +21,7 @@ pub fn explain_plans(config: &GpuConfig, params: &ParamConfig) -> anyhow::Result
             "no GPU here to read the memory of: give the budget to plan for with --gpu-memory-budget"
         ),
     };
-    let shapes = crate::shape_cache(config, params)?;
+    let shapes = crate::backend::shape_cache(config, params)?;
     let (mut out, mut all) = (String::new(), true);
     for spec in &config.preload {
         let spec: CircuitSpec = serde_json::from_value(spec.clone())?;

@@ -27,7 +27,7 @@ struct Entry<B: Backend> {
 
 pub struct Keys<B: Backend> {
     budget: u64,
-    /// Held while a key loads, so two workers never load the same shape twice.
+    /// Locked while a key loads, so two workers never load the same shape twice.
     entries: Mutex<(u64, HashMap<String, Entry<B>>)>,
 }
 

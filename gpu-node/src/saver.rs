@@ -26,9 +26,9 @@ pub struct Item<'a> {
     pub delivered: i64,
 }
 
-pub async fn save(topology: &Topology, ledger: &Ledger, held: Item<'_>, outcome: Outcome) {
-    let item = held.item;
-    let labels = crate::labels(item);
+pub async fn save(topology: &Topology, ledger: &Ledger, work: Item<'_>, outcome: Outcome) {
+    let item = work.item;
+    let labels = crate::worker::labels(item);
     let stored = match outcome {
         Outcome::Proved(proof) => ledger
             .proved(&item.job_id, item.partition as usize, &proof)
@@ -38,7 +38,7 @@ pub async fn save(topology: &Topology, ledger: &Ledger, held: Item<'_>, outcome:
         Outcome::Skipped => Ok(()),
         Outcome::Failed(e) => Err(e),
     };
-    let settle = match policy::decide(stored, held.delivered, MAX_DELIVER) {
+    let settle = match policy::decide(stored, work.delivered, MAX_DELIVER) {
         Decision::Settle(Settle::Ack) => {
             delete_blob(topology, item).await;
             Settle::Ack
@@ -60,7 +60,7 @@ pub async fn save(topology: &Topology, ledger: &Ledger, held: Item<'_>, outcome:
             policy::after_failing(reported.is_ok())
         }
     };
-    settle_message(held.message, item, settle).await;
+    settle_message(work.message, item, settle).await;
 }
 
 async fn delete_blob(topology: &Topology, item: &WorkItem) {
