@@ -91,6 +91,24 @@ pub async fn provision_all(config: &cuzk_common::config::NatsConfig) -> anyhow::
     Ok(topology)
 }
 
+/// The local limits with the blobs bucket as large as the private server's disk allows beside
+/// the other buckets, up to the production default: a synth node keeps room in the bucket for
+/// one blob as large as its raw witness (4 GB at 32 GiB), so a shape that large queues nothing
+/// in the local 1 GiB.
+pub fn roomy_local_limits() -> anyhow::Result<topology::Limits> {
+    let local = topology::Limits::local();
+    let others = local.reserved_bytes() - local.blobs_max_bytes as u64;
+    let room = cuzk_common::local_nats::store_grant_bytes()?.saturating_sub(others);
+    let blobs = room.clamp(
+        local.blobs_max_bytes as u64,
+        topology::Limits::default().blobs_max_bytes as u64,
+    );
+    Ok(topology::Limits {
+        blobs_max_bytes: i64::try_from(blobs)?,
+        ..local
+    })
+}
+
 /// A private nats-server plus in-process synth and GPU nodes, torn down by [`LocalCluster::stop`].
 pub struct LocalCluster {
     pub server: NatsServer,
@@ -106,8 +124,21 @@ impl LocalCluster {
         gpu: GpuConfig,
         params: ParamConfig,
     ) -> anyhow::Result<LocalCluster> {
+        Self::start_with_limits(synth, gpu, params, topology::Limits::local()).await
+    }
+
+    /// As [`LocalCluster::start`], the streams and buckets under `limits` (see
+    /// [`roomy_local_limits`]); refused at once where the disk cannot hold them.
+    pub async fn start_with_limits(
+        synth: SynthConfig,
+        gpu: GpuConfig,
+        params: ParamConfig,
+        limits: topology::Limits,
+    ) -> anyhow::Result<LocalCluster> {
+        cuzk_common::local_nats::ensure_store_space(limits.reserved_bytes())?;
         let server = NatsServer::start()?;
-        let config = local_config(&server.url(), "cuzk-local")?;
+        let mut config = local_config(&server.url(), "cuzk-local")?;
+        config.limits = limits;
         let (client, topology) = connect(&config).await?;
         let shutdown = CancellationToken::new();
         let mut nodes = JoinSet::new();

@@ -20,6 +20,56 @@ pub enum LocalNatsError {
     Exited(String),
     #[error("nats-server did not listen on port {0} within 10 s")]
     NotListening(u16),
+    #[error(
+        "a private nats-server's store in {dir} would reserve {need_gib:.1} GiB for the streams and buckets, but nats-server grants three quarters of the {free_gib:.1} GiB free there: set TMPDIR to a directory on a disk with at least {want_gib:.1} GiB free",
+        need_gib = *reserved as f64 / GIB,
+        free_gib = *free as f64 / GIB,
+        want_gib = *reserved as f64 / GIB / 0.75,
+        dir = dir.display()
+    )]
+    NoSpace {
+        dir: PathBuf,
+        free: u64,
+        reserved: u64,
+    },
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Free bytes (for unprivileged users) on the disk private servers store their streams on.
+pub fn store_free_bytes() -> Result<u64, LocalNatsError> {
+    let stat = nix::sys::statvfs::statvfs(&std::env::temp_dir()).map_err(std::io::Error::from)?;
+    // Both are u64 on 64-bit Linux; `as` keeps 32-bit targets building too.
+    #[allow(clippy::unnecessary_cast)]
+    Ok((stat.blocks_available() as u64).saturating_mul(stat.fragment_size() as u64))
+}
+
+/// The JetStream storage a private server's nats-server grants itself without a configured
+/// limit: three quarters of the free space.
+pub fn store_grant_bytes() -> Result<u64, LocalNatsError> {
+    Ok(grant(store_free_bytes()?))
+}
+
+fn grant(free: u64) -> u64 {
+    free / 4 * 3
+}
+
+/// Refuses at once, naming the free space and the setting, where a private server's store
+/// (under the temporary directory) cannot hold `reserved` bytes of stream limits: without a
+/// configured limit nats-server grants JetStream three quarters of the disk's free space and
+/// refuses a stream that does not fit ("insufficient storage resources"), which would surface
+/// only as a failed provisioning after the server started.
+pub fn ensure_store_space(reserved: u64) -> Result<(), LocalNatsError> {
+    let free = store_free_bytes()?;
+    if reserved > grant(free) {
+        let dir = std::env::temp_dir();
+        return Err(LocalNatsError::NoSpace {
+            dir,
+            free,
+            reserved,
+        });
+    }
+    Ok(())
 }
 
 /// The nats-server binary: `$NATS_SERVER`, else the first on PATH or in /usr/sbin.
@@ -230,4 +280,21 @@ fn start_cluster_once(n: usize, dir: &Path) -> Result<Vec<NatsServer>, LocalNats
             NatsServer::start_config(config, client_ports[i], &dir.join(format!("n{i}.log")))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_without_room_is_refused_naming_the_space_and_the_setting() {
+        ensure_store_space(0).unwrap();
+        let err = ensure_store_space(u64::MAX / 2).unwrap_err();
+        assert!(matches!(err, LocalNatsError::NoSpace { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("GiB free there") && text.contains("TMPDIR"),
+            "{text}"
+        );
+    }
 }

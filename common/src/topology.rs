@@ -173,6 +173,22 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// What a server reserves for these limits when the topology is provisioned.
+    pub fn reserved_bytes(&self) -> u64 {
+        [
+            self.blobs_max_bytes,
+            self.inputs_max_bytes,
+            self.jobs_max_bytes,
+            self.work_max_bytes,
+            self.results_max_bytes,
+            self.records_max_bytes,
+            NODES_KV_MAX_BYTES,
+        ]
+        .iter()
+        .map(|&b| u64::try_from(b).unwrap_or(0))
+        .sum()
+    }
+
     /// For private servers on a developer's machine or in tests (`cuzk local`, `cuzk launch`,
     /// the test clusters): 2.1 GiB reserved per server.
     pub fn local() -> Limits {

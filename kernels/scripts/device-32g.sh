@@ -56,10 +56,17 @@ steps, in the order they run:
   2k         2 KiB: parameters (GPU), our prove vs SupraSeal on the same file
              and C1, the one-box throughput of 40 real jobs (synth node + GPU
              node on ONE_BOX_CPUS cores and GPU 0)
+  witness    witness generation of one partition, native vs gadgets (wall and
+             CPU seconds, checked equal; cuzk-porep stats): the real 2 KiB C1
+             and partition 0 of the synthetic 32 GiB C1
+  onebox32   synthetic 32 GiB sectors through ONE host: synth node and GPU
+             node in one process on GPU 0, a warm-up sector then ONE_BOX_SECTORS
+             (default 3) at once: seconds per sector (batch wall / sectors), synthesis
+             core-seconds per partition, GPU busy, host RSS (cuzk-porep bench)
   ss32x3     SupraSeal's one-partition prove of the synthetic C1, 3 timed runs
              (ssa32 prove-ss32 --runs 3), for the budgets' comparison
   ss32       SupraSeal (the anchor's 32 GiB build, ssa32) on partition 0
-  The 32 GiB steps after params32 need its parameters (from this run or an
+  The 32 GiB steps after params32 (budgets, drains, onebox32) need its parameters (from this run or an
   earlier one with the same --work); ss32x3 and ss32 run only when ssa32 is
   packed.
 
@@ -67,7 +74,8 @@ further environment: MSM_WINDOWS (kernels, default 19,20,22,24), NCU_KERNELS
 (kernels, default 'ntt_|fr_|h_'), CONNECTIONS (blobs, default 1,2,4,8,16),
 NATS=nats-server-<version> (every step on that packed server), GPU_ARGS (the
 drains' GPU node, default --gpu-backend=cuda), ONE_BOX_CPUS (2k, default 16),
-SYNTH_JOBS (2k: synth jobs in flight).
+SYNTH_JOBS (2k: synth jobs in flight), ONE_BOX_SECTORS and ONE_BOX_SYNTH_MEMORY
+(onebox32, default 3 and 40GiB: the synth node's share beside the GPU node's key).
 
 example:
   bash kernels/scripts/device-32g.sh --steps "params32 drain32x1 2k" \
@@ -133,6 +141,8 @@ for s in $STEPS; do
     budgets) need=(bin/cuzk-porep bin/cuzk bin/nats-server gpu) ;;
     2k) need=(bin/cuzk-porep bin/cuzk bin/nats-server pack/c1-2k.json gpu) ;;
     ss32x3|ss32) need=(gpu) ;;
+    witness) need=(bin/cuzk-porep pack/c1-2k.json) ;;
+    onebox32) need=(bin/cuzk-porep bin/nats-server gpu) ;;
     *) die "unknown step '$s' (--help lists them)" ;;
   esac
   for x in "${need[@]}"; do
@@ -302,7 +312,7 @@ if step budgets 150; then
     step budgets 120 >/dev/null || { echo "== budget $b skipped: $(left) s left"; continue; }
     echo "== budget $b (t=${SECONDS}s)"
     flag=(); [ "$b" = whole ] || flag=("--gpu-memory-budget=$b")
-    $B/cuzk gpu-node --gpu-preload "$preload" "${flag[@]}" --explain-plan 2>&1 | tee $L/plan-$b.log | tail -4
+    $B/cuzk gpu-node --allow-test-params --gpu-preload "$preload" "${flag[@]}" --explain-plan 2>&1 | tee $L/plan-$b.log | tail -4
     gpu_args="--gpu-backend=cuda"; [ "$b" = whole ] || gpu_args="$gpu_args --gpu-memory-budget=$b"
     GPU_ARGS="$gpu_args" drain budget-$b "budget_$b" CUDA_VISIBLE_DEVICES=0
   done
@@ -326,20 +336,40 @@ if step 2k 100; then
   collect
 fi
 
+if step witness 150; then
+  timeout 120 $B/cuzk-porep stats --sector-size 2KiB --sector "$PACK/c1-2k.json" --json >$L/witness2k.log 2>&1
+  echo "2 KiB witness rc=$?"; tail -1 $L/witness2k.log
+  grep -q native_witness_core_s $L/witness2k.log && json $R witness_2kib "$(tail -1 $L/witness2k.log)"
+  syn32
+  timeout $(( $(left) - 5 )) $B/cuzk-porep stats --sector-size 32GiB --sector $W/syn32.json --witness-only \
+    >$L/witness32.log 2>&1; echo "32 GiB witness rc=$?"; tail -1 $L/witness32.log
+  grep -q native_witness_core_s $L/witness32.log && json $R witness_32gib "$(tail -1 $L/witness32.log)"
+  collect
+fi
 
-if [ -x $B/ssa32 ] && step ss32x3 300; then
+if step onebox32 240; then
+  syn32
+  timeout $(( $(left) - 5 )) env CUDA_VISIBLE_DEVICES=0 $B/cuzk-porep bench --sector-size 32GiB --sector $W/syn32.json \
+    --engine cuda --no-filecoin --runs 0 --throughput ${ONE_BOX_SECTORS:-3} \
+    --synth-memory-budget ${ONE_BOX_SYNTH_MEMORY:-40GiB} >$L/onebox32.log 2>&1; echo "onebox32 rc=$?"
+  grep -v -E " INFO | WARN |DEBUG" $L/onebox32.log | tail -14
+  grep -q '"sector_s"' $L/onebox32.log && json $R one_box_32gib "$(grep '"sector_s"' $L/onebox32.log | tail -1)"
+  collect
+fi
+
+if [ -x $B/ssa32 ] && step ss32x3 200; then
   syn32
   timeout $(( $(left) - 5 )) $B/ssa32 prove-ss32 $W/syn32.json --partition 0 --runs 3 >$L/ss32.log 2>&1; echo "ssa32 rc=$?"
   grep -E "run|SUMMARY|SRS|rror" $L/ss32.log | tail -6
   collect
-elif asked ss32x3; then echo "== ss32x3 skipped: no ssa32 in $B"
+elif asked ss32x3 && [ ! -x $B/ssa32 ]; then echo "== ss32x3 skipped: no ssa32 in $B"
 fi
 
 if [ -x $B/ssa32 ] && step ss32 120; then
   syn32
   timeout $(( $(left) - 5 )) $B/ssa32 prove-ss $W/syn32.json 1 0 0 >$L/ss32.log 2>&1; echo "ssa32 rc=$?"
   grep -E "run|SUMMARY|SRS|rror" $L/ss32.log | tail -6
-elif asked ss32; then echo "== ss32 skipped: no ssa32 in $B"
+elif asked ss32 && [ ! -x $B/ssa32 ]; then echo "== ss32 skipped: no ssa32 in $B"
 fi
 collect
 echo "== results ($OUT)"; [ -f "$OUT/h200.json" ] && { cat "$OUT/h200.json"; echo; }

@@ -69,7 +69,7 @@ echo "== 2. 2 KiB at ${BUDGET_2K:=1000MiB} (t=${SECONDS}s)"
 $B/cuzk-porep params --sector-size 2KiB --engine cuda --force-insecure >"$OUT_DIR/params2k.log" 2>&1
 tail -1 "$OUT_DIR/params2k.log" | cut -c1-200
 preload='[{"name":"porep-c2","params":{"sector_size":"2KiB","sector_id":1,"miner":"f01234"}}]'
-$B/cuzk gpu-node --gpu-preload "$preload" --gpu-memory-budget "$BUDGET_2K" --explain-plan 2>&1 | tail -20
+$B/cuzk gpu-node --allow-test-params --gpu-preload "$preload" --gpu-memory-budget "$BUDGET_2K" --explain-plan 2>&1 | tail -20
 timeout 200 $B/cuzk-porep prove --sector-size 2KiB --sector "$C1" --engine cuda --runs 3 \
   --gpu-memory-budget "$BUDGET_2K" >"$OUT_DIR/prove2k-budget.log" 2>&1
 echo "prove at $BUDGET_2K rc=$?"; grep -v -E " INFO | DEBUG" "$OUT_DIR/prove2k-budget.log" | tail -12

@@ -213,6 +213,24 @@ def main():
         }
     if budgets:
         h["budgets"] = budgets
+    # Witness generation of partition 0 by the native generator and by the gadgets, the same
+    # run, checked equal (device-32g.sh step witness); the real 2 KiB C1's beside it.
+    w = r.get("witness_32gib")
+    if w:
+        h["witness_32gib_core_s"] = round(w["native_witness_core_s"], 2)
+        h["witness_32gib_gadget_core_s"] = round(w["witness_synth_core_s"], 2)
+        h["witness_32gib_native_ms"] = round(w["native_witness_ms"], 1)
+        h["witness_32gib_native_1t_ms"] = round(w["native_witness_1t_ms"], 1)
+    if r.get("witness_2kib"):
+        h["witness_2kib"] = r["witness_2kib"]
+    # Synthetic 32 GiB sectors through one host (synth node + GPU node, step onebox32).
+    one32 = r.get("one_box_32gib")
+    if one32:
+        h["one_box_32gib_sector_s"] = round(one32["sector_s"], 2)
+        h["one_box_32gib_host_rss_gib"] = round(one32["host_rss_gib"], 1)
+        h["one_box_32gib_synth_core_s"] = round(one32["synth_core_s_per_partition"], 2)
+        h["one_box_32gib_gpu_busy_pct"] = one32["gpu_busy_pct"]
+        h["one_box_32gib"] = one32
     try:
         smi = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],

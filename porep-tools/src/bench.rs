@@ -6,11 +6,15 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use cuzk_circuits::porep::{parameter_path, seal_commit_phase2, verify_seal};
 use cuzk_common::config::{BackendKind, GpuArgs, ParamArgs, SynthArgs};
-use cuzk_wire::job::JobStatus;
+use cuzk_wire::job::{JobInput, JobSpec, JobStatus};
 
 use cuzk_circuits::porep::SealedSector;
 
+use crate::measure::{thread_cpu_seconds, GpuSampler, Rss};
 use crate::{job_for, use_cuda, Engine};
+
+/// The synth node's pool threads' names start so (`cuzk_synth_node::SynthNode::new`).
+const SYNTH_THREADS: &str = "synth-";
 
 pub struct Options {
     pub runs: usize,
@@ -19,6 +23,8 @@ pub struct Options {
     /// Jobs submitted at once after the timed runs: the cluster's throughput.
     pub throughput: usize,
     pub synth_jobs_in_flight: Option<usize>,
+    /// The synth node's memory budget: on one box it shares the host with the GPU node's key.
+    pub synth_memory_budget: Option<u64>,
 }
 
 pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
@@ -44,6 +50,7 @@ pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
         let synth = SynthArgs {
             threads: Some(cores),
             jobs_in_flight: o.synth_jobs_in_flight,
+            memory_budget: o.synth_memory_budget,
             ..Default::default()
         }
         .resolve()?;
@@ -57,25 +64,37 @@ pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
             ..Default::default()
         }
         .resolve()?;
-        let params = ParamArgs::default().resolve(false);
-        let cluster = cuzk_cli::LocalCluster::start(synth, gpu, params).await?;
+        // A C1 too large to ride in a job is staged once (below); every job names that object.
+        let template = job_for(sector, &format!("bench-{}", rand::random::<u32>()));
+        let synthetic = template.params["synthetic"] == true;
+        // As `prove`: the parameters `params` writes are marked insecure.
+        let params = ParamArgs {
+            allow_synthetic: Some(synthetic),
+            ..Default::default()
+        }
+        .resolve(true);
+        let limits = cuzk_cli::roomy_local_limits()?;
+        println!(
+            "blobs bucket {:.1} GiB (from the free space of {})",
+            limits.blobs_max_bytes as f64 / (1u64 << 30) as f64,
+            std::env::temp_dir().display()
+        );
+        let cluster = cuzk_cli::LocalCluster::start_with_limits(synth, gpu, params, limits).await?;
+        if let JobInput::Object(name) = &template.input {
+            cuzk_common::objects::put(&cluster.topology.inputs, name, &sector.c1_json).await?;
+        }
+        let job = |id: &str| JobSpec {
+            job_id: id.into(),
+            ..template.clone()
+        };
         let mut times = Vec::new();
         for run in 0..=runs {
-            let job = job_for(sector, &format!("bench-{run}"));
+            let job = job(&format!("bench-{run}"));
             let started = Instant::now();
             let result =
                 cuzk_cli::submit_and_wait(&cluster.client, &job, Duration::from_secs(1800)).await?;
             let wall = started.elapsed().as_secs_f64() * 1e3;
-            if result.status != JobStatus::Done {
-                bail!(
-                    "cluster run {run} failed: {}",
-                    result.error.unwrap_or_default()
-                );
-            }
-            let proof = hex::decode(result.proof.as_deref().context("no proof")?)?;
-            if !verify_seal(sector, &proof)? {
-                bail!("cluster run {run}: verify_seal rejected the proof");
-            }
+            check_proof(sector, &result, &format!("cluster run {run}"))?;
             println!(
                 "cluster run {run}{}: {wall:.0} ms",
                 if run == 0 { " (warm-up)" } else { "" }
@@ -86,7 +105,7 @@ pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
             }
         }
         if o.throughput > 0 {
-            throughput(&cluster.client, sector, o.throughput).await?;
+            throughput(&cluster.client, sector, synthetic, o.throughput, job).await?;
         }
         cluster.stop().await?;
         anyhow::Ok(times)
@@ -111,6 +130,9 @@ pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
 
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let (cluster, fil) = (mean(&cluster_ms), mean(&fil_ms));
+    if runs == 0 {
+        return Ok(());
+    }
     if no_filecoin {
         println!("\n| {} C2, {cores} cores, mean of {runs} | wall s |\n|---|---|\n| cuzk local cluster | {:.2} |", size.name(), cluster / 1e3);
         return Ok(());
@@ -132,13 +154,39 @@ pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
     Ok(())
 }
 
-/// `n` jobs of the sector submitted at once; every proof checked with `verify_seal`.
-async fn throughput(client: &async_nats::Client, sector: &SealedSector, n: usize) -> Result<()> {
+/// A proof of a sealed sector must pass `verify_seal`; a synthetic C1's proves nothing, so
+/// only its presence is checked.
+fn check_proof(
+    sector: &SealedSector,
+    result: &cuzk_wire::job::JobResult,
+    what: &str,
+) -> Result<()> {
+    if result.status != JobStatus::Done {
+        bail!(
+            "{what} failed: {}",
+            result.error.clone().unwrap_or_default()
+        );
+    }
+    let proof = hex::decode(result.proof.as_deref().context("no proof")?)?;
+    if !result.synthetic && !verify_seal(sector, &proof)? {
+        bail!("{what}: verify_seal rejected the proof");
+    }
+    Ok(())
+}
+
+/// `n` jobs of the sector submitted at once, every proof checked: jobs per second, and what a
+/// host running both nodes spends per sector, synthesis CPU per partition (the synth node's
+/// pool threads), GPU busy and the process's peak RSS.
+async fn throughput(
+    client: &async_nats::Client,
+    sector: &SealedSector,
+    synthetic: bool,
+    n: usize,
+    job: impl Fn(&str) -> JobSpec,
+) -> Result<()> {
     use futures::StreamExt;
     let tag = rand::random::<u32>();
-    let jobs: Vec<_> = (0..n)
-        .map(|i| job_for(sector, &format!("tp-{tag}-{i}")))
-        .collect();
+    let jobs: Vec<_> = (0..n).map(|i| job(&format!("tp-{tag}-{i}"))).collect();
     let mut subs = Vec::with_capacity(n);
     for job in &jobs {
         subs.push(
@@ -147,6 +195,8 @@ async fn throughput(client: &async_nats::Client, sector: &SealedSector, n: usize
                 .await?,
         );
     }
+    let sampler = GpuSampler::start();
+    let synth_cpu = thread_cpu_seconds(SYNTH_THREADS);
     let started = Instant::now();
     for job in &jobs {
         client
@@ -157,32 +207,55 @@ async fn throughput(client: &async_nats::Client, sector: &SealedSector, n: usize
             .await?;
     }
     client.flush().await?;
-    for (job, mut sub) in jobs.iter().zip(subs) {
-        let message = tokio::time::timeout(Duration::from_secs(1800), sub.next())
+    let mut results = futures::stream::select_all(subs);
+    let mut done = Vec::with_capacity(n);
+    while done.len() < n {
+        let message = tokio::time::timeout(Duration::from_secs(1800), results.next())
             .await
             .context("throughput job timed out")?
             .context("results subscription closed")?;
+        let at = started.elapsed().as_secs_f64();
         let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload)?;
-        if result.status != JobStatus::Done {
-            bail!(
-                "{} failed: {}",
-                job.job_id,
-                result.error.unwrap_or_default()
-            );
-        }
-        let proof = hex::decode(result.proof.as_deref().context("no proof")?)?;
-        if !verify_seal(sector, &proof)? {
-            bail!("{}: verify_seal rejected the proof", job.job_id);
-        }
+        check_proof(sector, &result, &result.job_id)?;
+        done.push(at);
     }
     let secs = started.elapsed().as_secs_f64();
+    let synth_core_s =
+        (thread_cpu_seconds(SYNTH_THREADS) - synth_cpu) / (n * sector.size.partitions()) as f64;
+    let (mem_peak_mib, gpu_busy) = sampler.map_or((f64::NAN, f64::NAN), |s| s.stop(started));
+    let rss_gib = Rss::of(std::process::id()).map_or(f64::NAN, |r| r.peak);
+    // Sectors in flight together interleave their partitions, so gaps between completions say
+    // little; the batch's wall per sector is what a host sustains, its pipeline filled once.
+    let sector_s = secs / n as f64;
+    let at: Vec<String> = done.iter().map(|t| format!("{t:.1}")).collect();
     println!(
-        "throughput: {n} jobs submitted at once, all proved and accepted by verify_seal in {secs:.2} s = {:.2} jobs/s",
-        n as f64 / secs
+        "throughput: {n} jobs submitted at once, all proved{} in {secs:.2} s = {:.2} jobs/s; done at {} s",
+        if synthetic { "" } else { " and accepted by verify_seal" },
+        n as f64 / secs,
+        at.join(", ")
     );
     println!(
+        "| {} on one host, {n} at once | value |\n|---|---|",
+        sector.size.name()
+    );
+    println!("| per sector s (batch wall / sectors, the pipeline filled once) | {sector_s:.2} |");
+    println!("| synthesis core-seconds per partition (synth node pool) | {synth_core_s:.2} |");
+    println!("| GPU busy % | {gpu_busy:.0} |");
+    println!("| device memory peak GiB | {:.1} |", mem_peak_mib / 1024.0);
+    println!("| host RSS peak GiB (both nodes) | {rss_gib:.1} |");
+    println!(
         "{}",
-        serde_json::json!({"throughput_jobs": n, "throughput_s": secs, "jobs_per_s": n as f64 / secs})
+        serde_json::json!({
+            "throughput_jobs": n,
+            "throughput_s": secs,
+            "jobs_per_s": n as f64 / secs,
+            "completions_s": done,
+            "sector_s": sector_s,
+            "synth_core_s_per_partition": synth_core_s,
+            "gpu_busy_pct": gpu_busy,
+            "device_mem_peak_gib": mem_peak_mib / 1024.0,
+            "host_rss_gib": rss_gib,
+        })
     );
     Ok(())
 }

@@ -5,9 +5,7 @@
 //! table, the sector's wall time from the GPU node's start of work to the result, GPU busy while
 //! draining, device memory peak (nvidia-smi) and the GPU node's peak RSS; `--json` writes them.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,97 +22,14 @@ use cuzk_wire::job::{
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::job_params;
+use crate::measure::{cpu_seconds, GpuSampler, Rss};
+use crate::{job_params, median};
 
 pub struct Options {
     pub synth_in_flight: usize,
     pub gpu_args: Vec<String>,
     pub json: Option<PathBuf>,
     pub timeout: Duration,
-}
-
-/// `nvidia-smi` sampled in the background: peak memory used, and the mean utilization (the
-/// fraction of time a kernel ran) over the samples taken while draining.
-struct GpuSampler {
-    child: std::process::Child,
-    samples: Arc<Mutex<Vec<(Instant, f64, f64)>>>,
-}
-
-impl GpuSampler {
-    fn start() -> Option<GpuSampler> {
-        let mut smi = Command::new("nvidia-smi");
-        smi.args([
-            "--query-gpu=index,memory.used,utilization.gpu",
-            "--format=csv,noheader,nounits",
-            "-lms",
-            "100",
-        ]);
-        // Only the GPUs the node may use: an idle one beside them would halve the mean.
-        if let Ok(visible) = std::env::var("CUDA_VISIBLE_DEVICES") {
-            if !visible.is_empty() && visible.split(',').all(|d| d.trim().parse::<u32>().is_ok()) {
-                smi.args(["-i", &visible]);
-            }
-        }
-        let mut child = smi
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let out = child.stdout.take()?;
-        let samples = Arc::new(Mutex::new(Vec::new()));
-        let sink = samples.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let f: Vec<f64> = line
-                    .split(',')
-                    .filter_map(|v| v.trim().parse().ok())
-                    .collect();
-                if let [_, mem, util] = f[..] {
-                    sink.lock()
-                        .expect("samples")
-                        .push((Instant::now(), mem, util));
-                }
-            }
-        });
-        Some(GpuSampler { child, samples })
-    }
-
-    /// (peak MiB used on any GPU, mean utilization % of the samples taken after `from`).
-    fn stop(mut self, from: Instant) -> (f64, f64) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let s = self.samples.lock().expect("samples");
-        let peak = s.iter().map(|x| x.1).fold(0.0, f64::max);
-        let draining: Vec<f64> = s.iter().filter(|x| x.0 >= from).map(|x| x.2).collect();
-        let util = draining.iter().sum::<f64>() / draining.len().max(1) as f64;
-        (peak, util)
-    }
-}
-
-/// A process's resident memory in GiB: its peak (VmHWM), and what is resident now split into
-/// anonymous memory and file pages (a mapped parameters file counts in the peak but is page
-/// cache the kernel can take back).
-#[derive(Clone, Copy)]
-struct Rss {
-    peak: f64,
-    anon: f64,
-    file: f64,
-}
-
-impl Rss {
-    fn of(pid: u32) -> Option<Rss> {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let gib = |field: &str| -> Option<f64> {
-            let line = status.lines().find(|l| l.starts_with(field))?;
-            let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kb / (1u64 << 20) as f64)
-        };
-        Some(Rss {
-            peak: gib("VmHWM:")?,
-            anon: gib("RssAnon:")?,
-            file: gib("RssFile:")?,
-        })
-    }
 }
 
 fn cuzk_binary() -> Result<PathBuf> {
@@ -126,11 +41,6 @@ fn cuzk_binary() -> Result<PathBuf> {
         me.display()
     );
     Ok(path)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Watches the job's record in the jobs bucket from now on and notes when each partition is
@@ -229,6 +139,11 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         .chain(opts.gpu_args.iter().cloned())
         .collect(),
     };
+    let limits = cuzk_common::topology::Limits {
+        blobs_max_bytes: BLOBS_BUCKET_BYTES as i64,
+        ..cuzk_common::topology::Limits::local()
+    };
+    cuzk_common::local_nats::ensure_store_space(limits.reserved_bytes())?;
     let mut cluster = ProcessCluster::start(spec, &cuzk_binary()?)?;
     // The synth node creates the buckets with its limits before this client would with the
     // local ones.
@@ -283,6 +198,13 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         std::thread::sleep(Duration::from_millis(200));
     }
     let synth_wall = started.elapsed().as_secs_f64();
+    // Everything the synth node spent on the sector (intake, vanilla checks, witness, encode,
+    // upload), read before it exits.
+    let synth_cpu_s = cluster
+        .nodes(Role::Synth)
+        .iter()
+        .filter_map(|name| cpu_seconds(&cluster.pid(name)?.to_string()))
+        .sum::<f64>();
     for name in cluster.nodes(Role::Synth) {
         cluster.stop_node(&name, Duration::from_secs(60))?;
     }
@@ -347,6 +269,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         &result,
         Report {
             synth_wall,
+            synth_cpu_s,
             load_s,
             sector_s,
             steady_ms: steady,
@@ -434,6 +357,8 @@ fn gpu_count(log: &str) -> usize {
 
 struct Report<'a> {
     synth_wall: f64,
+    /// CPU seconds of the synth node process over the whole sector.
+    synth_cpu_s: f64,
     load_s: f64,
     sector_s: f64,
     steady_ms: f64,
@@ -463,12 +388,17 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
     let in_flight =
         parts.iter().map(|t| t.prove_ms).sum::<f64>() / 1e3 / (r.sector_s * r.gpus.max(1) as f64);
     let core_s: f64 = parts.iter().map(|t| t.synth_ms).sum::<f64>() / 1e3;
+    let synth_cpu_s = r.synth_cpu_s / parts.len().max(1) as f64;
     println!("| stage (median of {} partitions) | value |", parts.len());
     println!("|---|---|");
     for (what, v) in [
         (
-            "synth (core-seconds per partition)",
-            format!("{:.1}", core_s / parts.len().max(1) as f64),
+            "synth node CPU core-seconds per partition (all its work)",
+            format!("{synth_cpu_s:.1}"),
+        ),
+        (
+            "synth ms (wall of one partition)",
+            format!("{:.0}", med(|t| t.synth_ms)),
         ),
         ("encode ms", format!("{:.0}", med(|t| t.encode_ms))),
         ("blob MB", format!("{:.1}", blob / 1e6)),
@@ -552,6 +482,7 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "blob_upload_mb_s": mbps(blob, upload),
             "blob_fetch_mb_s": mbps(blob, fetch),
             "synth_core_s": core_s,
+            "synth_node_cpu_s_per_partition": synth_cpu_s,
             "sector_s": r.sector_s,
             "gpu_busy_pct": r.util,
             "device_mem_peak_gib": r.mem_peak_gib,

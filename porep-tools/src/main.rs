@@ -14,6 +14,7 @@
 
 mod bench;
 mod drain;
+mod measure;
 mod prove;
 mod stats;
 
@@ -95,6 +96,10 @@ enum Command {
         /// Print one JSON object instead of tables.
         #[arg(long)]
         json: bool,
+        /// Only the witness paths (gadgets, native; wall and CPU time, checked equal) as one
+        /// JSON object: no matrices, full synthesis or blob, for shapes too large for them.
+        #[arg(long)]
+        witness_only: bool,
     },
     /// Prove partition 0 of a sector: once through CPU and CUDA side by side (every step
     /// compared), then `--runs` timed proofs on `--engine`, each checked with `verify_seal`.
@@ -149,14 +154,17 @@ enum Command {
         timeout_secs: u64,
     },
     /// C2 of one sector through a local cluster (in-process synth and GPU node on a private
-    /// nats-server) vs filecoin-proofs' `seal_commit_phase2`, both on all cores. Needs the
-    /// sector size's parameters in the parameter cache.
+    /// nats-server) vs filecoin-proofs' `seal_commit_phase2`, both on all cores; with
+    /// `--throughput N`, N sectors at once through the one host: jobs per second, seconds per
+    /// sector in steady state, synthesis core-seconds per partition, GPU busy, peak RSS. Needs
+    /// the sector size's parameters in the parameter cache; a synthetic C1 serves for timings.
     Bench {
         #[arg(long, value_parser = clap::value_parser!(SectorSize))]
         sector_size: SectorSize,
         #[arg(long)]
         sector: Option<PathBuf>,
-        /// Timed runs of each, after one untimed warm-up (parameter loading) of each.
+        /// Timed runs of each, after one untimed warm-up (parameter loading) of each; 0: the
+        /// warm-up alone (then `--throughput`).
         #[arg(long, default_value_t = 2)]
         runs: usize,
         /// As for `params`.
@@ -174,6 +182,10 @@ enum Command {
         /// The synth node's jobs in flight (default: the node's default).
         #[arg(long)]
         synth_jobs_in_flight: Option<usize>,
+        /// The synth node's memory budget (bytes, or with a unit: `40GiB`); on one host it
+        /// shares the memory with the GPU node's key (default: the node's default).
+        #[arg(long, value_parser = cuzk_common::config::parse_bytes)]
+        synth_memory_budget: Option<u64>,
     },
 }
 
@@ -203,7 +215,12 @@ fn main() -> Result<()> {
             sector_size,
             sector,
             json,
-        } => stats::run(&load_or_seal(sector_size, sector.as_deref())?, json),
+            witness_only,
+        } => stats::run(
+            &load_or_seal(sector_size, sector.as_deref())?,
+            json,
+            witness_only,
+        ),
         Command::Prove {
             sector_size,
             sector,
@@ -229,6 +246,7 @@ fn main() -> Result<()> {
             no_filecoin,
             throughput,
             synth_jobs_in_flight,
+            synth_memory_budget,
             ..
         } => bench::run(
             &load_or_seal(sector_size, sector.as_deref())?,
@@ -238,6 +256,7 @@ fn main() -> Result<()> {
                 no_filecoin,
                 throughput,
                 synth_jobs_in_flight,
+                synth_memory_budget,
             },
         ),
         Command::SyntheticC1 { sector_size, out } => {
@@ -374,6 +393,12 @@ pub fn random_prover_id() -> [u8; 32] {
     let mut id = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut id);
     id
+}
+
+/// The middle of the values (the upper one of an even count); NaN for none.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 pub fn job_for(sector: &SealedSector, job_id: &str) -> JobSpec {

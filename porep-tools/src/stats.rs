@@ -10,20 +10,90 @@ use cuzk_wire::blob::{
 };
 use serde_json::json;
 
+use crate::measure::cpu_seconds;
+
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-pub fn run(sector: &SealedSector, as_json: bool) -> Result<()> {
+/// The witness of one partition by the gadgets and by the native generator (every core, then
+/// one), checked equal, each timed by wall clock and by this process's CPU time.
+struct Witnesses {
+    threads: usize,
+    gadget_ms: f64,
+    gadget_core_s: f64,
+    native_ms: f64,
+    native_core_s: f64,
+    native_1t_ms: f64,
+    witness: cuzk_wire::witness::Witness,
+}
+
+fn witnesses(
+    family: &dyn cuzk_circuits::CircuitFamily,
+    c1: &[u8],
+    capacity: Option<(usize, usize)>,
+) -> Result<Witnesses> {
+    let cpu = || cpu_seconds("self").unwrap_or(f64::NAN);
+    let (t, c) = (Instant::now(), cpu());
+    let gadget = family.gadget_witness(c1, 0, capacity)?;
+    let (gadget_ms, gadget_core_s) = (ms(t), cpu() - c);
+    // The native generator (what `witness` runs for PoRep), on every core and on one.
+    let (t, c) = (Instant::now(), cpu());
+    let w = family.witness(c1, 0, capacity)?;
+    let (native_ms, native_core_s) = (ms(t), cpu() - c);
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    let t = Instant::now();
+    let w1 = one.install(|| family.witness(c1, 0, capacity))?;
+    let native_1t_ms = ms(t);
+    anyhow::ensure!(
+        w == gadget && w1 == gadget,
+        "the native witness differs from the gadget witness"
+    );
+    Ok(Witnesses {
+        threads: rayon::current_num_threads(),
+        gadget_ms,
+        gadget_core_s,
+        native_ms,
+        native_core_s,
+        native_1t_ms,
+        witness: w,
+    })
+}
+
+/// `--witness-only`: the witness paths alone, for shapes whose full synthesis and matrices are
+/// too large to take along (a 32 GiB partition); one JSON object.
+fn witness_only(sector: &SealedSector, family: &dyn cuzk_circuits::CircuitFamily) -> Result<()> {
+    let w = witnesses(family, &sector.c1_json, None)?;
+    println!(
+        "{}",
+        json!({
+            "sector_size": sector.size.name(),
+            "threads": w.threads,
+            "aux": w.witness.aux.len(),
+            "witness_synth_ms": w.gadget_ms,
+            "witness_synth_core_s": w.gadget_core_s,
+            "native_witness_ms": w.native_ms,
+            "native_witness_core_s": w.native_core_s,
+            "native_witness_1t_ms": w.native_1t_ms,
+            "witness_synth_over_native_core_s": w.gadget_core_s / w.native_core_s,
+            "equal": true,
+        })
+    );
+    Ok(())
+}
+
+pub fn run(sector: &SealedSector, as_json: bool, only_witness: bool) -> Result<()> {
     let family = cuzk_circuits::resolve(&CircuitSpec {
         name: "porep-c2".into(),
         params: crate::job_params(sector),
     })?;
-    let threads = rayon::current_num_threads();
     let c1 = &sector.c1_json;
-    // The C1 is parsed and its vanilla proofs verified once per family; keep that out of both
-    // synthesis times.
+    // The C1 is parsed and its vanilla proofs verified once per family; keep that out of every
+    // synthesis time.
     family.public_inputs(c1, 0)?;
+    if only_witness {
+        return witness_only(sector, family.as_ref());
+    }
 
     let t = Instant::now();
     let matrices = family.capture_matrices()?;
@@ -35,23 +105,14 @@ pub fn run(sector: &SealedSector, as_json: bool) -> Result<()> {
     // densities (one bit per variable).
     let old_raw = 32 * (full.input.len() + full.aux.len() + 3 * full.num_constraints()) as u64;
     drop(full);
-    let capacity = Some((matrices.inputs, matrices.aux));
-    let t = Instant::now();
-    let gadget = family.gadget_witness(c1, 0, capacity)?;
-    let witness_synth_ms = ms(t);
-    // The native generator (what `witness` runs for PoRep), on every core and on one.
-    let t = Instant::now();
-    let w = family.witness(c1, 0, capacity)?;
-    let native_witness_ms = ms(t);
-    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
-    let t = Instant::now();
-    let w1 = one.install(|| family.witness(c1, 0, capacity))?;
-    let native_witness_1t_ms = ms(t);
-    anyhow::ensure!(
-        w == gadget && w1 == gadget,
-        "the native witness differs from the gadget witness"
+    let ws = witnesses(family.as_ref(), c1, Some((matrices.inputs, matrices.aux)))?;
+    let (threads, witness_synth_ms, native_witness_ms, native_witness_1t_ms, w) = (
+        ws.threads,
+        ws.gadget_ms,
+        ws.native_ms,
+        ws.native_1t_ms,
+        ws.witness,
     );
-    drop((gadget, w1));
 
     let info = BlobHeaderInfo::new("stats", 0, family.shape_key(), matrices.hash())?;
     let t = Instant::now();
@@ -81,6 +142,8 @@ pub fn run(sector: &SealedSector, as_json: bool) -> Result<()> {
         "witness_over_full_synth": witness_synth_ms / synth_ms,
         "native_witness_ms": native_witness_ms,
         "native_witness_1t_ms": native_witness_1t_ms,
+        "witness_synth_core_s": ws.gadget_core_s,
+        "native_witness_core_s": ws.native_core_s,
         "witness_synth_over_native": witness_synth_ms / native_witness_ms,
         "witness_synth_over_native_1t": witness_synth_ms / native_witness_1t_ms,
         "encode_ms": encode_ms,
