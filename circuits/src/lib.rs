@@ -14,6 +14,8 @@ mod cache;
 #[cfg(feature = "porep")]
 mod fil_params;
 mod mimc;
+#[cfg(feature = "porep")]
+mod native;
 pub mod param_files;
 #[cfg(feature = "porep")]
 pub mod porep;

@@ -11,6 +11,9 @@
 //! (Curio's `vanilla_proofs`): a WindowPoSt partition's sectors (1 up to the partition size), or
 //! WinningPoSt's one challenged sector.
 //!
+//! The witness a synth node ships comes from the native generator (`post/native.rs`), equal
+//! to the circuit's witness-only synthesis element for element.
+//!
 //! A job is one partition whose circuit is `FallbackPoStCompound::circuit` over the vanilla
 //! proofs arranged as filecoin-proofs arranges them (`single_partition_vanilla_proofs`,
 //! `partition_vanilla_proofs`), which also verifies them: bad vanilla proofs fail the job before
@@ -21,11 +24,12 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 
 use blstrs::Scalar;
 use cuzk_prover::setup::FixedBase;
 use cuzk_prover::ShapeMatrices;
+use cuzk_wire::witness::Witness;
 use filecoin_hashers::Hasher;
 use filecoin_proofs::{
     as_safe_commitment, partition_vanilla_proofs, single_partition_vanilla_proofs,
@@ -36,18 +40,25 @@ use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::parameter_cache::{
     parameter_cache_params_path, parameter_id, CacheableParameters,
 };
+use storage_proofs_core::util::NODE_SIZE;
 use storage_proofs_post::fallback::{
     self, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
+use crate::native::paths::tree_arities;
 use crate::porep::{self, hex_string, parse_hex32, with_tree, Miner, SectorSize};
 use crate::vanilla::{self, LastInput};
 use crate::{CircuitError, CircuitFamily, PartitionShape, Synthesis, Synthesized};
 
 mod fixtures;
+mod native;
+#[cfg(test)]
+mod native_tests;
 mod registered;
+mod synthetic;
 pub use fixtures::{vanilla_proofs, PostSector};
 pub use registered::{PostKind, PostProof};
+pub use synthetic::SyntheticPost;
 
 /// The most input a PoSt job takes: a 32 GiB WindowPoSt partition (2349 sectors of ~25 KB of
 /// vanilla proof, base64 in JSON) is ~80 MB.
@@ -366,6 +377,14 @@ impl PostFamily {
         mode: Synthesis,
     ) -> Result<Synthesized, CircuitError> {
         self.check_index(index)?;
+        if let Synthesis::Witness { .. } = mode {
+            // Like the gadgets, never let a bug's panic take the synthesis pool down.
+            let native = catch_unwind(AssertUnwindSafe(|| self.native_witness::<Tree>(input)))
+                .unwrap_or_else(|_| Err(self.native_err("the generator panicked")))?;
+            if let Some(w) = native {
+                return Ok(Synthesized::Witness(w));
+            }
+        }
         crate::run_guarded(
             shape_key(self.proof),
             index,
@@ -373,6 +392,45 @@ impl PostFamily {
             || self.circuit::<Tree>(input),
             self.err("circuit construction panicked"),
         )
+    }
+
+    fn native_err(&self, reason: impl std::fmt::Display) -> CircuitError {
+        CircuitError::Native {
+            shape: shape_key(self.proof),
+            partition: 0,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// The partition's witness from the native generator, or `None` (logged once) for a tree
+    /// shape it does not know, which the gadgets then synthesize.
+    fn native_witness<Tree: 'static + MerkleTreeTrait>(
+        &self,
+        input: &[u8],
+    ) -> Result<Option<Witness>, CircuitError> {
+        let pp = public_params::<Tree>(self.proof)?;
+        let arities = tree_arities::<Tree>(pp.sector_size as usize / NODE_SIZE);
+        let Some(layout) = native::Layout::new(pp.sector_count, pp.challenge_count, &arities)
+        else {
+            static UNKNOWN: Once = Once::new();
+            UNKNOWN.call_once(|| {
+                tracing::info!(
+                    shape = shape_key(self.proof),
+                    "no native witness generator for this shape; synthesizing through the gadgets"
+                )
+            });
+            return Ok(None);
+        };
+        let partition = self.partition::<Tree>(input)?;
+        let sectors =
+            native::sectors::<Tree>(&partition.pub_inputs.sectors, &partition.proof, &arities)
+                .map_err(|e| self.err(e))?;
+        native::generate(&sectors, &layout, native::Options::default())
+            .map(Some)
+            .map_err(|e| match e {
+                native::NativeError::Layout { .. } => self.native_err(e),
+                _ => self.err(e),
+            })
     }
 
     fn check_index(&self, index: usize) -> Result<(), CircuitError> {

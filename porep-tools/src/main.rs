@@ -5,6 +5,7 @@
 //! * `params`: INSECURE, test-only Groth16 parameters into the Filecoin parameter cache, from
 //!   the shape's constraint matrices (on the GPU when there is one).
 //! * `stats`: one partition's shape, synthesis times and witness blob sizes (`--json`).
+//! * `post-witness`: a synthetic PoSt partition's witness by the gadgets and natively.
 //! * `prove`: one partition proved by the CUDA (or CPU) backend, checked against the CPU
 //!   backend step by step and by `verify_seal`, then timed.
 //! * `bench`: C2 through a local cluster vs filecoin-proofs' `seal_commit_phase2`.
@@ -51,6 +52,22 @@ pub enum Engine {
     Auto,
     Cpu,
     Cuda,
+}
+
+/// A PoSt proof kind, as a flag.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum PostKindArg {
+    Window,
+    Winning,
+}
+
+impl From<PostKindArg> for cuzk_circuits::post::PostKind {
+    fn from(k: PostKindArg) -> Self {
+        match k {
+            PostKindArg::Window => Self::Window,
+            PostKindArg::Winning => Self::Winning,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -100,6 +117,17 @@ enum Command {
         /// JSON object: no matrices, full synthesis or blob, for shapes too large for them.
         #[arg(long)]
         witness_only: bool,
+    },
+    /// A synthetic PoSt partition (the proof's real shape, random contents): its witness by
+    /// the gadgets and by the native generator, wall and CPU time, checked equal.
+    PostWitness {
+        #[arg(long, value_enum)]
+        kind: PostKindArg,
+        #[arg(long, value_parser = clap::value_parser!(SectorSize))]
+        sector_size: SectorSize,
+        /// Sectors in the partition (default: the proof's, e.g. 2349 for 32 GiB WindowPoSt).
+        #[arg(long)]
+        sectors: Option<usize>,
     },
     /// Prove partition 0 of a sector: once through CPU and CUDA side by side (every step
     /// compared), then `--runs` timed proofs on `--engine`, each checked with `verify_seal`.
@@ -221,6 +249,11 @@ fn main() -> Result<()> {
             json,
             witness_only,
         ),
+        Command::PostWitness {
+            kind,
+            sector_size,
+            sectors,
+        } => stats::post_witness(kind.into(), sector_size, sectors),
         Command::Prove {
             sector_size,
             sector,

@@ -4,10 +4,12 @@ use std::time::Instant;
 
 use anyhow::Result;
 use cuzk_circuits::porep::SealedSector;
-use cuzk_circuits::CircuitSpec;
+use cuzk_circuits::post::{PostKind, PostProof, SyntheticPost};
+use cuzk_circuits::{CircuitError, CircuitSpec};
 use cuzk_wire::blob::{
     decode_blob, encode_blob_with_stats, BlobHeaderInfo, DecodeLimits, EncodeOptions,
 };
+use cuzk_wire::witness::Witness;
 use serde_json::json;
 
 use crate::measure::cpu_seconds;
@@ -29,21 +31,20 @@ struct Witnesses {
 }
 
 fn witnesses(
-    family: &dyn cuzk_circuits::CircuitFamily,
-    c1: &[u8],
-    capacity: Option<(usize, usize)>,
+    gadget: impl Fn() -> Result<Witness, CircuitError>,
+    native: impl Fn() -> Result<Witness, CircuitError> + Send + Sync,
 ) -> Result<Witnesses> {
     let cpu = || cpu_seconds("self").unwrap_or(f64::NAN);
     let (t, c) = (Instant::now(), cpu());
-    let gadget = family.gadget_witness(c1, 0, capacity)?;
+    let gadget = gadget()?;
     let (gadget_ms, gadget_core_s) = (ms(t), cpu() - c);
-    // The native generator (what `witness` runs for PoRep), on every core and on one.
+    // The native generator (what a synth node runs), on every core and on one.
     let (t, c) = (Instant::now(), cpu());
-    let w = family.witness(c1, 0, capacity)?;
+    let w = native()?;
     let (native_ms, native_core_s) = (ms(t), cpu() - c);
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
     let t = Instant::now();
-    let w1 = one.install(|| family.witness(c1, 0, capacity))?;
+    let w1 = one.install(&native)?;
     let native_1t_ms = ms(t);
     anyhow::ensure!(
         w == gadget && w1 == gadget,
@@ -60,10 +61,61 @@ fn witnesses(
     })
 }
 
+/// `post-witness`: both witness paths of a synthetic PoSt partition (the proof's shape, random
+/// contents), checked equal, as a table and one JSON object.
+pub fn post_witness(
+    kind: PostKind,
+    size: cuzk_circuits::porep::SectorSize,
+    sectors: Option<usize>,
+) -> Result<()> {
+    let proof = PostProof::current(kind, size);
+    let partition = SyntheticPost::new(proof, sectors, 1)?;
+    let w = witnesses(|| partition.gadget_witness(), || partition.native_witness())?;
+    let ratio = w.gadget_core_s / w.native_core_s;
+    println!("| {} | sectors | aux | ms | core-s |", proof.api_name());
+    println!("|---|---|---|---|---|");
+    let n = partition.sectors();
+    let aux = w.witness.aux.len();
+    println!(
+        "| gadgets (witness-only) | {n} | {aux} | {:.0} | {:.2} |",
+        w.gadget_ms, w.gadget_core_s
+    );
+    println!(
+        "| native, {} threads | {n} | {aux} | {:.0} | {:.2} |",
+        w.threads, w.native_ms, w.native_core_s
+    );
+    println!(
+        "| native, 1 thread | {n} | {aux} | {:.0} | |",
+        w.native_1t_ms
+    );
+    println!("equal element for element; gadgets / native core-s {ratio:.1}×");
+    println!(
+        "{}",
+        json!({
+            "proof": proof.api_name(),
+            "sectors": n,
+            "threads": w.threads,
+            "aux": aux,
+            "witness_synth_ms": w.gadget_ms,
+            "witness_synth_core_s": w.gadget_core_s,
+            "native_witness_ms": w.native_ms,
+            "native_witness_core_s": w.native_core_s,
+            "native_witness_1t_ms": w.native_1t_ms,
+            "witness_synth_over_native_core_s": ratio,
+            "equal": true,
+        })
+    );
+    Ok(())
+}
+
 /// `--witness-only`: the witness paths alone, for shapes whose full synthesis and matrices are
 /// too large to take along (a 32 GiB partition); one JSON object.
 fn witness_only(sector: &SealedSector, family: &dyn cuzk_circuits::CircuitFamily) -> Result<()> {
-    let w = witnesses(family, &sector.c1_json, None)?;
+    let c1 = &sector.c1_json;
+    let w = witnesses(
+        || family.gadget_witness(c1, 0, None),
+        || family.witness(c1, 0, None),
+    )?;
     println!(
         "{}",
         json!({
@@ -105,7 +157,11 @@ pub fn run(sector: &SealedSector, as_json: bool, only_witness: bool) -> Result<(
     // densities (one bit per variable).
     let old_raw = 32 * (full.input.len() + full.aux.len() + 3 * full.num_constraints()) as u64;
     drop(full);
-    let ws = witnesses(family.as_ref(), c1, Some((matrices.inputs, matrices.aux)))?;
+    let capacity = Some((matrices.inputs, matrices.aux));
+    let ws = witnesses(
+        || family.gadget_witness(c1, 0, capacity),
+        || family.witness(c1, 0, capacity),
+    )?;
     let (threads, witness_synth_ms, native_witness_ms, native_witness_1t_ms, w) = (
         ws.threads,
         ws.gadget_ms,

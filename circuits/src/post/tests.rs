@@ -11,7 +11,7 @@ use serde_json::json;
 use super::*;
 use crate::vanilla::input;
 
-const RANDOMNESS: [u8; 32] = [0x2a; 32];
+pub(super) const RANDOMNESS: [u8; 32] = [0x2a; 32];
 const MINER: u64 = 1234;
 
 fn family(
@@ -24,7 +24,7 @@ fn family(
     })
 }
 
-fn params(extra: serde_json::Value) -> serde_json::Value {
+pub(super) fn params(extra: serde_json::Value) -> serde_json::Value {
     let mut p =
         json!({"sector_size": "2KiB", "miner": MINER, "randomness": hex_string(&RANDOMNESS)});
     for (k, v) in extra.as_object().unwrap() {
@@ -34,7 +34,7 @@ fn params(extra: serde_json::Value) -> serde_json::Value {
 }
 
 /// Two sealed 2 KiB sectors (a whole 2 KiB WindowPoSt partition) in `dir`.
-fn sectors(dir: &std::path::Path) -> Vec<PostSector> {
+pub(super) fn sectors(dir: &std::path::Path) -> Vec<PostSector> {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(5);
     (0..2)
         .map(|i| {
@@ -49,7 +49,11 @@ fn sectors(dir: &std::path::Path) -> Vec<PostSector> {
         .collect()
 }
 
-fn proofs_for(kind: PostKind, sectors: &[PostSector], randomness: [u8; 32]) -> Vec<Vec<u8>> {
+pub(super) fn proofs_for(
+    kind: PostKind,
+    sectors: &[PostSector],
+    randomness: [u8; 32],
+) -> Vec<Vec<u8>> {
     let proof = PostProof::current(kind, SectorSize::S2KiB);
     let prover = crate::porep_c1::prover_id(MINER);
     let sectors = match kind {

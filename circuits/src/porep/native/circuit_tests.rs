@@ -16,8 +16,8 @@ use storage_proofs_porep::stacked::StackedCircuit;
 
 use super::layout::Task;
 use super::parts::{partition, Shape};
-use super::tests::first_difference;
 use super::{generate, Layout, Options};
+use crate::native::tests::first_difference;
 use crate::porep::synthetic::{partition_proofs, random_domain};
 use crate::porep::{seal_sector, PorepC2Family, SealedSector, SectorSize};
 use crate::{CircuitError, CircuitFamily};

@@ -8,11 +8,11 @@ use std::sync::OnceLock;
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
 
-use super::out::Out;
 use super::parts::Shape;
-use super::paths::{comm_d_level_vars, insert_vars, sha_pair, tree_level_vars};
-use super::poseidon::Poseidon;
-use super::sha256::{sha256, Word};
+use crate::native::out::Out;
+use crate::native::paths::{comm_d_level_vars, insert_vars, sha_pair, tree_level_vars};
+use crate::native::poseidon::Poseidon;
+use crate::native::sha256::{sha256, Word};
 
 /// A field element's bits (`to_bits_le`).
 pub(crate) const FIELD_BITS: usize = Scalar::NUM_BITS as usize;

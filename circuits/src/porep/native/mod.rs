@@ -4,8 +4,8 @@
 //!
 //! The aux vector is the prologue (replica id and its bits, the commitments, H(comm_c,
 //! comm_r_last)), then per challenge the tasks of [`layout::Task`]; each task fills its own
-//! slice on some rayon thread. SHA-256 is emitted word-wide (`sha256.rs`), Poseidon from its
-//! optimized constants (`poseidon.rs`), Merkle paths level by level (`paths.rs`).
+//! slice on some rayon thread. SHA-256, Poseidon and Merkle paths are emitted by the shared emitters
+//! (`native/`).
 //!
 //! A satisfied circuit is the only thing worth shipping, so while it computes, the generator
 //! checks what the circuit's constraints would: every path hashes to its root, each label
@@ -16,25 +16,19 @@
 #[cfg(test)]
 mod circuit_tests;
 mod layout;
-mod out;
 pub(crate) mod parts;
-mod paths;
-mod poseidon;
-mod sha256;
-#[cfg(test)]
-mod tests;
 
 use blstrs::Scalar;
 use cuzk_wire::witness::Witness;
 use ff::{Field, PrimeField};
 use sha2::{Digest, Sha256};
 
+use crate::native::out::{self, Out};
+use crate::native::paths::{comm_d_path, le_254, packed, path_input, tree_path};
+use crate::native::sha256::{field_words, sha256, Word};
 pub(crate) use layout::Layout;
 use layout::{Task, LABEL_PARENTS, LABEL_WORDS};
-use out::Out;
 use parts::{Challenge, Column, Partition};
-use paths::{comm_d_path, le_254, packed, tree_path, Path};
-use sha256::{field_words, sha256, Word};
 
 /// Where a path failed to reach its root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,18 +130,6 @@ fn label_parents(ch: &Challenge, layer: usize) -> Vec<[u8; 32]> {
         .filter(|_| layer > 1)
         .map(|c| c.rows[layer - 2]);
     drg.chain(exp).map(|v| v.to_repr()).collect()
-}
-
-/// The packed path bits a `PoRCircuit` makes public: each level's index bits, leaf first.
-fn path_input(path: &Path) -> Scalar {
-    let (mut value, mut shift) = (0u128, 0);
-    for level in path {
-        let bits = (level.siblings.len() + 1).trailing_zeros();
-        let mask = (1usize << bits) - 1;
-        value |= ((level.index & mask) as u128) << shift;
-        shift += bits;
-    }
-    Scalar::from_u128(value)
 }
 
 /// The public inputs, ONE first, in the order the circuit allocates them.

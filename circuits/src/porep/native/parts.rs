@@ -7,16 +7,14 @@
 //! (bincode, field order as declared in storage-proofs-porep 19.1).
 
 use blstrs::Scalar;
-use ff::PrimeField;
-use filecoin_hashers::{Domain, Hasher};
+use filecoin_hashers::Hasher;
 use filecoin_proofs::{DefaultPieceHasher, MerkleTreeTrait, PoRepConfig};
-use generic_array::typenum::Unsigned;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use storage_proofs_core::merkle::{base_path_length, MerkleProofTrait};
+use storage_proofs_core::merkle::MerkleProofTrait;
 use storage_proofs_porep::stacked::Proof;
 
-use super::paths::{Level, Path};
+use crate::native::paths::{fr, path, tree_arities, Path};
 
 /// A sector size's circuit shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,15 +32,7 @@ pub(crate) struct Shape {
 impl Shape {
     pub(crate) fn of<Tree: MerkleTreeTrait>(config: &PoRepConfig) -> anyhow::Result<Shape> {
         let sp = filecoin_proofs::parameters::setup_params(config)?;
-        let (base, sub, top) = (
-            Tree::Arity::to_usize(),
-            Tree::SubTreeArity::to_usize(),
-            Tree::TopTreeArity::to_usize(),
-        );
-        let base_len =
-            base_path_length::<Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity>(sp.nodes);
-        let mut tree = vec![base; base_len];
-        tree.extend([sub, top].into_iter().filter(|&a| a > 0));
+        let tree = tree_arities::<Tree>(sp.nodes);
         Ok(Shape {
             challenges: sp.challenges.num_challenges_per_partition(),
             layers: sp.num_layers,
@@ -110,38 +100,6 @@ struct LabelingFields<D> {
 fn transcode<T: DeserializeOwned>(value: &impl Serialize, what: &str) -> Result<T, String> {
     let bytes = bincode::serialize(value).map_err(|e| format!("cannot encode {what}: {e}"))?;
     bincode::deserialize(&bytes).map_err(|e| format!("cannot read {what}: {e}"))
-}
-
-fn fr<D: Domain>(d: &D) -> Result<Scalar, String> {
-    let bytes: [u8; 32] = d
-        .as_ref()
-        .try_into()
-        .map_err(|_| "a node is not 32 bytes".to_string())?;
-    Scalar::from_repr_vartime(bytes).ok_or_else(|| "a node is not a field element".to_string())
-}
-
-/// `proof`'s path, checked against `arities` (one per level).
-fn path<P: MerkleProofTrait>(proof: &P, arities: &[usize], what: &str) -> Result<Path, String> {
-    let raw = proof.path();
-    if raw.len() != arities.len() {
-        return Err(format!(
-            "{what} has {} levels, the sector size {}",
-            raw.len(),
-            arities.len()
-        ));
-    }
-    raw.iter()
-        .zip(arities)
-        .map(|((hashes, index), &arity)| {
-            if hashes.len() + 1 != arity {
-                return Err(format!("{what} has a level of arity {}", hashes.len() + 1));
-            }
-            Ok(Level {
-                siblings: hashes.iter().map(fr).collect::<Result<_, _>>()?,
-                index: *index,
-            })
-        })
-        .collect()
 }
 
 type TreeProof<Tree> = storage_proofs_core::merkle::MerkleProof<

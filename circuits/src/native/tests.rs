@@ -1,6 +1,7 @@
 //! The native emitters against bellperson's and neptune's gadgets run in the synth node's
 //! `WitnessCs`: SHA-256 over messages of several lengths and constant patterns, Poseidon at
-//! every arity the circuit uses. Whole partitions are compared in `circuit_tests.rs`.
+//! every arity the circuits use. Whole partitions are compared beside each generator
+//! (`porep/native/circuit_tests.rs`, `post/native_tests.rs`).
 
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
 use bellperson::gadgets::num::AllocatedNum;
@@ -21,7 +22,7 @@ use super::poseidon::Poseidon;
 use super::sha256::{sha256, Word};
 
 /// The first place two witnesses differ, lengths first; `None` when they are equal.
-pub(super) fn first_difference(native: &Witness, gadget: &Witness) -> Option<String> {
+pub(crate) fn first_difference(native: &Witness, gadget: &Witness) -> Option<String> {
     for (name, a, b) in [
         ("input", &native.input, &gadget.input),
         ("aux", &native.aux, &gadget.aux),

@@ -1,10 +1,15 @@
 //! Merkle inclusion paths as storage-proofs' `PoRCircuit` allocates them. Each level: its index
 //! bits (`log2(arity)` of them, lowest first), the siblings, the insertion network that places
 //! the current node among them (`gadgets::insertion`), then the level's hash: Poseidon for trees
-//! R and C, SHA-256 over the two children's bits for tree D.
+//! R and C, SHA-256 over the two children's bits for tree D. Paths are read from vanilla proofs
+//! here too, in the tree-agnostic form the emitters take.
 
 use blstrs::Scalar;
 use ff::PrimeField;
+use filecoin_hashers::Domain;
+use filecoin_proofs::MerkleTreeTrait;
+use generic_array::typenum::Unsigned;
+use storage_proofs_core::merkle::{base_path_length, MerkleProofTrait};
 
 use super::out::Out;
 use super::poseidon::Poseidon;
@@ -185,4 +190,67 @@ pub(crate) fn comm_d_path(out: &mut Out, leaf: Scalar, path: &[Level]) -> Scalar
         cur = sha_pair(out, &children[0], &children[1]);
     }
     cur
+}
+
+/// The arity of each level of a `Tree` path over `nodes` leaves, leaf first: the base levels,
+/// then the sub and top tree's one level each where the tree has them.
+pub(crate) fn tree_arities<Tree: MerkleTreeTrait>(nodes: usize) -> Vec<usize> {
+    let (base, sub, top) = (
+        Tree::Arity::to_usize(),
+        Tree::SubTreeArity::to_usize(),
+        Tree::TopTreeArity::to_usize(),
+    );
+    let base_len = base_path_length::<Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity>(nodes);
+    let mut tree = vec![base; base_len];
+    tree.extend([sub, top].into_iter().filter(|&a| a > 0));
+    tree
+}
+
+/// A node as the field element the circuits allocate for it.
+pub(crate) fn fr<D: Domain>(d: &D) -> Result<Scalar, String> {
+    let bytes: [u8; 32] = d
+        .as_ref()
+        .try_into()
+        .map_err(|_| "a node is not 32 bytes".to_string())?;
+    Scalar::from_repr_vartime(bytes).ok_or_else(|| "a node is not a field element".to_string())
+}
+
+/// `proof`'s path, checked against `arities` (one per level).
+pub(crate) fn path<P: MerkleProofTrait>(
+    proof: &P,
+    arities: &[usize],
+    what: &str,
+) -> Result<Path, String> {
+    let raw = proof.path();
+    if raw.len() != arities.len() {
+        return Err(format!(
+            "{what} has {} levels, the sector size {}",
+            raw.len(),
+            arities.len()
+        ));
+    }
+    raw.iter()
+        .zip(arities)
+        .map(|((hashes, index), &arity)| {
+            if hashes.len() + 1 != arity {
+                return Err(format!("{what} has a level of arity {}", hashes.len() + 1));
+            }
+            Ok(Level {
+                siblings: hashes.iter().map(fr).collect::<Result<_, _>>()?,
+                index: *index,
+            })
+        })
+        .collect()
+}
+
+/// The packed path bits a `PoRCircuit` makes public: each level's index bits, leaf first.
+pub(crate) fn path_input(path: &Path) -> Scalar {
+    let (mut value, mut shift) = (0u128, 0);
+    for level in path {
+        let bits = (level.siblings.len() + 1).trailing_zeros();
+        let mask = (1usize << bits) - 1;
+        value |= ((level.index & mask) as u128) << shift;
+        shift += bits;
+    }
+    Scalar::from_u128(value)
 }
