@@ -449,7 +449,12 @@ pub(crate) fn resolve_prover_id(
 ) -> Result<[u8; 32], String> {
     match (prover_id, miner) {
         (Some(hex), None) => parse_hex32(&hex)
-            .ok_or_else(|| format!("'prover_id' must be 64 hex digits, got {hex:?}")),
+            .ok_or_else(|| {
+                format!(
+                    "'prover_id' must be 64 hex digits, got {}",
+                    cuzk_wire::excerpt(&hex)
+                )
+            }),
         (None, Some(miner)) => {
             let id = match miner {
                 Miner::Id(id) => porep_c1::parse_miner(&id.to_string()),

@@ -207,8 +207,8 @@ impl PostFamily {
         let prover_id = porep::resolve_prover_id(p.prover_id, p.miner).map_err(bad)?;
         let randomness = parse_hex32(&p.randomness).ok_or_else(|| {
             bad(format!(
-                "'randomness' must be 64 hex digits (32 bytes), got {:?}",
-                p.randomness
+                "'randomness' must be 64 hex digits (32 bytes), got {}",
+                cuzk_wire::excerpt(&p.randomness)
             ))
         })?;
         let proof = match p.proof {

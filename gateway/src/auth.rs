@@ -19,7 +19,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tonic::Status;
 
-use crate::request::excerpt;
+use cuzk_wire::excerpt;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {

@@ -14,6 +14,7 @@
 //! commitments as its parameters (`cuzk_circuits::snap`).
 
 use bytes::Bytes;
+use cuzk_wire::excerpt;
 use cuzk_wire::job::{valid_job_id, JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
 use sha2::{Digest, Sha256};
 
@@ -178,19 +179,6 @@ pub fn owned_by(job_id: &str, client: &str) -> bool {
         .strip_prefix("gw_")
         .and_then(|rest| rest.strip_prefix(owner_tag(client).as_str()))
         .is_some_and(|rest| rest.starts_with('-'))
-}
-
-/// At most 32 characters of `text`, escaped, and how long it was: what a refusal may echo of
-/// a string from the network.
-pub fn excerpt(text: &str) -> String {
-    const SHOWN: usize = 32;
-    let shown: String = text.chars().take(SHOWN).collect();
-    let escaped = shown.escape_debug();
-    if shown.len() == text.len() {
-        format!("\"{escaped}\"")
-    } else {
-        format!("\"{escaped}…\" ({} bytes)", text.len())
-    }
 }
 
 #[cfg(feature = "porep")]
@@ -434,19 +422,6 @@ mod tests {
             miner_id: 1234,
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn excerpts_are_short_and_escaped() {
-        assert_eq!(excerpt("a b"), "\"a b\"");
-        let long = format!("\n{}", "x".repeat(48 << 20));
-        let shown = excerpt(&long);
-        let tail = format!("…\" ({} bytes)", long.len());
-        assert!(
-            shown.starts_with("\"\\nxxx") && shown.ends_with(&tail),
-            "{shown}"
-        );
-        assert!(shown.len() < 80, "{shown}");
     }
 
     #[test]

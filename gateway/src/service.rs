@@ -16,7 +16,8 @@ use crate::auth::{Access, Caller, Power};
 use crate::cluster::{Cluster, ClusterError};
 use crate::proto::proving_engine_server::ProvingEngine;
 use crate::proto::*;
-use crate::request::{attempt_id, excerpt, owned_by, MAX_ATTEMPTS};
+use crate::request::{attempt_id, owned_by, MAX_ATTEMPTS};
+use cuzk_wire::excerpt;
 use crate::{reply, request, srs};
 use cuzk_wire::control::{SrsOp, SrsReply, SrsRequest};
 

@@ -11,7 +11,7 @@ use serde_json::json;
 use tonic::Status;
 
 use crate::proto::{EvictSrsResponse, PreloadSrsResponse};
-use crate::request::excerpt;
+use cuzk_wire::excerpt;
 
 const SIZES: &[&str] = &["2KiB", "8MiB", "512MiB", "32GiB", "64GiB"];
 

@@ -83,6 +83,14 @@ fn params_are_validated() {
     let bad = |kind, p| family(kind, p).err().unwrap().to_string();
     let e = bad(PostKind::Window, params(json!({"randomness": "abcd"})));
     assert!(e.contains("'randomness' must be 64 hex digits"), "{e}");
+    // A parameter is echoed as a short excerpt, never whole.
+    let e = bad(PostKind::Window, params(json!({"randomness": "f".repeat(1 << 20)})));
+    assert!(e.len() < 200 && e.contains("(1048576 bytes)"), "{e}");
+    let e = bad(
+        PostKind::Window,
+        json!({"sector_size": "2KiB", "prover_id": "0".repeat(1 << 20), "randomness": hex_string(&RANDOMNESS)}),
+    );
+    assert!(e.len() < 200 && e.contains("(1048576 bytes)"), "{e}");
     let e = bad(PostKind::Winning, params(json!({"partition_index": 0})));
     assert!(e.contains("no 'partition_index'"), "{e}");
     let e = bad(
