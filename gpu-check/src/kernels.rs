@@ -36,8 +36,9 @@ fn check_uploads(gpu: &Gpu, seed: u64, rep: &mut Report) {
         );
     };
     arrives("through the staging", rep);
-    // SAFETY: `aux` outlives the pin and does not move.
+    // SAFETY: `aux` is 32-byte field elements without padding, all initialized.
     let bytes = unsafe { std::slice::from_raw_parts(aux.as_ptr().cast::<u8>(), aux.len() * 32) };
+    // SAFETY: `aux` outlives the pin and does not move.
     match unsafe { gpu.pin_host(bytes) } {
         Ok(pin) => {
             arrives("read in place from pinned memory", rep);

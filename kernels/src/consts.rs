@@ -97,6 +97,7 @@ mod tests {
 
     fn scalar_raw(s: &Scalar) -> [u32; 8] {
         // blstrs keeps Montgomery limbs; the kernels read the same bytes.
+        // SAFETY: `Scalar` is `repr(transparent)` over blst's 4×u64 limbs: 32 plain bytes.
         let bytes: [u8; 32] = unsafe { std::mem::transmute(*s) };
         std::array::from_fn(|i| u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()))
     }
@@ -126,6 +127,7 @@ mod tests {
         assert_eq!(FP_P, m1);
         assert_eq!(FP_INV, neg_inv32(FP_P[0]));
         assert_eq!(FP_ONE, r_mod(&FP_P));
+        // SAFETY: `Fp` is `repr(transparent)` over blst's 6×u64 limbs: 48 plain bytes.
         let one: [u8; 48] = unsafe { std::mem::transmute(Fp::ONE) };
         let one: [u32; 12] =
             std::array::from_fn(|i| u32::from_le_bytes(one[4 * i..4 * i + 4].try_into().unwrap()));

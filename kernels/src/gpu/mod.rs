@@ -202,6 +202,9 @@ macro_rules! launch {
         use cudarc::driver::PushKernelArg as _;
         let mut b = $st.launch_builder(&$f);
         $( let v = $a; b.arg(&v); )*
+        // SAFETY: each call site passes the arguments its kernel's signature declares, in
+        // order, and device buffers sized for the launch (the kernels' contracts in
+        // kernels/cuda/).
         #[allow(unused_unsafe)]
         unsafe { b.launch($cfg) }.map(|_| ()).map_err($crate::error::CudaError::from)
     }};
@@ -209,20 +212,44 @@ macro_rules! launch {
         use cudarc::driver::PushKernelArg as _;
         let mut b = $s.stream.launch_builder(&$f);
         $( let v = $a; b.arg(&v); )*
+        // SAFETY: each call site passes the arguments its kernel's signature declares, in
+        // order, and device buffers sized for the launch (the kernels' contracts in
+        // kernels/cuda/).
         #[allow(unused_unsafe)]
         unsafe { b.launch($cfg) }.map(|_| ()).map_err($crate::error::CudaError::from)
     }};
 }
 
-/// Views a slice of plain-old-data values as bytes.
-pub(crate) fn as_bytes<T>(v: &[T]) -> &[u8] {
-    // SAFETY: only used on u32 and on blstrs Scalar / G1Affine / G2Affine, `repr(transparent)`
-    // wrappers of blst's `repr(C)` limb structs with no padding.
+/// Plain data: every byte of a value is initialized (no padding) and every bit pattern the
+/// device writes back is a valid value.
+///
+/// # Safety
+/// Implement only for types with those two properties.
+pub(crate) unsafe trait Plain: Copy {}
+
+// SAFETY: integers have no padding and no invalid bit patterns.
+unsafe impl Plain for u8 {}
+// SAFETY: as above.
+unsafe impl Plain for u32 {}
+// SAFETY: as above.
+unsafe impl Plain for u64 {}
+// SAFETY: blstrs' `Scalar`, `G1Affine` and `G2Affine` are `repr(transparent)` wrappers of
+// blst's `repr(C)` structs of u64 limbs (and, for points, of such structs): no padding. The
+// device writes back only field elements and points it computed in the same form.
+unsafe impl Plain for blstrs::Scalar {}
+// SAFETY: as above.
+unsafe impl Plain for blstrs::G1Affine {}
+// SAFETY: as above.
+unsafe impl Plain for blstrs::G2Affine {}
+
+/// Views a slice of plain data as bytes.
+pub(crate) fn as_bytes<T: Plain>(v: &[T]) -> &[u8] {
+    // SAFETY: `T: Plain` has no padding, so all `size_of_val(v)` bytes are initialized.
     unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
-fn as_bytes_mut<T>(v: &mut [T]) -> &mut [u8] {
-    // SAFETY: as above; every bit pattern written comes from the device's field elements.
+fn as_bytes_mut<T: Plain>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: as above, and any bytes written through the view leave valid `T`s (`Plain`).
     unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
@@ -271,6 +298,8 @@ impl Gpu {
         }
         let ctx = CudaContext::new(ordinal)?;
         // All cross-stream ordering is explicit (events below).
+        // SAFETY: no buffer of this context exists yet, and every later use of a buffer on
+        // another stream than its writer's waits on an event recorded after the write.
         unsafe { ctx.disable_event_tracking() };
         set_pool_threshold(&ctx, u64::MAX);
         let stream = ctx.new_stream()?;
@@ -546,6 +575,8 @@ impl Gpu {
             let started = Instant::now();
             st.buf = None;
             // write-combined page-locked memory: fast to fill and to upload.
+            // SAFETY: the bytes are uninitialized until written; an upload (`stage_upload`)
+            // reads only the range it has just filled.
             st.buf = Some(unsafe { self.ctx.alloc_pinned::<u8>(bytes.max(1 << 20)) }?);
             self.note_slow(
                 &format!("growing the pinned staging to {bytes} bytes for {what}"),
