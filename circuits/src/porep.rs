@@ -24,7 +24,7 @@ use std::fs::{self, File};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 
 use blstrs::Scalar;
 use cuzk_prover::setup::FixedBase;
@@ -448,13 +448,12 @@ pub(crate) fn resolve_prover_id(
     miner: Option<Miner>,
 ) -> Result<[u8; 32], String> {
     match (prover_id, miner) {
-        (Some(hex), None) => parse_hex32(&hex)
-            .ok_or_else(|| {
-                format!(
-                    "'prover_id' must be 64 hex digits, got {}",
-                    cuzk_wire::excerpt(&hex)
-                )
-            }),
+        (Some(hex), None) => parse_hex32(&hex).ok_or_else(|| {
+            format!(
+                "'prover_id' must be 64 hex digits, got {}",
+                cuzk_wire::excerpt(&hex)
+            )
+        }),
         (None, Some(miner)) => {
             let id = match miner {
                 Miner::Id(id) => porep_c1::parse_miner(&id.to_string()),
@@ -765,13 +764,7 @@ impl PorepC2Family {
         let shape = native::parts::Shape::of::<Tree>(&self.size.config())
             .map_err(|e| params_err(self.size, e))?;
         let Some(layout) = native::Layout::new(&shape) else {
-            static UNKNOWN: Once = Once::new();
-            UNKNOWN.call_once(|| {
-                tracing::info!(
-                    shape = shape_key(self.size),
-                    "no native witness generator for this shape; synthesizing through the gadgets"
-                )
-            });
+            crate::native::through_gadgets(shape_key(self.size));
             return Ok(None);
         };
         let c1 = self.c1::<Tree>(input)?;

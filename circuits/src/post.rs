@@ -24,7 +24,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use blstrs::Scalar;
 use cuzk_prover::setup::FixedBase;
@@ -412,13 +412,7 @@ impl PostFamily {
         let arities = tree_arities::<Tree>(pp.sector_size as usize / NODE_SIZE);
         let Some(layout) = native::Layout::new(pp.sector_count, pp.challenge_count, &arities)
         else {
-            static UNKNOWN: Once = Once::new();
-            UNKNOWN.call_once(|| {
-                tracing::info!(
-                    shape = shape_key(self.proof),
-                    "no native witness generator for this shape; synthesizing through the gadgets"
-                )
-            });
+            crate::native::through_gadgets(shape_key(self.proof));
             return Ok(None);
         };
         let partition = self.partition::<Tree>(input)?;

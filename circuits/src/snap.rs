@@ -192,11 +192,12 @@ impl SnapFamily {
     pub fn from_params(params: &serde_json::Value) -> Result<Self, CircuitError> {
         let p: Params = crate::parse_params(NAME, params)?;
         let commitment = |name: &str, hex: &str| {
-            let bytes = parse_hex32(hex)
-                .ok_or_else(|| format!(
+            let bytes = parse_hex32(hex).ok_or_else(|| {
+                format!(
                     "'{name}' must be 64 hex digits (32 bytes), got {}",
                     cuzk_wire::excerpt(hex)
-                ))?;
+                )
+            })?;
             if bytes == [0; 32] || Option::<Scalar>::from(Scalar::from_repr(bytes)).is_none() {
                 return Err(format!(
                     "'{name}' {hex} is not a commitment (a non-zero BLS12-381 field element, little-endian)"

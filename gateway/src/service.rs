@@ -17,9 +17,9 @@ use crate::cluster::{Cluster, ClusterError};
 use crate::proto::proving_engine_server::ProvingEngine;
 use crate::proto::*;
 use crate::request::{attempt_id, owned_by, MAX_ATTEMPTS};
-use cuzk_wire::excerpt;
 use crate::{reply, request, srs};
 use cuzk_wire::control::{SrsOp, SrsReply, SrsRequest};
+use cuzk_wire::excerpt;
 
 pub struct Gateway {
     cluster: Arc<dyn Cluster>,

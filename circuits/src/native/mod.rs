@@ -10,3 +10,16 @@ pub(crate) mod poseidon;
 pub(crate) mod sha256;
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// Logs, once per shape, that a shape has no native generator and goes through the gadgets.
+pub(crate) fn through_gadgets(shape: String) {
+    static LOGGED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
+    if !logged.contains(&shape) {
+        tracing::info!(
+            shape,
+            "no native witness generator for this shape; synthesizing through the gadgets"
+        );
+        logged.push(shape);
+    }
+}

@@ -58,7 +58,8 @@ impl SyntheticPost {
     /// The witness from the native generator (what a synth node ships).
     pub fn native_witness(&self) -> Result<Witness, CircuitError> {
         let layout = self.layout()?;
-        native::generate(&self.sectors, &layout, native::Options::unchecked()).map_err(|e| self.err(e))
+        native::generate(&self.sectors, &layout, native::Options::unchecked())
+            .map_err(|e| self.err(e))
     }
 
     /// The witness from the circuit's gadgets (witness-only synthesis).

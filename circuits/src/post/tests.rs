@@ -84,7 +84,10 @@ fn params_are_validated() {
     let e = bad(PostKind::Window, params(json!({"randomness": "abcd"})));
     assert!(e.contains("'randomness' must be 64 hex digits"), "{e}");
     // A parameter is echoed as a short excerpt, never whole.
-    let e = bad(PostKind::Window, params(json!({"randomness": "f".repeat(1 << 20)})));
+    let e = bad(
+        PostKind::Window,
+        params(json!({"randomness": "f".repeat(1 << 20)})),
+    );
     assert!(e.len() < 200 && e.contains("(1048576 bytes)"), "{e}");
     let e = bad(
         PostKind::Window,
