@@ -59,6 +59,8 @@ steps, in the order they run:
   witness    witness generation of one partition, native vs gadgets (wall and
              CPU seconds, checked equal; cuzk-porep stats): the real 2 KiB C1
              and partition 0 of the synthetic 32 GiB C1
+  postwit    the same for a synthetic 32 GiB WindowPoSt partition (2,349
+             sectors; cuzk-porep post-witness)
   onebox32   synthetic 32 GiB sectors through ONE host: synth node and GPU
              node in one process on GPU 0, a warm-up sector then ONE_BOX_SECTORS
              (default 3) at once: seconds per sector (batch wall / sectors), synthesis
@@ -142,6 +144,7 @@ for s in $STEPS; do
     2k) need=(bin/cuzk-porep bin/cuzk bin/nats-server pack/c1-2k.json gpu) ;;
     ss32x3|ss32) need=(gpu) ;;
     witness) need=(bin/cuzk-porep pack/c1-2k.json) ;;
+    postwit) need=(bin/cuzk-porep) ;;
     onebox32) need=(bin/cuzk-porep bin/nats-server gpu) ;;
     *) die "unknown step '$s' (--help lists them)" ;;
   esac
@@ -344,6 +347,13 @@ if step witness 150; then
   timeout $(( $(left) - 5 )) $B/cuzk-porep stats --sector-size 32GiB --sector $W/syn32.json --witness-only \
     >$L/witness32.log 2>&1; echo "32 GiB witness rc=$?"; tail -1 $L/witness32.log
   grep -q native_witness_core_s $L/witness32.log && json $R witness_32gib "$(tail -1 $L/witness32.log)"
+  collect
+fi
+
+if step postwit 420; then
+  timeout $(( $(left) - 5 )) $B/cuzk-porep post-witness --kind window --sector-size 32GiB \
+    >$L/postwit32.log 2>&1; echo "32 GiB WindowPoSt witness rc=$?"; tail -8 $L/postwit32.log
+  grep -q native_witness_core_s $L/postwit32.log && json $R window_post_32gib "$(tail -1 $L/postwit32.log)"
   collect
 fi
 

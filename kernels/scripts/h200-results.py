@@ -223,6 +223,12 @@ def main():
         h["witness_32gib_native_1t_ms"] = round(w["native_witness_1t_ms"], 1)
     if r.get("witness_2kib"):
         h["witness_2kib"] = r["witness_2kib"]
+    # A synthetic 32 GiB WindowPoSt partition's witness, both paths (step postwit).
+    post = r.get("window_post_32gib")
+    if post:
+        h["window_post_32gib_core_s"] = round(post["native_witness_core_s"], 2)
+        h["window_post_32gib_gadget_core_s"] = round(post["witness_synth_core_s"], 2)
+        h["window_post_32gib_native_ms"] = round(post["native_witness_ms"], 1)
     # Synthetic 32 GiB sectors through one host (synth node + GPU node, step onebox32).
     one32 = r.get("one_box_32gib")
     if one32:
