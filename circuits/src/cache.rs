@@ -251,8 +251,8 @@ impl ShapeCache {
 
     /// [`Self::matrices`] handed to `f` under the shape's lock. With `save_behind`, freshly
     /// captured matrices are written to the cache while `f` runs: the parameter generator, which
-    /// waits on the disk too, would otherwise wait first for the 32 GiB shape's ~6 GB of
-    /// matrices (10.7 s on the H200 host, docs/gpu-runs.md).
+    /// waits on the disk too, would otherwise wait first for the 32 GiB shape's matrices
+    /// (docs/gpu-runs.md has how long that took on the H200 host).
     pub fn with_matrices<R>(
         &self,
         family: &dyn CircuitFamily,

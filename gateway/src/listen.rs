@@ -141,7 +141,7 @@ pub async fn serve(
             }
             bound(local.to_string());
             // Replies are small: with Nagle's algorithm on, some wait for the peer's delayed
-            // ACK (40 ms at p90 in `cuzk-load gateway` before this).
+            // ACK (`cuzk-load gateway` showed it in the p90 latency).
             let incoming = TcpIncoming::from(listener)
                 .with_nodelay(Some(true))
                 .with_keepalive(Some(config.tcp_keepalive));

@@ -1,6 +1,6 @@
 //! The PoRep shape's matrices, captured challenge by challenge on every core. One sequential
-//! capture of a 32 GiB partition took 71–110 s on the H200 host (docs/gpu-runs.md), most of its
-//! parameter generation; its 18 challenges are identical blocks after a short prologue, so each is
+//! capture of a 32 GiB partition was most of its parameter generation's time on the H200 host
+//! (docs/gpu-runs.md); its 18 challenges are identical blocks after a short prologue, so each is
 //! captured on its own ([`MatrixCs::continuation`]) and the blocks are appended in order. The
 //! result equals the sequential capture (test below, and the byte-identity test in
 //! cli/tests/porep.rs proves with it).
