@@ -18,6 +18,10 @@
 //! returns; `verify_empty_sector_update_proof` accepts it. Every update proof version
 //! (`StackedDrg<size>V1`) has the same circuit: only the sector size matters. Parameters:
 //! Filecoin's published `v28-empty-sector-update-….params`, like PoRep's ([`crate::porep`]).
+//!
+//! A partition's witness ([`Synthesis::Witness`]) comes from a native generator
+//! (`snap/native.rs`); the gadgets stay the reference and the fallback for a shape it does not
+//! know.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -48,7 +52,11 @@ use crate::vanilla::{self, LastInput};
 use crate::{CircuitError, CircuitFamily, PartitionShape, Synthesis, Synthesized};
 
 mod fixtures;
+mod native;
+mod partition;
+mod synthetic;
 pub use fixtures::{update_sector, UpdatedSector};
+pub use synthetic::SyntheticSnap;
 
 const NAME: &str = "snap-deals";
 
@@ -324,6 +332,16 @@ impl SnapFamily {
         index: usize,
         mode: Synthesis,
     ) -> Result<Synthesized, CircuitError> {
+        if let Synthesis::Witness { .. } = mode {
+            // Like the gadgets, never let a bug's panic take the synthesis pool down.
+            let native = catch_unwind(AssertUnwindSafe(|| {
+                self.native_witness::<Tree>(input, index)
+            }))
+            .unwrap_or_else(|_| Err(self.native_err(index, "the generator panicked")))?;
+            if let Some(w) = native {
+                return Ok(Synthesized::Witness(w));
+            }
+        }
         crate::run_guarded(
             shape_key(self.size),
             index,
@@ -331,6 +349,61 @@ impl SnapFamily {
             || self.circuit::<Tree>(input, index),
             input_err(format!("partition {index}'s circuit construction panicked")),
         )
+    }
+
+    fn native_err(&self, index: usize, reason: impl std::fmt::Display) -> CircuitError {
+        CircuitError::Native {
+            shape: shape_key(self.size),
+            partition: index,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Partition `index` in the native generator's form, with its layout, or `None` (logged
+    /// once) for a shape the generator does not know.
+    fn native_partition<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+        &self,
+        input: &[u8],
+        index: usize,
+    ) -> Result<Option<(native::Partition, native::Layout)>, CircuitError> {
+        self.check_index(index)?;
+        let pp = public_params(self.size);
+        let Some(layout) = partition::layout::<Tree>(&pp, h_default(pp.sector_nodes)) else {
+            crate::native::through_gadgets(shape_key(self.size));
+            return Ok(None);
+        };
+        let checked = self.checked::<Tree>(input)?;
+        let field = |bytes: &[u8; 32]| {
+            Option::<Scalar>::from(Scalar::from_repr(*bytes))
+                .ok_or_else(|| input_err("a commitment is not a field element"))
+        };
+        let public = partition::Public {
+            k: index,
+            comm_r_old: field(&self.comm_r_old)?,
+            comm_d_new: field(&self.comm_d_new)?,
+            comm_r_new: field(&self.comm_r_new)?,
+        };
+        let p = partition::read(&public, &checked.proofs[index], &pp)
+            .map_err(|e| input_err(format!("partition {index}: {e}")))?;
+        Ok(Some((p, layout)))
+    }
+
+    /// Partition `index`'s witness from the native generator, or `None` for a shape it does
+    /// not know, which the gadgets then synthesize.
+    fn native_witness<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+        &self,
+        input: &[u8],
+        index: usize,
+    ) -> Result<Option<cuzk_wire::witness::Witness>, CircuitError> {
+        let Some((p, layout)) = self.native_partition::<Tree>(input, index)? else {
+            return Ok(None);
+        };
+        native::generate(&p, &layout, native::Options::default())
+            .map(Some)
+            .map_err(|e| match e {
+                native::NativeError::Layout { .. } => self.native_err(index, e),
+                _ => input_err(format!("partition {index}: {e}")),
+            })
     }
 
     /// bellperson's own proof of partition `index` (`create_proof_batch` with the given r, s):
@@ -423,5 +496,7 @@ impl CircuitFamily for SnapFamily {
     }
 }
 
+#[cfg(test)]
+mod native_tests;
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@
 //!   the shape's constraint matrices (on the GPU when there is one).
 //! * `stats`: one partition's shape, synthesis times and witness blob sizes (`--json`).
 //! * `post-witness`: a synthetic PoSt partition's witness by the gadgets and natively.
+//! * `snap-witness`: a synthetic SnapDeals partition's witness by the gadgets and natively.
 //! * `prove`: one partition proved by the CUDA (or CPU) backend, checked against the CPU
 //!   backend step by step and by `verify_seal`, then timed.
 //! * `bench`: C2 through a local cluster vs filecoin-proofs' `seal_commit_phase2`.
@@ -128,6 +129,15 @@ enum Command {
         /// Sectors in the partition (default: the proof's, e.g. 2349 for 32 GiB WindowPoSt).
         #[arg(long)]
         sectors: Option<usize>,
+    },
+    /// A synthetic SnapDeals partition (the sector size's real circuit, random contents): its
+    /// witness by the gadgets and by the native generator, wall and CPU time, checked equal.
+    SnapWitness {
+        #[arg(long, value_parser = clap::value_parser!(SectorSize))]
+        sector_size: SectorSize,
+        /// Challenges in the partition (default: the circuit's, 86 from 512 MiB up).
+        #[arg(long)]
+        challenges: Option<usize>,
     },
     /// Prove partition 0 of a sector: once through CPU and CUDA side by side (every step
     /// compared), then `--runs` timed proofs on `--engine`, each checked with `verify_seal`.
@@ -254,6 +264,10 @@ fn main() -> Result<()> {
             sector_size,
             sectors,
         } => stats::post_witness(kind.into(), sector_size, sectors),
+        Command::SnapWitness {
+            sector_size,
+            challenges,
+        } => stats::snap_witness(sector_size, challenges),
         Command::Prove {
             sector_size,
             sector,

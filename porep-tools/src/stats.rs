@@ -5,6 +5,7 @@ use std::time::Instant;
 use anyhow::Result;
 use cuzk_circuits::porep::SealedSector;
 use cuzk_circuits::post::{PostKind, PostProof, SyntheticPost};
+use cuzk_circuits::snap::SyntheticSnap;
 use cuzk_circuits::{CircuitError, CircuitSpec};
 use cuzk_wire::blob::{
     decode_blob, encode_blob_with_stats, BlobHeaderInfo, DecodeLimits, EncodeOptions,
@@ -71,10 +72,29 @@ pub fn post_witness(
     let proof = PostProof::current(kind, size);
     let partition = SyntheticPost::new(proof, sectors, 1)?;
     let w = witnesses(|| partition.gadget_witness(), || partition.native_witness())?;
+    print_witnesses(&w, &proof.api_name(), "sectors", partition.sectors());
+    Ok(())
+}
+
+/// `snap-witness`: both witness paths of a synthetic SnapDeals partition (the sector size's
+/// circuit, random contents), checked equal, as a table and one JSON object.
+pub fn snap_witness(
+    size: cuzk_circuits::porep::SectorSize,
+    challenges: Option<usize>,
+) -> Result<()> {
+    let partition = SyntheticSnap::new(size, challenges, 1)?;
+    let w = witnesses(|| partition.gadget_witness(), || partition.native_witness())?;
+    let proof = cuzk_circuits::snap::api_name(size);
+    print_witnesses(&w, &proof, "challenges", partition.challenges());
+    Ok(())
+}
+
+/// The witness paths of a synthetic partition of `proof` with `n` of `what` (its sectors or
+/// challenges) as a table, then one JSON object.
+fn print_witnesses(w: &Witnesses, proof: &str, what: &str, n: usize) {
     let ratio = w.gadget_core_s / w.native_core_s;
-    println!("| {} | sectors | aux | ms | core-s |", proof.api_name());
+    println!("| {proof} | {what} | aux | ms | core-s |");
     println!("|---|---|---|---|---|");
-    let n = partition.sectors();
     let aux = w.witness.aux.len();
     println!(
         "| gadgets (witness-only) | {n} | {aux} | {:.0} | {:.2} |",
@@ -96,8 +116,8 @@ pub fn post_witness(
     println!(
         "{}",
         json!({
-            "proof": proof.api_name(),
-            "sectors": n,
+            "proof": proof,
+            what: n,
             "threads": w.threads,
             "aux": aux,
             "witness_synth_ms": w.gadget_ms,
@@ -109,7 +129,6 @@ pub fn post_witness(
             "equal": true,
         })
     );
-    Ok(())
 }
 
 /// `--witness-only`: the witness paths alone, for shapes whose full synthesis and matrices are

@@ -76,7 +76,12 @@ const INSERT_8: [(Cond, u8, u8); 20] = [
 const INSERT_8_OUT: [usize; 8] = [9, 12, 15, 17, 19, 22, 25, 27];
 
 /// Emits `insert`'s variables; returns the node placed at `index` among `siblings`.
-fn insert(out: &mut Out, node: Scalar, index: usize, siblings: &[Scalar]) -> Vec<Scalar> {
+pub(crate) fn insert(
+    out: &mut Out,
+    node: Scalar,
+    index: usize,
+    siblings: &[Scalar],
+) -> Vec<Scalar> {
     let bit = |i: usize| (index >> i) & 1 == 1;
     if siblings.len() == 1 {
         let (p0, p1) = if bit(0) {

@@ -66,6 +66,15 @@ impl Poseidon {
         }
     }
 
+    /// The arity-2 constants SnapDeals derives its randomness with (phi, rho, the challenge
+    /// digests): arity 2's rounds under a custom domain tag.
+    pub(crate) fn gen_randomness() -> &'static Poseidon {
+        static R: OnceLock<Poseidon> = OnceLock::new();
+        R.get_or_init(|| {
+            copy_constants!(storage_proofs_update::constants::POSEIDON_CONSTANTS_GEN_RANDOMNESS)
+        })
+    }
+
     pub(crate) fn arity(&self) -> usize {
         self.width - 1
     }
