@@ -33,6 +33,30 @@ fn a_real_partition_equals_the_gadget_witness() {
     assert_eq!(native.input[1..], f.public_inputs(&good, 0).unwrap()[..]);
 }
 
+/// Real 8 MiB partitions: a partition path of two levels and 128 apex leaves, from data.
+#[test]
+fn real_8mib_partitions_equal_the_gadget_witness() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(13);
+    let started = std::time::Instant::now();
+    let sector = update_sector(SectorSize::S8MiB, dir.path(), &mut rng).unwrap();
+    eprintln!("8 MiB fixture: {:.1} s", started.elapsed().as_secs_f64());
+    let good = input(&sector.vanilla_proofs);
+    let f = sector.family();
+    for k in [0, 3] {
+        let native = f
+            .native_witness::<SectorShapeBase>(&good, k)
+            .unwrap()
+            .expect("8 MiB has a native generator");
+        let gadget = f.gadget_witness(&good, k, None).unwrap();
+        assert_eq!(first_difference(&native, &gadget), None, "partition {k}");
+    }
+    eprintln!(
+        "8 MiB fixture and two partitions: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
 /// Every sector size's circuit (tree R of 8-ary base levels, 32 GiB with a sub tree of 8,
 /// 64 GiB a top tree of 2 more; tree D from 6 to 31 levels; 8 or 128 apex leaves; 1, 4 or 16
 /// partitions), cut to two challenges but for 2 KiB, which keeps its ten.
