@@ -1,17 +1,13 @@
 //! `cuzk gateway`'s cluster: jobs submitted as `cuzk submit` submits them (the input staged in
 //! the inputs bucket when large, the job published with the server's acknowledgement), results
-//! read where every client reads them (the results stream and subject), and the cluster's
-//! state as `cuzk status` reads it.
+//! read where every client reads them (the results stream and subject, and the job's record once
+//! the stream has dropped them), and the cluster's state as `cuzk status` reads it.
 
 use std::time::Duration;
 
-use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::Client;
 use bytes::Bytes;
-use cuzk_common::topology::{
-    ledger_results_subject, results_subject, Topology, JOBS_STREAM, RESULTS_STREAM, SUBJECT_SRS,
-    WORK_STREAM,
-};
+use cuzk_common::topology::{results_subject, Topology, JOBS_STREAM, SUBJECT_SRS, WORK_STREAM};
 use cuzk_gateway::{Cluster, ClusterError, ClusterView};
 use cuzk_wire::control::{CancelReply, SrsReply, SrsRequest};
 use cuzk_wire::job::{JobResult, JobSpec, JobStatus};
@@ -42,23 +38,13 @@ impl NatsCluster {
         }
     }
 
-    /// The job's result if it was published already (the results stream keeps the last one
-    /// per job).
+    /// The job's result if it has ended: from the results stream, else from the job's record
+    /// (the stream drops its oldest results when full).
     async fn stored_result(&self, job_id: &str) -> Result<Option<JobResult>, ClusterError> {
-        let stream = self
-            .topology
-            .js
-            .get_stream_no_info(RESULTS_STREAM)
+        cuzk_common::lifecycle::Ledger::new(&self.topology)
+            .answer(job_id)
             .await
-            .map_err(unavailable)?;
-        match stream
-            .get_last_raw_message_by_subject(&ledger_results_subject(job_id))
-            .await
-        {
-            Ok(message) => parse(&message.payload).map(Some),
-            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
-            Err(e) => Err(unavailable(e)),
-        }
+            .map_err(unavailable)
     }
 }
 
@@ -154,7 +140,7 @@ impl Cluster for NatsCluster {
     }
 
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError> {
-        crate::cancel::cancel(&self.client, job_id, self.timeout, &self.inputs_bucket)
+        crate::cancel::cancel(&self.client, job_id, self.timeout)
             .await
             .map_err(unavailable)
     }

@@ -309,8 +309,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status(args) => status(args, file).await,
         Command::Provision(args) => {
             let nats = args.nats.merge(file.nats).resolve("cuzk-admin")?;
-            cuzk_cli::provision_all(&nats).await?;
+            let topology = cuzk_cli::provision_all(&nats).await?;
             println!("streams, buckets and consumers are in place");
+            let (bytes, jobs) = topology.records_capacity().await?;
+            let limits = &nats.limits;
+            println!(
+                "job records: {bytes} bytes, the records of {jobs} finished 32 GiB jobs (sized \
+                 for {} days at {} jobs/h: {}); a full bucket drops its oldest records",
+                limits.retention_days,
+                limits.jobs_per_hour,
+                limits.retained_jobs()
+            );
             Ok(())
         }
         Command::Watch(args) => watch(args, file).await,
@@ -673,8 +682,7 @@ async fn cancel(args: CancelArgs, file: ConfigFile) -> anyhow::Result<()> {
     use cuzk_wire::control::CancelOutcome;
     let nats = args.nats.merge(file.nats).resolve("cuzk-cancel")?;
     let client = cuzk_common::nats::connect(&nats).await?;
-    let reply =
-        cuzk_cli::cancel::cancel(&client, &args.job_id, nats.timeout, &nats.inputs_bucket).await?;
+    let reply = cuzk_cli::cancel::cancel(&client, &args.job_id, nats.timeout).await?;
     let status = reply.status.map(JobStatus::name).unwrap_or("unknown");
     match reply.outcome {
         CancelOutcome::Cancelled => println!("job {}: cancelled", reply.job_id),

@@ -176,8 +176,8 @@ pub struct NatsArgs {
     /// the consumers are first created).
     #[arg(long = "nats-ack-wait-secs", env = "CUZK_NATS_ACK_WAIT_SECS")]
     pub ack_wait_secs: Option<u64>,
-    /// Sizes of the streams and buckets this process creates: `production` (23.3 GiB reserved
-    /// per server) or `local` (2.1 GiB, for private servers and tests); the three settings below
+    /// Sizes of the streams and buckets this process creates: `production` (24.1 GiB reserved
+    /// per server) or `local` (2.1 GiB, for private servers and tests); the settings below
     /// override parts of it. Set when a stream is first created.
     #[arg(long = "nats-limits", env = "CUZK_NATS_LIMITS", value_enum)]
     pub limits: Option<LimitsProfile>,
@@ -191,6 +191,13 @@ pub struct NatsArgs {
     /// Bytes the inputs bucket holds at most; an upload beyond it is refused.
     #[arg(long = "nats-inputs-max-bytes", env = "CUZK_NATS_INPUTS_MAX_BYTES")]
     pub inputs_max_bytes: Option<i64>,
+    /// Days job records, results and staged inputs are kept (default 7).
+    #[arg(long = "nats-retention-days", env = "CUZK_NATS_RETENTION_DAYS")]
+    pub retention_days: Option<u32>,
+    /// Jobs per hour the farm ends at most; with the retention, what the records bucket is sized
+    /// for (default: an 8-GPU farm's, docs/deploy.md).
+    #[arg(long = "nats-jobs-per-hour", env = "CUZK_NATS_JOBS_PER_HOUR")]
+    pub jobs_per_hour: Option<u32>,
     /// The inputs bucket this client stages large inputs into: `cuzk-inputs` (shared, the
     /// default) or a submitter's own `cuzk-inputs-<submitter>`, which `cuzk provision` creates
     /// when given this setting.
@@ -273,6 +280,8 @@ impl NatsArgs {
             max_queued_jobs,
             blobs_max_bytes,
             inputs_max_bytes,
+            retention_days,
+            jobs_per_hour,
             inputs_bucket
         );
         self
@@ -346,6 +355,8 @@ impl NatsArgs {
             max_queued_jobs: self.max_queued_jobs.unwrap_or(defaults.max_queued_jobs),
             blobs_max_bytes: self.blobs_max_bytes.unwrap_or(defaults.blobs_max_bytes),
             inputs_max_bytes: self.inputs_max_bytes.unwrap_or(defaults.inputs_max_bytes),
+            retention_days: self.retention_days.unwrap_or(defaults.retention_days),
+            jobs_per_hour: self.jobs_per_hour.unwrap_or(defaults.jobs_per_hour),
             ..defaults
         };
         if limits.max_queued_jobs < 1 || limits.blobs_max_bytes < 1 || limits.inputs_max_bytes < 1 {
@@ -354,6 +365,9 @@ impl NatsArgs {
                 "stream and bucket limits must be positive",
             ));
         }
+        limits
+            .check()
+            .map_err(|e| invalid("nats.jobs_per_hour", e.message))?;
         let inputs_bucket = self
             .inputs_bucket
             .unwrap_or_else(|| crate::topology::INPUTS_BUCKET.to_owned());

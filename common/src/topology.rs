@@ -15,6 +15,9 @@ use async_nats::jetstream::{
 
 use crate::objects::{Shards, MAX_SHARDS};
 
+mod limits;
+pub use limits::{Limits, RECORD_BYTES};
+
 /// Where clients publish jobs (`nats pub cuzk.jobs.submit '{...}'`).
 pub const SUBJECT_SUBMIT: &str = "cuzk.jobs.submit";
 /// Where jobs with `"priority": "high"` must be published: only roles allowed to use high
@@ -110,20 +113,14 @@ fn blob_fill(each: &[(u64, u64)]) -> (u64, u64) {
     (bytes.max(fullest), limit)
 }
 
-pub use cuzk_wire::job::{valid_inputs_bucket, INPUTS_BUCKET};
-/// The object a client stages a job's large input under, in its inputs bucket (`cuzk submit`,
-/// the gateway); cancelling the job deletes it (`cli/src/cancel.rs`).
-pub fn staged_input_name(job_id: &str) -> String {
-    format!("{job_id}.input")
-}
+/// A job's staged input is deleted by whoever ends the job (`lifecycle`).
+pub use cuzk_wire::job::{staged_input_name, valid_inputs_bucket, INPUTS_BUCKET};
 /// Node heartbeats (see `nodes.rs`): an entry lives `NODES_MAX_AGE` unless its node re-puts it.
 pub const NODES_BUCKET: &str = "cuzk-nodes";
 pub const NODES_MAX_AGE: Duration = Duration::from_secs(30);
 
 /// Largest job message the jobs stream stores (bigger inputs go through the inputs bucket).
 pub const MAX_JOB_MESSAGE: i32 = 1024 * 1024;
-/// Job records and results are kept this long.
-pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Blobs are deleted once proved; this only reclaims blobs of jobs abandoned mid-way.
 pub const BLOB_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 /// Results are published with the job id as message id: within this window a second
@@ -137,72 +134,6 @@ pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
 pub const MAX_DELIVER: i64 = 5;
 /// Object-store chunk size: under the default 1 MiB `max_payload`, large to cut per-chunk acks.
 pub const BLOB_CHUNK_SIZE: usize = 1024 * 1024 - 4096;
-
-/// Upper bounds of the streams and buckets. Everything a client or node adds is refused once
-/// its store is full (discard new) — a refused submission is reported to a publisher that asks
-/// (`nats req`, `cuzk submit`), a refused upload is retried later — except results, which must
-/// always be publishable and drop their oldest instead. A server reserves every byte limit from
-/// its `max_file_store` when the stream is created.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Limits {
-    pub max_queued_jobs: i64,
-    pub blobs_max_bytes: i64,
-    pub inputs_max_bytes: i64,
-    /// Job messages are at most `MAX_JOB_MESSAGE`; most are small.
-    pub jobs_max_bytes: i64,
-    /// Work items are a few hundred bytes each, one per queued partition.
-    pub work_max_bytes: i64,
-    /// About 5 KB per job for its result, and again for its record.
-    pub results_max_bytes: i64,
-    pub records_max_bytes: i64,
-}
-
-/// 23.3 GiB reserved per server (docs/deploy.md).
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_queued_jobs: 100_000,
-            blobs_max_bytes: 16 << 30,
-            inputs_max_bytes: 4 << 30,
-            jobs_max_bytes: 1 << 30,
-            work_max_bytes: 256 << 20,
-            results_max_bytes: 1 << 30,
-            records_max_bytes: 1 << 30,
-        }
-    }
-}
-
-impl Limits {
-    /// What a server reserves for these limits when the topology is provisioned.
-    pub fn reserved_bytes(&self) -> u64 {
-        [
-            self.blobs_max_bytes,
-            self.inputs_max_bytes,
-            self.jobs_max_bytes,
-            self.work_max_bytes,
-            self.results_max_bytes,
-            self.records_max_bytes,
-            NODES_KV_MAX_BYTES,
-        ]
-        .iter()
-        .map(|&b| u64::try_from(b).unwrap_or(0))
-        .sum()
-    }
-
-    /// For private servers on a developer's machine or in tests (`cuzk local`, `cuzk launch`,
-    /// the test clusters): 2.1 GiB reserved per server.
-    pub fn local() -> Limits {
-        Limits {
-            blobs_max_bytes: 1 << 30,
-            inputs_max_bytes: 256 << 20,
-            jobs_max_bytes: 256 << 20,
-            work_max_bytes: 64 << 20,
-            results_max_bytes: 256 << 20,
-            records_max_bytes: 256 << 20,
-            ..Limits::default()
-        }
-    }
-}
 
 /// Heartbeats: one small entry per node.
 const NODES_KV_MAX_BYTES: i64 = 16 << 20;
@@ -299,6 +230,7 @@ pub async fn provision(
     ack_wait: Duration,
     limits: Limits,
 ) -> Result<Topology, TopologyError> {
+    limits.check()?;
     ensure_stream(
         js,
         stream::Config {
@@ -311,7 +243,7 @@ pub async fn provision(
             max_messages: limits.max_queued_jobs,
             max_bytes: limits.jobs_max_bytes,
             discard: DiscardPolicy::New,
-            max_age: RETENTION,
+            max_age: limits.retention(),
             ..Default::default()
         },
     )
@@ -345,7 +277,7 @@ pub async fn provision(
             retention: RetentionPolicy::Limits,
             storage: StorageType::File,
             num_replicas: replicas,
-            max_age: RETENTION,
+            max_age: limits.retention(),
             max_bytes: limits.results_max_bytes,
             discard: DiscardPolicy::Old,
             duplicate_window: RESULTS_DEDUP_WINDOW,
@@ -353,23 +285,12 @@ pub async fn provision(
         },
     )
     .await?;
-    let jobs_kv = ensure_kv(
-        js,
-        JOBS_BUCKET,
-        RETENTION,
-        limits.records_max_bytes,
-        StorageType::File,
-        replicas,
-    )
-    .await?;
+    let jobs_kv = ensure_records(js, records_config(&limits, replicas)).await?;
     // Heartbeats: only the latest per node, in memory, gone after NODES_MAX_AGE.
     let nodes_kv = ensure_kv(
         js,
-        NODES_BUCKET,
-        NODES_MAX_AGE,
-        NODES_KV_MAX_BYTES,
+        kv_config(NODES_BUCKET, NODES_MAX_AGE, NODES_KV_MAX_BYTES, replicas),
         StorageType::Memory,
-        replicas,
     )
     .await?;
     let mut blobs = Vec::with_capacity(BLOB_SHARDS);
@@ -406,7 +327,8 @@ pub async fn ensure_inputs_bucket(
             "not an inputs bucket name ({INPUTS_BUCKET} or {INPUTS_BUCKET}-<submitter>)"
         )));
     }
-    ensure_object_store(js, bucket, RETENTION, limits.inputs_max_bytes, replicas).await
+    let max_age = limits.retention();
+    ensure_object_store(js, bucket, max_age, limits.inputs_max_bytes, replicas).await
 }
 
 /// An inputs bucket, found (never created) for reading a job's input: a bucket that does not
@@ -441,34 +363,79 @@ pub async fn open_inputs_bucket(
         .map_err(|e| unavailable(e.to_string()))
 }
 
-/// A KV bucket whose backing stream is made exactly as async-nats would make it; done by hand
-/// because `create_key_value` fails against nats-server 2.9.
+/// A KV bucket's backing stream, made exactly as async-nats would make it (by hand because
+/// `create_key_value` fails against nats-server 2.9): one message per key, the latest.
+fn kv_config(bucket: &str, max_age: Duration, max_bytes: i64, replicas: usize) -> stream::Config {
+    stream::Config {
+        name: format!("KV_{bucket}"),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        max_age,
+        max_bytes,
+        storage: StorageType::File,
+        num_replicas: replicas,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: DiscardPolicy::New,
+        ..Default::default()
+    }
+}
+
+/// The job records bucket. A full bucket drops its oldest record (discard old) instead of
+/// refusing a write: refusing would stop every new job, refusal and cancellation at once, while
+/// the oldest record is that of a job that ended long ago. Each job keeps one message, its
+/// latest record, rewritten at every step, so the oldest messages are the records least
+/// recently written; a live job's record is rewritten as its partitions move, and the sweeper
+/// ends one without progress within `--synth-no-progress-timeout-secs` (an hour by default).
+/// Sized for [`Limits::retention_days`] of [`Limits::jobs_per_hour`] (at least a day,
+/// [`Limits::check`]), the bucket reaches a live record only if the farm ends far more jobs per
+/// hour than configured. The age limit removes records of the retention period's end.
+pub fn records_config(limits: &Limits, replicas: usize) -> stream::Config {
+    stream::Config {
+        discard: DiscardPolicy::Old,
+        ..kv_config(
+            JOBS_BUCKET,
+            limits.retention(),
+            limits.records_max_bytes(),
+            replicas,
+        )
+    }
+}
+
+/// Creates (or finds) the records bucket. One made by an older cuzk refuses writes when full,
+/// or is smaller than these limits ask: it is updated in place where this user may, else
+/// refused with the way out.
+async fn ensure_records(js: &Context, config: stream::Config) -> Result<kv::Store, TopologyError> {
+    let stream = ensure_stream(js, config.clone()).await?;
+    let current = &stream.cached_info().config;
+    let smaller = current.max_bytes >= 0 && current.max_bytes < config.max_bytes;
+    if current.discard != DiscardPolicy::Old || smaller {
+        let wanted = stream::Config {
+            max_bytes: config.max_bytes.max(current.max_bytes),
+            ..config.clone()
+        };
+        if let Err(e) = js.update_stream(&wanted).await {
+            return Err(failed(format!("kv bucket {JOBS_BUCKET}"))(format!(
+                "it refuses new records when full or holds fewer than these limits ask ({}                  bytes, discard {:?}), and updating it failed ({e}): run `cuzk provision` as admin",
+                current.max_bytes, current.discard
+            )));
+        }
+    }
+    open_kv(js, JOBS_BUCKET).await
+}
+
 async fn ensure_kv(
     js: &Context,
-    bucket: &str,
-    max_age: Duration,
-    max_bytes: i64,
+    config: stream::Config,
     storage: StorageType,
-    replicas: usize,
 ) -> Result<kv::Store, TopologyError> {
-    ensure_stream(
-        js,
-        stream::Config {
-            name: format!("KV_{bucket}"),
-            subjects: vec![format!("$KV.{bucket}.>")],
-            max_messages_per_subject: 1,
-            max_age,
-            max_bytes,
-            storage,
-            num_replicas: replicas,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            discard: DiscardPolicy::New,
-            ..Default::default()
-        },
-    )
-    .await?;
+    let bucket = config.name.trim_start_matches("KV_").to_owned();
+    ensure_stream(js, stream::Config { storage, ..config }).await?;
+    open_kv(js, &bucket).await
+}
+
+async fn open_kv(js: &Context, bucket: &str) -> Result<kv::Store, TopologyError> {
     js.get_key_value(bucket)
         .await
         .map_err(|e| failed(format!("kv bucket {bucket}"))(e.to_string()))
@@ -575,6 +542,23 @@ impl Topology {
         Ok(info.state.messages)
     }
 
+    /// The records bucket's byte limit and how many finished 32 GiB jobs' records it holds
+    /// ([`RECORD_BYTES`] each): what `cuzk provision` reports.
+    pub async fn records_capacity(&self) -> Result<(u64, u64), TopologyError> {
+        let name = format!("KV_{JOBS_BUCKET}");
+        let mut stream = self
+            .js
+            .get_stream(&name)
+            .await
+            .map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
+        let info = stream
+            .info()
+            .await
+            .map_err(|e| failed(format!("stream {name} info"))(e.to_string()))?;
+        let bytes = u64::try_from(info.config.max_bytes).unwrap_or(u64::MAX);
+        Ok((bytes, bytes / RECORD_BYTES))
+    }
+
     /// Bytes of witness blobs waiting to be proved (blobs are deleted once proved) over all the
     /// blob buckets, and the most they hold together (see [`blob_fill`]).
     pub async fn queued_blob_bytes(&self) -> Result<(u64, u64), TopologyError> {
@@ -636,6 +620,27 @@ mod tests {
         let unlimited = [(60, u64::MAX), (5, 100)];
         assert_eq!(blob_fill(&unlimited), (65, u64::MAX));
         assert_eq!(blob_fill(&[]), (0, 0));
+    }
+
+    /// A records bucket made by an older cuzk (discard new, 1 GiB) is updated in place to drop
+    /// its oldest records and to hold what the limits ask.
+    #[tokio::test]
+    async fn an_older_records_bucket_is_updated() {
+        let server = NatsServer::start().unwrap();
+        let client = async_nats::connect(server.url()).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let limits = Limits::local();
+        let older = stream::Config {
+            discard: DiscardPolicy::New,
+            max_bytes: 1 << 20,
+            ..records_config(&limits, 1)
+        };
+        js.create_stream(older).await.unwrap();
+        provision(&js, 1, DEFAULT_ACK_WAIT, limits).await.unwrap();
+        let mut records = js.get_stream(format!("KV_{JOBS_BUCKET}")).await.unwrap();
+        let config = records.info().await.unwrap().config.clone();
+        assert_eq!(config.discard, DiscardPolicy::Old);
+        assert_eq!(config.max_bytes, limits.records_max_bytes());
     }
 
     /// A results stream made by an older cuzk (results stored where clients listen) is refused

@@ -69,6 +69,37 @@ pub fn valid_inputs_bucket(bucket: &str) -> bool {
     }
 }
 
+/// The object a client stages a job's large input under, in an inputs bucket (`cuzk submit`,
+/// the gateway).
+pub fn staged_input_name(job_id: &str) -> String {
+    format!("{job_id}.input")
+}
+
+/// A job's staged input: the object named for the job ([`staged_input_name`]) in an inputs
+/// bucket, deleted when the job ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedInput {
+    pub bucket: String,
+    pub name: String,
+}
+
+impl JobInput {
+    /// The input object staged for job `job_id`, if this input is one. Only the object named
+    /// for the job counts: job ids are used once, so no job can name another job's input for
+    /// deletion, and objects a submitter named otherwise are theirs to keep.
+    pub fn staged(&self, job_id: &str) -> Option<StagedInput> {
+        let (bucket, name) = match self {
+            JobInput::Object(name) => (INPUTS_BUCKET, name),
+            JobInput::ObjectIn { bucket, name } => (bucket.as_str(), name),
+            _ => return None,
+        };
+        (valid_inputs_bucket(bucket) && *name == staged_input_name(job_id)).then(|| StagedInput {
+            bucket: bucket.to_owned(),
+            name: name.clone(),
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Priority {
@@ -221,6 +252,10 @@ partition_timings! {
 }
 
 impl PartitionTimings {
+    pub fn is_zero(&self) -> bool {
+        *self == PartitionTimings::default()
+    }
+
     /// The stage labels, right-aligned in 9-character columns (a text table's header).
     pub fn stage_header() -> String {
         Self::STAGES
@@ -357,10 +392,12 @@ pub enum PartitionStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct PartitionRecord {
     pub status: PartitionStatus,
-    /// Hex of the 192-byte partition proof once proved.
+    /// Hex of the 192-byte partition proof once proved; a final record keeps the job's proof
+    /// in its result only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
-    #[serde(default)]
+    /// A final record keeps only their sums, in its result.
+    #[serde(default, skip_serializing_if = "PartitionTimings::is_zero")]
     pub timings: PartitionTimings,
     /// Number of times a GPU worker took this partition (at-least-once delivery shows here).
     #[serde(default)]
@@ -407,6 +444,9 @@ pub struct JobRecord {
     /// empty for a job refused before its circuit was known.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub shape: String,
+    /// The object the job's input was staged in: whoever ends the job deletes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged_input: Option<StagedInput>,
 }
 
 fn published_by_default() -> bool {
@@ -457,6 +497,8 @@ pub struct JobResult {
     pub error: Option<String>,
     #[serde(default)]
     pub timings: JobTimings,
+    /// Per partition, as published; a job's final record keeps their sums (`timings.stages`)
+    /// only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub partition_timings: Vec<PartitionTimings>,
 }

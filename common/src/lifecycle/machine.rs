@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use cuzk_wire::job::{
     JobRecord, JobResult, JobSpec, JobStatus, JobTimings, PartitionRecord, PartitionStatus,
-    PartitionTimings, RESULT_VERSION,
+    PartitionTimings, StagedInput, RESULT_VERSION,
 };
 
 /// Size of one Groth16 proof (compressed A ‖ B ‖ C).
@@ -55,17 +55,20 @@ pub fn admitted(
         intake_attempts: delivered,
         synthetic: shape.synthetic,
         shape: shape.shape_key.to_owned(),
+        staged_input: spec.input.staged(&spec.job_id),
     }
 }
 
 /// A final record for a job that ended before (or without) intake admitting it: a submission
 /// that failed at intake, or a job known only by its id. It holds the result, unpublished; the
-/// id is used up (see `docs/reliability.md`, "One answer per job id").
+/// id is used up (see `docs/reliability.md`, "One answer per job id"). `staged_input` is the
+/// object its submission named, if known.
 pub fn ended(
     result: &JobResult,
     submission_seq: u64,
     submitted_at_ms: u64,
     now_ms: u64,
+    staged_input: Option<StagedInput>,
 ) -> JobRecord {
     JobRecord {
         job_id: result.job_id.clone(),
@@ -78,11 +81,22 @@ pub fn ended(
         updated_at_ms: now_ms,
         partitions: Vec::new(),
         error: result.error.clone(),
-        result: Some(result.clone()),
+        result: Some(kept(result)),
         result_published: false,
         intake_attempts: 1,
         synthetic: result.synthetic,
         shape: String::new(),
+        staged_input,
+    }
+}
+
+/// What a final record keeps of its result: all but the per-partition timings, whose sums it
+/// carries. A record is kept for the retention period, so every byte of it counts
+/// (docs/reliability.md, "How long records last").
+fn kept(result: &JobResult) -> JobResult {
+    JobResult {
+        partition_timings: Vec::new(),
+        ..result.clone()
     }
 }
 
@@ -177,15 +191,21 @@ pub fn complete(record: &JobRecord) -> bool {
     !record.status.is_final() && record.all_proved()
 }
 
-/// Ends the job with `result`. Only the first finish counts.
+/// Ends the job with `result`. Only the first finish counts. The partitions keep what `cuzk
+/// status` shows; their proofs and timings live on in the result (the proof once, the timings
+/// summed).
 pub fn finish(record: &mut JobRecord, result: &JobResult) -> bool {
     if record.status.is_final() {
         return false;
     }
     record.status = result.status;
     record.error = result.error.clone();
-    record.result = Some(result.clone());
+    record.result = Some(kept(result));
     record.result_published = false;
+    for partition in &mut record.partitions {
+        partition.proof = None;
+        partition.timings = PartitionTimings::default();
+    }
     true
 }
 
@@ -379,7 +399,7 @@ mod tests {
 
     #[test]
     fn refused_jobs_are_final_and_unpublished() {
-        let r = ended(&JobResult::failed("x", "unknown circuit"), 4, 10, 20);
+        let r = ended(&JobResult::failed("x", "unknown circuit"), 4, 10, 20, None);
         assert_eq!(r.status, JobStatus::Failed);
         assert!(!r.result_published);
         assert_eq!(r.result.unwrap().error.as_deref(), Some("unknown circuit"));
@@ -392,6 +412,111 @@ mod tests {
         bad.proof.pop();
         assert_eq!(proved(&mut r, 0, &bad), Proved::Recorded);
         assert_eq!(assemble(&r, 0), Err(AssembleError::Malformed(0)));
+    }
+
+    /// A milliseconds figure as the nodes measure them: a `Duration` in f64.
+    fn measured(nanos: u64) -> f64 {
+        Duration::from_nanos(nanos).as_secs_f64() * 1e3
+    }
+
+    /// A 10-partition 32 GiB PoRep job's final record, with what the nodes really write: an
+    /// input staged for it, measured timings, 192-byte proofs, verified, published. Returns the
+    /// record and the result that was published.
+    fn porep_32gib_final() -> (JobRecord, JobResult) {
+        let job_id = "f01234567-s000123456-7f3c9a2e";
+        let spec = JobSpec {
+            version: JOB_SPEC_VERSION,
+            job_id: job_id.into(),
+            circuit: "porep-c2".into(),
+            params: serde_json::json!({"sector_size": "32GiB", "sector_id": 123_456, "miner": "f01234567"}),
+            input: JobInput::ObjectIn {
+                bucket: "cuzk-inputs-submitter".into(),
+                name: cuzk_wire::job::staged_input_name(job_id),
+            },
+            priority: Priority::Normal,
+        };
+        let shape = JobShape {
+            partitions: 10,
+            synthetic: false,
+            shape_key: "porep-c2-32GiB",
+        };
+        let t0 = 1_764_800_000_000;
+        let mut r = admitted(&spec, shape, 4_123_456, t0, 1, t0 + 1_234);
+        for k in 0..10u64 {
+            let synth = PartitionTimings {
+                synth_ms: measured(25_123_456_789 + k * 7_654_321),
+                encode_ms: measured(3_210_987_654 + k * 1_234_567),
+                upload_ms: measured(1_987_654_321 + k * 2_345_678),
+                blob_bytes: 1_987_654_321 + k * 12_345,
+                raw_bytes: 16_912_345_678 + k * 67_890,
+                ..Default::default()
+            };
+            assert!(queued(&mut r, k as usize, synth));
+        }
+        assert!(synthesized(&mut r));
+        for k in 0..10u64 {
+            let mut timings = r.partitions[k as usize].timings;
+            timings.queue_wait_ms = measured(45_678_901_234 + k * 3_456_789);
+            timings.fetch_ms = measured(2_345_678_901 + k * 4_567_890);
+            timings.decode_ms = measured(1_456_789_012 + k * 5_678_901);
+            timings.h2d_ms = measured(512_345_678 + k * 678_901);
+            timings.turn_ms = measured(234_567_890 + k * 789_012);
+            timings.spmv_ms = measured(345_678_901 + k * 890_123);
+            timings.h_ms = measured(456_789_012 + k * 901_234);
+            timings.msm_ms = measured(1_234_567_890 + k * 123_456);
+            timings.prove_ms = measured(2_987_654_321 + k * 234_567);
+            let partition = ProvedPartition {
+                proof: hex::encode([0xa0 + k as u8; PROOF_BYTES]),
+                timings,
+                attempts: 1,
+                prover: format!("gpu-host-017/{}", k % 8),
+                verified: true,
+            };
+            assert_eq!(proved(&mut r, k as usize, &partition), Proved::Recorded);
+        }
+        let mut result = assemble(&r, t0 + 987_654).unwrap();
+        result.timings.assemble_ms = measured(3_456_789);
+        assert!(finish(&mut r, &result));
+        assert!(published(&mut r));
+        r.updated_at_ms = t0 + 987_700;
+        (r, result)
+    }
+
+    /// A final record keeps the proof once, in its result, and the timings as sums: what `cuzk
+    /// status`, `cuzk watch` and the gateway read stays, the per-partition copies go. The
+    /// record's size is the unit the records bucket is sized in (`topology::RECORD_BYTES`,
+    /// which adds the stream's own bytes per message; docs/reliability.md).
+    #[test]
+    fn a_final_record_keeps_one_proof_and_summed_timings() {
+        let (r, published) = porep_32gib_final();
+        let bytes = serde_json::to_vec(&r).unwrap().len();
+        println!("final record of a 10-partition 32 GiB PoRep job: {bytes} bytes");
+        assert!(bytes <= 6_000, "{bytes} bytes");
+        let kept = r.result.as_ref().unwrap();
+        assert_eq!(kept.proof, published.proof);
+        assert_eq!(kept.proof.as_ref().unwrap().len(), 10 * PROOF_BYTES * 2);
+        assert_eq!(kept.timings, published.timings);
+        assert_eq!(
+            published.partition_timings.len(),
+            10,
+            "clients get them all"
+        );
+        assert!(kept.partition_timings.is_empty());
+        assert!(r
+            .partitions
+            .iter()
+            .all(|p| p.proof.is_none() && p.timings.is_zero()));
+        let shown: Vec<_> = r
+            .partitions
+            .iter()
+            .map(|p| (p.status, p.attempts))
+            .collect();
+        assert_eq!(shown, vec![(PartitionStatus::Proved, 1); 10]);
+        assert!(r
+            .partitions
+            .iter()
+            .all(|p| p.verified && p.prover.is_some()));
+        assert!(r.staged_input.is_some());
     }
 
     #[test]

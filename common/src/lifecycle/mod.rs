@@ -5,6 +5,7 @@
 //! meets a final record whose result is unpublished (a redelivered message, the sweeper)
 //! publishes it after a grace period, so a crash between the two steps loses nothing.
 
+mod inputs;
 pub mod machine;
 mod publish;
 pub mod queued;
@@ -131,9 +132,10 @@ impl Ledger {
         seq: u64,
         submitted_at_ms: u64,
     ) -> Result<Admission, RecordError> {
-        let record = machine::ended(result, seq, submitted_at_ms, unix_ms());
+        let staged = queued::at(&self.js, seq).await?.and_then(|q| q.input);
+        let record = machine::ended(result, seq, submitted_at_ms, unix_ms(), staged);
         if store::create(&self.kv, &record).await? {
-            self.report(result, &labels(&record)).await?;
+            self.report(result, &record).await?;
             return Ok(Admission::Ended(record));
         }
         match self.get(&result.job_id).await? {
@@ -231,7 +233,7 @@ impl Ledger {
             match store::update(&self.kv, job_id, |r| machine::finish(r, result)).await? {
                 Some(updated) => updated,
                 None => {
-                    let record = machine::ended(result, 0, unix_ms(), unix_ms());
+                    let record = machine::ended(result, 0, unix_ms(), unix_ms(), None);
                     let created = store::create(&self.kv, &record).await?;
                     (record, created)
                 }
@@ -239,7 +241,7 @@ impl Ledger {
         if !ended {
             return Ok(Finish::AlreadyEnded);
         }
-        self.report(result, &labels(&record)).await?;
+        self.report(result, &record).await?;
         Ok(Finish::Published)
     }
 
@@ -268,7 +270,7 @@ impl Ledger {
             match updated {
                 Some((record, true)) => {
                     tracing::info!(job_id, reason, "job cancelled");
-                    self.report(&result, &labels(&record)).await?;
+                    self.report(&result, &record).await?;
                     return Ok((CancelOutcome::Cancelled, Some(record)));
                 }
                 Some((record, false)) => return Ok((CancelOutcome::AlreadyEnded, Some(record))),
@@ -278,10 +280,11 @@ impl Ledger {
                 return Ok((CancelOutcome::Unknown, None));
             };
             result.circuit = queued.circuit;
-            let record = machine::ended(&result, queued.seq, queued.published_ms, unix_ms());
+            let (seq, at) = (queued.seq, queued.published_ms);
+            let record = machine::ended(&result, seq, at, unix_ms(), queued.input);
             if store::create(&self.kv, &record).await? {
-                tracing::info!(job_id, reason, seq = queued.seq, "queued job cancelled");
-                self.report(&result, &labels(&record)).await?;
+                tracing::info!(job_id, reason, seq, "queued job cancelled");
+                self.report(&result, &record).await?;
                 return Ok((CancelOutcome::Cancelled, Some(record)));
             }
         }
@@ -315,7 +318,7 @@ impl Ledger {
                     error = result.error.as_deref().unwrap_or_default(),
                     "ending a stuck job"
                 );
-                self.report(&result, &labels(&record)).await?;
+                self.report(&result, &record).await?;
                 Ok(Some(record))
             }
             _ => Ok(None),
@@ -323,9 +326,9 @@ impl Ledger {
     }
 
     /// Counts and publishes a result whose record this process just made final.
-    async fn report(&self, result: &JobResult, labels: &JobLabels) -> Result<(), RecordError> {
-        metrics().job(result.status.name(), labels);
-        self.publish(&result.job_id, result).await
+    async fn report(&self, result: &JobResult, record: &JobRecord) -> Result<(), RecordError> {
+        metrics().job(result.status.name(), &labels(record));
+        self.publish(record, result).await
     }
 
     /// Fails the job with `reason` unless it has already ended.
@@ -349,20 +352,37 @@ impl Ledger {
             return Ok(false);
         }
         tracing::warn!(job_id = %record.job_id, "publishing a result its finisher did not");
-        self.publish(&record.job_id, result).await?;
+        self.publish(record, result).await?;
         Ok(true)
     }
 
-    /// Publishes, then notes the publication in the record.
-    async fn publish(&self, job_id: &str, result: &JobResult) -> Result<(), RecordError> {
+    /// Publishes, deletes the staged input, then notes both in the record: a crash before the
+    /// note repeats the two steps (the stream drops the second result, the input is gone).
+    async fn publish(&self, record: &JobRecord, result: &JobResult) -> Result<(), RecordError> {
         publish::result(&self.js, result).await?;
-        store::update(&self.kv, job_id, machine::published).await?;
+        if let Some(staged) = &record.staged_input {
+            inputs::release(&self.js, &record.job_id, staged).await;
+        }
+        store::update(&self.kv, &record.job_id, machine::published).await?;
         Ok(())
     }
 
     /// Reports a submission that carried no usable job id on `cuzk.results._malformed`.
     pub async fn report_malformed(&self, seq: u64, reason: &str) -> Result<(), RecordError> {
         publish::malformed(&self.js, seq, reason).await
+    }
+
+    /// The job's answer as stored: its result in the results stream, else the result in its
+    /// final record (the stream drops its oldest results when full, the record is kept for the
+    /// retention period). `None` while the job has not ended, or is unknown.
+    pub async fn answer(&self, job_id: &str) -> Result<Option<JobResult>, RecordError> {
+        if let Some(result) = publish::stored(&self.js, job_id).await? {
+            return Ok(Some(result));
+        }
+        let record = self.get(job_id).await?;
+        Ok(record
+            .filter(|r| r.status.is_final())
+            .and_then(|r| r.result))
     }
 
     /// The most recently updated job records, newest first: what `cuzk status` lists.

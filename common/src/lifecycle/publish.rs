@@ -2,13 +2,14 @@
 //! republishes each stored result to `cuzk.results.<job_id>` for clients). Only the ledger calls
 //! these, after the record says the job ended.
 
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::Context;
 use async_nats::HeaderMap;
 use bytes::Bytes;
 
 use super::RecordError;
 use crate::nats::{retry, RetryPolicy};
-use crate::topology::ledger_results_subject;
+use crate::topology::{ledger_results_subject, RESULTS_STREAM};
 use cuzk_wire::job::JobResult;
 
 /// The job's result, with the job id as message id: a second publication within the stream's
@@ -24,6 +25,29 @@ pub(super) async fn malformed(js: &Context, seq: u64, reason: &str) -> Result<()
     let result = JobResult::failed("", format!("job message {seq} rejected: {reason}"));
     let subject = ledger_results_subject("_malformed");
     send(js, &subject, &format!("malformed-{seq}"), &result).await
+}
+
+/// The job's result as the results stream holds it, if it still does.
+pub(super) async fn stored(js: &Context, job_id: &str) -> Result<Option<JobResult>, RecordError> {
+    let unavailable =
+        |e: String| RecordError::Unavailable(format!("reading {RESULTS_STREAM}: {e}"));
+    let stream = js
+        .get_stream_no_info(RESULTS_STREAM)
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    match stream
+        .get_last_raw_message_by_subject(&ledger_results_subject(job_id))
+        .await
+    {
+        Ok(message) => serde_json::from_slice(&message.payload)
+            .map(Some)
+            .map_err(|e| RecordError::Corrupt {
+                job_id: job_id.to_owned(),
+                message: format!("its result in {RESULTS_STREAM}: {e}"),
+            }),
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+        Err(e) => Err(unavailable(e.to_string())),
+    }
 }
 
 async fn send(
@@ -61,7 +85,7 @@ mod tests {
 
     use super::*;
     use crate::local_nats::NatsServer;
-    use crate::topology::{provision, results_subject, Limits, RESULTS_STREAM};
+    use crate::topology::{provision, results_subject, Limits};
 
     /// A result published twice (what a retry after a lost ack does) reaches a client's plain
     /// core subscription once, and the stream stores it once.

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::RecordError;
 use crate::topology::JOBS_STREAM;
-use cuzk_wire::job::JOB_ID_HEADER;
+use cuzk_wire::job::{JobInput, StagedInput, JOB_ID_HEADER};
 
 /// Most waiting submissions a cancel request looks through; one further back is `unknown`
 /// until a synth node takes it (and then cancellable).
@@ -21,6 +21,8 @@ pub struct Queued {
     pub seq: u64,
     pub published_ms: u64,
     pub circuit: Option<String>,
+    /// The input staged for it, deleted when it ends.
+    pub input: Option<StagedInput>,
 }
 
 /// The fields of a job message that name it; the rest is skipped unread.
@@ -29,6 +31,25 @@ struct Head {
     job_id: String,
     #[serde(default)]
     circuit: Option<String>,
+    /// Read apart from the rest: a malformed input must not hide the job's id.
+    #[serde(default)]
+    input: serde_json::Value,
+}
+
+impl Head {
+    fn staged(&self) -> Option<StagedInput> {
+        let input: JobInput = serde_json::from_value(self.input.clone()).ok()?;
+        input.staged(&self.job_id)
+    }
+}
+
+fn queued(message: &async_nats::jetstream::message::StreamMessage, head: Head) -> Queued {
+    Queued {
+        seq: message.sequence,
+        published_ms: (message.time.unix_timestamp_nanos() / 1_000_000) as u64,
+        input: head.staged(),
+        circuit: head.circuit,
+    }
 }
 
 /// The job id and circuit a job message names: its JSON, else its `Cuzk-Job-Id` header (the id
@@ -39,6 +60,7 @@ fn named(payload: &[u8], headers: &async_nats::HeaderMap) -> Option<Head> {
         Some(Head {
             job_id,
             circuit: None,
+            input: serde_json::Value::Null,
         })
     })
 }
@@ -65,17 +87,30 @@ pub(super) async fn find(js: &Context, job_id: &str) -> Result<Option<Queued>, R
         };
         next = message.sequence + 1;
         match named(&message.payload, &message.headers) {
-            Some(head) if head.job_id == job_id => {
-                return Ok(Some(Queued {
-                    seq: message.sequence,
-                    published_ms: (message.time.unix_timestamp_nanos() / 1_000_000) as u64,
-                    circuit: head.circuit,
-                }))
-            }
+            Some(head) if head.job_id == job_id => return Ok(Some(queued(&message, head))),
             _ => {}
         }
     }
     Ok(None)
+}
+
+/// The submission at stream sequence `seq`, while the jobs stream holds it (until a synth
+/// node acknowledges it).
+pub(super) async fn at(js: &Context, seq: u64) -> Result<Option<Queued>, RecordError> {
+    let unavailable = |e: String| RecordError::Unavailable(format!("reading {JOBS_STREAM}: {e}"));
+    if seq == 0 {
+        return Ok(None);
+    }
+    let stream = js
+        .get_stream_no_info(JOBS_STREAM)
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    let message = match stream.get_raw_message(seq).await {
+        Ok(message) => message,
+        Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => return Ok(None),
+        Err(e) => return Err(unavailable(e.to_string())),
+    };
+    Ok(named(&message.payload, &message.headers).map(|head| queued(&message, head)))
 }
 
 #[cfg(test)]

@@ -1,0 +1,280 @@
+//! The job ledger over weeks, against a real nats-server: the records bucket holds the retention
+//! period's jobs at the configured rate, a full bucket drops its oldest finished records instead
+//! of refusing a new job, a job's staged input is deleted however the job ends, and a result
+//! gone from the results stream is still answered from the job's record.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, Context};
+use cuzk_common::lifecycle::{Admission, JobShape, Ledger, ProvedPartition};
+use cuzk_common::local_nats::NatsServer;
+use cuzk_common::objects;
+use cuzk_common::topology::{
+    ledger_results_subject, provision, staged_input_name, Limits, Topology, DEFAULT_ACK_WAIT,
+    JOBS_BUCKET, RECORD_BYTES, RESULTS_STREAM, SUBJECT_SUBMIT,
+};
+use cuzk_wire::control::CancelOutcome;
+use cuzk_wire::job::{
+    unix_ms, JobInput, JobResult, JobSpec, JobStatus, PartitionTimings, Priority, JOB_SPEC_VERSION,
+};
+
+async fn cluster(server: &NatsServer, limits: Limits) -> (Context, Topology) {
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client);
+    let topology = provision(&js, 1, DEFAULT_ACK_WAIT, limits).await.unwrap();
+    (js, topology)
+}
+
+/// A milliseconds figure as the nodes measure them.
+fn measured(nanos: u64) -> f64 {
+    Duration::from_nanos(nanos).as_secs_f64() * 1e3
+}
+
+fn porep_32gib(job_id: &str, input: JobInput) -> JobSpec {
+    JobSpec {
+        version: JOB_SPEC_VERSION,
+        job_id: job_id.into(),
+        circuit: "porep-c2".into(),
+        params: serde_json::json!({"sector_size": "32GiB", "sector_id": 123_456, "miner": "f01234567"}),
+        input,
+        priority: Priority::Normal,
+    }
+}
+
+const SHAPE: JobShape<'static> = JobShape {
+    partitions: 10,
+    synthetic: false,
+    shape_key: "porep-c2-32GiB",
+};
+
+/// Admits a 10-partition 32 GiB PoRep job and records its synthesis.
+async fn admitted(ledger: &Ledger, spec: &JobSpec, seq: u64) {
+    let admission = ledger.admit(spec, SHAPE, seq, unix_ms(), 1).await.unwrap();
+    assert!(matches!(admission, Admission::New(_)), "{admission:?}");
+    for k in 0..10u64 {
+        let timings = PartitionTimings {
+            synth_ms: measured(25_123_456_789 + k * 7_654_321),
+            encode_ms: measured(3_210_987_654 + k * 1_234_567),
+            upload_ms: measured(1_987_654_321 + k * 2_345_678),
+            blob_bytes: 1_987_654_321 + k * 12_345,
+            raw_bytes: 16_912_345_678 + k * 67_890,
+            ..Default::default()
+        };
+        ledger
+            .queued(&spec.job_id, k as usize, timings)
+            .await
+            .unwrap();
+    }
+    ledger.synthesized(&spec.job_id).await.unwrap();
+}
+
+/// Proves every partition of an admitted job: the last proof assembles, ends and reports it.
+async fn proved(ledger: &Ledger, job_id: &str) {
+    for k in 0..10u64 {
+        let timings = PartitionTimings {
+            queue_wait_ms: measured(45_678_901_234 + k * 3_456_789),
+            fetch_ms: measured(2_345_678_901 + k * 4_567_890),
+            decode_ms: measured(1_456_789_012 + k * 5_678_901),
+            h2d_ms: measured(512_345_678 + k * 678_901),
+            msm_ms: measured(1_234_567_890 + k * 123_456),
+            prove_ms: measured(2_987_654_321 + k * 234_567),
+            ..Default::default()
+        };
+        let partition = ProvedPartition {
+            proof: hex::encode([0xa0 + k as u8; 192]),
+            timings,
+            attempts: 1,
+            prover: format!("gpu-host-017/{}", k % 8),
+            verified: true,
+        };
+        ledger.proved(job_id, k as usize, &partition).await.unwrap();
+    }
+}
+
+/// A finished 10-partition 32 GiB PoRep job, run through the ledger as the nodes run it.
+async fn finished(ledger: &Ledger, job_id: &str, seq: u64) {
+    let input = JobInput::Object(staged_input_name(job_id));
+    admitted(ledger, &porep_32gib(job_id, input), seq).await;
+    proved(ledger, job_id).await;
+}
+
+/// The records bucket's stream: (records held, bytes).
+async fn records_state(js: &Context) -> (u64, u64) {
+    let mut stream = js.get_stream(format!("KV_{JOBS_BUCKET}")).await.unwrap();
+    let state = &stream.info().await.unwrap().state;
+    (state.messages, state.bytes)
+}
+
+/// Sized for a day of 20 jobs an hour (480), the bucket holds at least 480 finished 32 GiB
+/// jobs; the stream bytes a record takes there, against the default limits, give the default
+/// bucket's capacity. Records are written until the bucket starts dropping its oldest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_records_bucket_holds_the_retention_period_of_jobs() {
+    let server = NatsServer::start().unwrap();
+    let limits = Limits {
+        retention_days: 1,
+        jobs_per_hour: 20,
+        ..Limits::local()
+    };
+    let (js, topology) = cluster(&server, limits).await;
+    let ledger = Ledger::new(&topology);
+    let mut written = 0;
+    loop {
+        finished(&ledger, &format!("fill-{written:05}"), written + 1).await;
+        written += 1;
+        if records_state(&js).await.0 < written {
+            break;
+        }
+        assert!(written < 10 * limits.retained_jobs(), "never full");
+    }
+    let (held, bytes) = records_state(&js).await;
+    // Held one short of full: the last record dropped the oldest.
+    let per_record = bytes.div_ceil(held);
+    let default = Limits::default();
+    let default_jobs = default.records_max_bytes() as u64 / per_record;
+    println!(
+        "full after {written} jobs: {held} records, {bytes} bytes, {per_record} bytes per \
+         record; the default bucket ({} bytes) holds {default_jobs} such jobs",
+        default.records_max_bytes()
+    );
+    assert!(held >= limits.retained_jobs(), "{held} records held");
+    assert!(per_record <= RECORD_BYTES, "{per_record} bytes per record");
+    assert!(default.retained_jobs() >= 325_000);
+    assert!(default_jobs >= 325_000, "{default_jobs}");
+}
+
+/// A bucket full of finished jobs takes a new job: the oldest record goes, the newest stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_records_bucket_still_takes_a_new_job() {
+    let server = NatsServer::start().unwrap();
+    let limits = Limits {
+        retention_days: 1,
+        jobs_per_hour: 1,
+        ..Limits::local()
+    };
+    let (js, topology) = cluster(&server, limits).await;
+    let ledger = Ledger::new(&topology);
+    let mut written = 0;
+    while records_state(&js).await.0 == written {
+        finished(&ledger, &format!("old-{written:03}"), written + 1).await;
+        written += 1;
+    }
+    let spec = porep_32gib("new", JobInput::Object(staged_input_name("new")));
+    let admission = ledger
+        .admit(&spec, SHAPE, 9_999, unix_ms(), 1)
+        .await
+        .unwrap();
+    assert!(matches!(admission, Admission::New(_)), "{admission:?}");
+    assert!(
+        ledger.get("old-000").await.unwrap().is_none(),
+        "the oldest went"
+    );
+    let last = format!("old-{:03}", written - 1);
+    assert!(ledger.get(&last).await.unwrap().is_some());
+    let refused = JobResult::failed("refused", "unknown circuit");
+    let admission = ledger.refuse(&refused, 10_000, unix_ms()).await.unwrap();
+    assert!(
+        matches!(admission, Admission::Ended(_)),
+        "a refusal is recorded"
+    );
+}
+
+/// Stages `<job_id>.input` and a job message naming it; returns the message's sequence.
+async fn staged(topology: &Topology, js: &Context, job_id: &str) -> (JobSpec, u64) {
+    let name = staged_input_name(job_id);
+    objects::put(&topology.inputs, &name, b"a C1 output")
+        .await
+        .unwrap();
+    let spec = porep_32gib(job_id, JobInput::Object(name));
+    let body = serde_json::to_vec(&spec).unwrap();
+    let ack = js.publish(SUBJECT_SUBMIT, body.into()).await.unwrap();
+    (spec, ack.await.unwrap().sequence)
+}
+
+async fn input_exists(topology: &Topology, name: &str) -> bool {
+    match topology.inputs.info(name).await {
+        Ok(info) => !info.deleted,
+        Err(_) => false,
+    }
+}
+
+/// However a job ends — done, failed, cancelled while running or while still queued, refused at
+/// intake — the input staged for it is gone; an object it named otherwise is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_input_is_deleted_when_its_job_ends() {
+    let server = NatsServer::start().unwrap();
+    let (js, topology) = cluster(&server, Limits::local()).await;
+    let ledger = Ledger::new(&topology);
+
+    let (spec, seq) = staged(&topology, &js, "done").await;
+    admitted(&ledger, &spec, seq).await;
+    assert!(
+        input_exists(&topology, "done.input").await,
+        "kept while running"
+    );
+    proved(&ledger, "done").await;
+
+    let (spec, seq) = staged(&topology, &js, "failed").await;
+    admitted(&ledger, &spec, seq).await;
+    ledger.fail("failed", "a partition failed").await.unwrap();
+
+    let (spec, seq) = staged(&topology, &js, "cancelled").await;
+    admitted(&ledger, &spec, seq).await;
+    let (outcome, _) = ledger.cancel("cancelled", "by request").await.unwrap();
+    assert_eq!(outcome, CancelOutcome::Cancelled);
+
+    staged(&topology, &js, "queued").await;
+    let (outcome, _) = ledger.cancel("queued", "by request").await.unwrap();
+    assert_eq!(outcome, CancelOutcome::Cancelled);
+
+    let (_, seq) = staged(&topology, &js, "refused").await;
+    let refused = JobResult::failed("refused", "unknown circuit");
+    ledger.refuse(&refused, seq, unix_ms()).await.unwrap();
+
+    objects::put(&topology.inputs, "shared.c1", b"kept")
+        .await
+        .unwrap();
+    let spec = porep_32gib("other", JobInput::Object("shared.c1".into()));
+    admitted(&ledger, &spec, 0).await;
+    ledger.fail("other", "a partition failed").await.unwrap();
+
+    for job_id in ["done", "failed", "cancelled", "queued", "refused"] {
+        let record = ledger.get(job_id).await.unwrap().unwrap();
+        assert!(
+            record.status.is_final() && record.result_published,
+            "{job_id}"
+        );
+        let name = staged_input_name(job_id);
+        assert!(
+            !input_exists(&topology, &name).await,
+            "{name} is still there"
+        );
+    }
+    assert!(input_exists(&topology, "shared.c1").await);
+}
+
+/// The results stream drops its oldest result when full; the job's record still answers with
+/// the proof.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_gone_from_the_results_stream_is_answered_from_the_record() {
+    let server = NatsServer::start().unwrap();
+    let limits = Limits {
+        results_max_bytes: 64 << 10,
+        ..Limits::local()
+    };
+    let (js, topology) = cluster(&server, limits).await;
+    let ledger = Ledger::new(&topology);
+    finished(&ledger, "first", 1).await;
+    for k in 0..20 {
+        finished(&ledger, &format!("later-{k}"), k + 2).await;
+    }
+    let stream = js.get_stream(RESULTS_STREAM).await.unwrap();
+    let gone = stream
+        .get_last_raw_message_by_subject(&ledger_results_subject("first"))
+        .await;
+    assert!(gone.is_err(), "the first result is still in the stream");
+    let answer = ledger.answer("first").await.unwrap().expect("an answer");
+    assert_eq!(answer.status, JobStatus::Done);
+    assert_eq!(answer.proof.unwrap().len(), 10 * 192 * 2);
+    assert!(ledger.answer("never").await.unwrap().is_none());
+}
