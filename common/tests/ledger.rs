@@ -231,6 +231,12 @@ async fn a_staged_input_is_deleted_when_its_job_ends() {
     let refused = JobResult::failed("refused", "unknown circuit");
     ledger.refuse(&refused, seq, unix_ms()).await.unwrap();
 
+    // A refusal under another job's sequence leaves that job's input alone.
+    let (_, seq) = staged(&topology, &js, "waiting").await;
+    let stranger = JobResult::failed("stranger", "unknown circuit");
+    ledger.refuse(&stranger, seq, unix_ms()).await.unwrap();
+    assert!(input_exists(&topology, "waiting.input").await);
+
     objects::put(&topology.inputs, "shared.c1", b"kept")
         .await
         .unwrap();

@@ -132,7 +132,8 @@ impl Ledger {
         seq: u64,
         submitted_at_ms: u64,
     ) -> Result<Admission, RecordError> {
-        let staged = queued::at(&self.js, seq).await?.and_then(|q| q.input);
+        let submission = queued::at(&self.js, seq, &result.job_id).await?;
+        let staged = submission.and_then(|q| q.input);
         let record = machine::ended(result, seq, submitted_at_ms, unix_ms(), staged);
         if store::create(&self.kv, &record).await? {
             self.report(result, &record).await?;

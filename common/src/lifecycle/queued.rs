@@ -94,9 +94,13 @@ pub(super) async fn find(js: &Context, job_id: &str) -> Result<Option<Queued>, R
     Ok(None)
 }
 
-/// The submission at stream sequence `seq`, while the jobs stream holds it (until a synth
-/// node acknowledges it).
-pub(super) async fn at(js: &Context, seq: u64) -> Result<Option<Queued>, RecordError> {
+/// The submission of `job_id` at stream sequence `seq`, while the jobs stream holds it (until a
+/// synth node acknowledges it); `None` if the message there names another job.
+pub(super) async fn at(
+    js: &Context,
+    seq: u64,
+    job_id: &str,
+) -> Result<Option<Queued>, RecordError> {
     let unavailable = |e: String| RecordError::Unavailable(format!("reading {JOBS_STREAM}: {e}"));
     if seq == 0 {
         return Ok(None);
@@ -110,7 +114,8 @@ pub(super) async fn at(js: &Context, seq: u64) -> Result<Option<Queued>, RecordE
         Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => return Ok(None),
         Err(e) => return Err(unavailable(e.to_string())),
     };
-    Ok(named(&message.payload, &message.headers).map(|head| queued(&message, head)))
+    let head = named(&message.payload, &message.headers).filter(|head| head.job_id == job_id);
+    Ok(head.map(|head| queued(&message, head)))
 }
 
 #[cfg(test)]
