@@ -55,7 +55,7 @@ impl SyntheticSnap {
             })
             .collect::<Vec<_>>();
         let heads = random(6);
-        let mut partition = Partition {
+        let partition = Partition {
             k,
             comm_r_old: heads[0],
             comm_d_new: heads[1],
@@ -67,15 +67,12 @@ impl SyntheticSnap {
             partition_path: random(pp.partition_bit_len),
             challenges,
         };
-        let synthetic = SyntheticSnap {
-            size,
-            partition: partition.clone(),
-        };
-        let encoded = synthetic.layout()?.encoded_leaves(&partition);
-        for (c, leaf) in partition.challenges.iter_mut().zip(encoded) {
+        let mut synthetic = SyntheticSnap { size, partition };
+        let encoded = synthetic.layout()?.encoded_leaves(&synthetic.partition);
+        for (c, leaf) in synthetic.partition.challenges.iter_mut().zip(encoded) {
             c.leaf_r_new = leaf;
         }
-        Ok(SyntheticSnap { size, partition })
+        Ok(synthetic)
     }
 
     pub fn challenges(&self) -> usize {
