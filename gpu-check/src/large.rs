@@ -1,5 +1,5 @@
 //! The 32 GiB partition's sizes (2^27) without its parameters: the H pipeline and the G1 MSM on
-//! device-resident vectors, the MSM at several window widths. The bases repeat with a period of
+//! device-resident vectors, the MSM at several window widths and in passes. The bases repeat with a period of
 //! 2^22, which lets the CPU check the whole MSM exactly: scalars of equal bases are summed first
 //! (sum_i s_i P_(i mod p) = sum_j (sum_q s_(j+qp)) P_j), then one 2^22 MSM.
 
@@ -108,7 +108,29 @@ pub fn run(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mu
                 });
                 row(rows, format!("G1 MSM 2^{log}, {kind}, {name}"), m);
             }
+            gpu.set_msm_window(None).unwrap();
+            // In eight passes, as a streaming plan runs it (over resident bases here): the
+            // passes' buckets shared (the default) and each pass reduced alone, side by side.
+            for shared in [true, false] {
+                gpu.set_shared_passes(shared);
+                let name = if shared { "shared" } else { "own" };
+                let got = gpu.msm_g1_passes(&db, &ds, n, n / 8);
+                rep.check(
+                    &format!("msm_g1 2^{log} {kind} in 8 passes, {name} buckets = CPU"),
+                    matches!(got, Ok(g) if g == want),
+                );
+                let m = timed(args.reps, || {
+                    let t = Instant::now();
+                    gpu.msm_g1_passes(&db, &ds, n, n / 8).unwrap();
+                    t.elapsed().as_secs_f64() * 1e3
+                });
+                row(
+                    rows,
+                    format!("G1 MSM 2^{log}, {kind}, 8 passes, {name} buckets"),
+                    m,
+                );
+            }
+            gpu.set_shared_passes(true);
         }
-        gpu.set_msm_window(None).unwrap();
     }
 }

@@ -101,7 +101,7 @@ mod tests {
             &self,
             key: &Self::Key,
             w: &Self::Witness,
-            h: &Self::Scalars,
+            h: Self::Scalars,
         ) -> Result<MsmResults, BackendError> {
             self.inner.msms(key, w, h)
         }

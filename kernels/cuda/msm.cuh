@@ -333,6 +333,18 @@ __device__ void gather(const Xyzz<F>* in, const uint32_t* off, const uint32_t* c
     if (b < nbt && cnt[b]) st(buckets + b, ld(in + off[b]));
 }
 
+// total[b] += pass[b] for every bucket a pass of an MSM in passes filled (counts[b] > 0: its
+// other buckets hold an earlier pass's sums).
+template <class F>
+__device__ void bucket_add(Xyzz<F>* total, const Xyzz<F>* pass, const uint32_t* counts,
+                           uint32_t nbt) {
+    const uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nbt || !counts[b]) return;
+    Xyzz<F> t = ld(total + b);
+    t.add(ld(pass + b));
+    st(total + b, t);
+}
+
 // Per (window, segment of L buckets): sum_j (j+1)·bucket_j over the segment's buckets.
 template <class F>
 __device__ void reduce_segments(const Xyzz<F>* buckets, uint32_t B, uint32_t nwin, uint32_t L,
@@ -391,6 +403,10 @@ __device__ void to_jacobian(const Xyzz<F>* in, uint32_t count, F* out) {
                                                 const uint32_t* cnt, uint32_t nbt,               \
                                                 Xyzz<F>* buckets) {                              \
         gather<F>(in, off, cnt, nbt, buckets);                                                   \
+    }                                                                                            \
+    extern "C" __global__ void msm_bucket_add_##SUF(Xyzz<F>* total, const Xyzz<F>* pass,        \
+                                                    const uint32_t* counts, uint32_t nbt) {      \
+        bucket_add<F>(total, pass, counts, nbt);                                                 \
     }                                                                                            \
     extern "C" __global__ void msm_reduce_segments_##SUF(const Xyzz<F>* buckets, uint32_t B,     \
                                                          uint32_t nwin, uint32_t L,             \

@@ -23,6 +23,15 @@ pub fn window_bits(n: usize) -> u32 {
         .clamp(MIN_WINDOW, if log >= 27 { 20 } else { 19 })
 }
 
+/// The window an MSM of `total` points in passes of `pass` points shares across its passes,
+/// where that pays: its buckets at most half the pass's points, so that each bucket a pass
+/// fills takes several points (else each pass takes its own window and is reduced alone).
+pub fn shared_window(pass: usize, total: usize) -> Option<u32> {
+    let c = window_bits(total);
+    let buckets = (num_windows(c) as usize) << (c - 1);
+    (pass < total && 2 * buckets <= pass).then_some(c)
+}
+
 /// Windows needed for signed c-bit digits of a 255-bit scalar: the top window's value plus the
 /// incoming carry never exceeds 2^(c-1), so no digit is left over.
 pub fn num_windows(c: u32) -> u32 {
@@ -97,6 +106,17 @@ pub fn scalars_from_le_bytes(bytes: &[u8]) -> Result<Vec<Scalar>, CudaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passes_share_a_window_only_where_each_bucket_takes_several_points() {
+        let n = (1usize << 27) - 1;
+        // A 32 GiB partition's H in passes of 2^24 or 2^25: the one-pass window, c = 20.
+        assert_eq!(shared_window(1 << 24, n), Some(20));
+        assert_eq!(shared_window(1 << 25, n), Some(20));
+        // 2^23 points a pass for 13 windows of 2^19 buckets: too few; one pass: nothing shared.
+        assert_eq!(shared_window(1 << 23, n), None);
+        assert_eq!(shared_window(n, n), None);
+    }
     use ff::Field;
     use rand::SeedableRng;
 

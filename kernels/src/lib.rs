@@ -156,7 +156,7 @@ impl cuzk_prover::Backend for CudaBackend {
         &self,
         key: &Self::Key,
         _: &Self::Witness,
-        _: &Self::Scalars,
+        _: Self::Scalars,
     ) -> Result<cuzk_prover::MsmResults, cuzk_prover::BackendError> {
         match *key {}
     }

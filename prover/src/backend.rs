@@ -130,12 +130,13 @@ pub trait Backend: Send + Sync + 'static {
         abc: [Self::Scalars; 3],
     ) -> Result<Self::Scalars, BackendError>;
 
-    /// The five MSMs over the key's SRS.
+    /// The five MSMs over the key's SRS. H is consumed: a backend may free it once its MSM is
+    /// done, making room for the others.
     fn msms(
         &self,
         key: &Self::Key,
         w: &Self::Witness,
-        h: &Self::Scalars,
+        h: Self::Scalars,
     ) -> Result<MsmResults, BackendError>;
 
     /// A vector's values on the host (tests and [`crate::Dual`]).
@@ -209,7 +210,7 @@ impl<B: Backend> Backend for Arc<B> {
         &self,
         key: &Self::Key,
         w: &Self::Witness,
-        h: &Self::Scalars,
+        h: Self::Scalars,
     ) -> Result<MsmResults, BackendError> {
         (**self).msms(key, w, h)
     }

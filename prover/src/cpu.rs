@@ -69,12 +69,12 @@ impl Backend for CpuBackend {
         &self,
         key: &Self::Key,
         w: &Witness,
-        h: &Vec<Scalar>,
+        h: Vec<Scalar>,
     ) -> Result<MsmResults, BackendError> {
         let p = &key.params;
         let b_scalars = gather_bytes(w, &key.key.b_vars);
         Ok(MsmResults {
-            h: msm_g1_bytes(&p.h, &scalar_bytes(h)),
+            h: msm_g1_bytes(&p.h, &scalar_bytes(&h)),
             l: msm_g1_bytes(&p.l, &scalar_bytes(&w.aux)),
             a: msm_g1_bytes(&p.a, &gather_bytes(w, &key.key.a_vars)),
             b_g1: msm_g1_bytes(&p.b_g1, &b_scalars),

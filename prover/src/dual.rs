@@ -117,10 +117,10 @@ impl<R: Backend, C: Backend> Backend for Dual<R, C> {
         &self,
         key: &Self::Key,
         w: &Self::Witness,
-        h: &Self::Scalars,
+        (hr, hc): Self::Scalars,
     ) -> Result<MsmResults, BackendError> {
-        let r = self.reference.msms(&key.0, &w.0, &h.0)?;
-        let c = self.candidate.msms(&key.1, &w.1, &h.1)?;
+        let r = self.reference.msms(&key.0, &w.0, hr)?;
+        let c = self.candidate.msms(&key.1, &w.1, hc)?;
         let differ = [
             ("H", r.h != c.h),
             ("L", r.l != c.l),

@@ -95,8 +95,8 @@ pub fn prove_timed<B: Backend>(
     let evaluated = Instant::now();
     let h = tracing::info_span!("compute_h").in_scope(|| backend.compute_h(key, abc))?;
     let h_done = Instant::now();
-    let msms = tracing::info_span!("msms").in_scope(|| backend.msms(key, &w, &h))?;
-    drop((h, w));
+    let msms = tracing::info_span!("msms").in_scope(|| backend.msms(key, &w, h))?;
+    drop(w);
     let msm_done = Instant::now();
     let proof = assemble(&info.vk, &msms, r, s);
     let timings = ProveTimings {
@@ -269,7 +269,7 @@ mod tests {
             &self,
             key: &Self::Key,
             w: &Witness,
-            h: &Vec<Scalar>,
+            h: Vec<Scalar>,
         ) -> Result<MsmResults, BackendError> {
             CpuBackend.msms(key, w, h)
         }

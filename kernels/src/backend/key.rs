@@ -146,7 +146,7 @@ impl CudaBackend {
             working_gib = format!("{:.2}", gib(plan.working())),
             budget_gib = format!("{:.2}", gib(plan.budget)),
             streamed_gib_per_partition = format!("{:.2}", gib(plan.streamed_bytes(&shape))),
-            chunk = plan.chunk, "device memory plan");
+            chunk = plan.chunk, h_chunk = plan.h_chunk, "device memory plan");
         let section = |i: usize| -> Result<KeyBases, CudaError> {
             let q = Query::ALL[i];
             if plan.srs[i] == Placement::Streamed {

@@ -66,8 +66,6 @@ impl Drop for Permit {
 /// One partition at a time between evaluation and MSMs: the plan counts one partition's
 /// evaluations, H and MSM scratch, while workers' uploads overlap it.
 pub(crate) type Turn = Permit;
-/// Room for one more expanded witness under a full plan.
-pub(crate) type Slot = Permit;
 
 /// Groth16 proving on one CUDA device.
 pub struct CudaBackend {
@@ -78,8 +76,6 @@ pub struct CudaBackend {
     /// One proving step at a time on this device (they share the compute stream and scratch).
     job: Mutex<()>,
     turns: Arc<Gate>,
-    /// Expanded witnesses a full plan lets the device hold (set at key load).
-    slots: Mutex<Option<(usize, Arc<Gate>)>>,
     /// Workers proving on this device: each may hold an uploaded witness.
     workers: usize,
 }
@@ -114,7 +110,6 @@ impl CudaBackend {
             resident: Arc::default(),
             job: Mutex::new(()),
             turns: Gate::new(1),
-            slots: Mutex::new(None),
             workers: workers.max(1),
         })
     }
@@ -155,27 +150,73 @@ impl CudaBackend {
         self.job.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A full plan's slot for one more expanded witness (waits while the device holds as many
-    /// as the plan has room for).
-    fn slot(&self, key: &CudaKey) -> Option<Slot> {
-        let HStage::Full { witnesses } = key.plan.h_stage else {
-            return None;
-        };
-        if witnesses >= self.workers {
-            return None;
+    /// Whether witnesses of `key`'s shape wait in host memory and are expanded on the device
+    /// at their turn: under a lean plan, and under a full one with room for fewer expanded
+    /// witnesses than workers (a few milliseconds at the turn instead of a whole partition's
+    /// wait for room).
+    fn expands_at_turn(&self, key: &CudaKey) -> bool {
+        match key.plan.h_stage {
+            HStage::Lean => true,
+            HStage::Full { witnesses } => witnesses < self.workers,
         }
-        let gate = {
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-            match &*slots {
-                Some((n, gate)) if *n == witnesses => gate.clone(),
-                _ => {
-                    let gate = Gate::new(witnesses);
-                    *slots = Some((witnesses, gate.clone()));
-                    gate
-                }
-            }
+    }
+
+    /// The five MSMs, H's first: its vector is freed before the witness is expanded for the
+    /// others, so that no MSM pass shares the device with both.
+    fn msms_in_turn(
+        &self,
+        key: &CudaKey,
+        w: &DevWitness,
+        h: DevScalars,
+    ) -> Result<MsmResults, BackendError> {
+        let g = &self.gpu;
+        let chunk = key.plan.chunk;
+        let s = |i: usize| key.srs[i].bases();
+        // Each MSM returns its point to the host, so the clocks between them are its time.
+        let mut clock = Instant::now();
+        let mut lap = || {
+            let now = Instant::now();
+            let ms = (now - clock).as_secs_f64() * 1e3;
+            clock = now;
+            ms
         };
-        Some(gate.take())
+        let h_at = h
+            .buf()
+            .map(|b| g.ptr_at(b, 0))
+            .ok_or_else(|| BackendError::Device("H is not on the device".into()))?;
+        let h_sum: G1Projective = g.msm_passes(
+            s(0),
+            Scalars::At(h_at),
+            key.info.m - 1,
+            key.plan.h_chunk,
+            jac_g1,
+        )?;
+        drop(h);
+        let h_ms = lap();
+        w.with_expanded(g, false, |wb| {
+            let (witness, inputs) = (g.ptr_at(wb, 0), (w.inputs * 32) as u64);
+            let gather = |idx: &DevBuf| Scalars::Gather {
+                witness,
+                indices: g.ptr_at(idx, 0),
+            };
+            let l = g.msm_passes(s(1), Scalars::At(witness + inputs), w.aux, chunk, jac_g1)?;
+            let l_ms = lap();
+            let a = g.msm_passes(s(2), gather(&key.a_vars.0), key.a_vars.1, chunk, jac_g1)?;
+            let a_ms = lap();
+            let b_g1 = g.msm_passes(s(3), gather(&key.b_vars.0), key.b_vars.1, chunk, jac_g1)?;
+            let b_g1_ms = lap();
+            let b_g2: G2Projective =
+                g.msm_passes(s(4), gather(&key.b_vars.0), key.b_vars.1, chunk, jac_g2)?;
+            let b_g2_ms = lap();
+            tracing::debug!(device = %g.name(), h_ms, l_ms, a_ms, b_g1_ms, b_g2_ms, "MSM times");
+            Ok(MsmResults {
+                h: h_sum,
+                l,
+                a,
+                b_g1,
+                b_g2,
+            })
+        })
     }
 
     /// A new evaluation vector: matrix `i` times the witness.
@@ -242,16 +283,15 @@ impl Backend for CudaBackend {
     /// worker's kernels. Under a lean plan the witness stays on the host until its turn.
     fn upload(&self, key: &CudaKey, w: &Witness) -> Result<DevWitness, BackendError> {
         let (inputs, aux) = (w.input.len(), w.aux.len());
-        if key.plan.h_stage == HStage::Lean {
+        if self.expands_at_turn(key) {
             return Ok(DevWitness::on_host(
                 HostWitness::scalars(&self.gpu, w),
                 inputs,
                 aux,
             ));
         }
-        let slot = self.slot(key);
         let buf = self.gpu.upload_concat(&[&w.input, &w.aux])?;
-        Ok(DevWitness::expanded(buf, inputs, aux, slot))
+        Ok(DevWitness::expanded(buf, inputs, aux))
     }
 
     /// As `upload`, the aux's compact bytes expanded on the device; a chunk it refuses is
@@ -262,19 +302,18 @@ impl Backend for CudaBackend {
         w: &CompactWitness,
     ) -> Result<DevWitness, BackendError> {
         let (inputs, aux) = (w.input.len(), w.aux.len());
-        if key.plan.h_stage == HStage::Lean {
+        if self.expands_at_turn(key) {
             return Ok(DevWitness::on_host(
                 HostWitness::compact(&self.gpu, w),
                 inputs,
                 aux,
             ));
         }
-        let slot = self.slot(key);
         let buf = self
             .gpu
             .upload_compact(&w.input, &w.aux)
             .map_err(|e| witness::refused(&w.aux, e))?;
-        Ok(DevWitness::expanded(buf, inputs, aux, slot))
+        Ok(DevWitness::expanded(buf, inputs, aux))
     }
 
     fn wait_turn(&self, w: &DevWitness) -> Result<(), BackendError> {
@@ -293,7 +332,8 @@ impl Backend for CudaBackend {
         let _job = self.lock();
         let started = g.note_slow("waiting for the device lock", started);
         let lean = key.plan.h_stage == HStage::Lean;
-        let abc = w.with_expanded(g, false, |wb| {
+        // A full plan keeps a witness expanded at its turn until its MSMs are done.
+        let abc = w.with_expanded(g, !lean, |wb| {
             let a = self.evaluation(key, 0, wb)?;
             let b = self.evaluation(key, 1, wb)?;
             // A lean plan makes C·w once A·w and B·w are multiplied (`compute_h`).
@@ -347,51 +387,10 @@ impl Backend for CudaBackend {
         &self,
         key: &CudaKey,
         w: &DevWitness,
-        h: &DevScalars,
+        h: DevScalars,
     ) -> Result<MsmResults, BackendError> {
         let _job = self.lock();
-        let g = &self.gpu;
-        let h = h
-            .buf()
-            .ok_or_else(|| BackendError::Device("H is not on the device".into()))?;
-        let chunk = key.plan.chunk;
-        let results = w.with_expanded(g, false, |wb| {
-            let s = |i: usize| key.srs[i].bases();
-            let (witness, inputs) = (g.ptr_at(wb, 0), (w.inputs * 32) as u64);
-            let gather = |idx: &DevBuf| Scalars::Gather {
-                witness,
-                indices: g.ptr_at(idx, 0),
-            };
-            // Each MSM returns its point to the host, so the clocks between them are its time.
-            let mut clock = Instant::now();
-            let mut lap = || {
-                let now = Instant::now();
-                let ms = (now - clock).as_secs_f64() * 1e3;
-                clock = now;
-                ms
-            };
-            let m1 = key.info.m - 1;
-            let h: G1Projective =
-                g.msm_passes(s(0), Scalars::At(g.ptr_at(h, 0)), m1, chunk, jac_g1)?;
-            let h_ms = lap();
-            let l = g.msm_passes(s(1), Scalars::At(witness + inputs), w.aux, chunk, jac_g1)?;
-            let l_ms = lap();
-            let a = g.msm_passes(s(2), gather(&key.a_vars.0), key.a_vars.1, chunk, jac_g1)?;
-            let a_ms = lap();
-            let b_g1 = g.msm_passes(s(3), gather(&key.b_vars.0), key.b_vars.1, chunk, jac_g1)?;
-            let b_g1_ms = lap();
-            let b_g2: G2Projective =
-                g.msm_passes(s(4), gather(&key.b_vars.0), key.b_vars.1, chunk, jac_g2)?;
-            let b_g2_ms = lap();
-            tracing::debug!(device = %g.name(), h_ms, l_ms, a_ms, b_g1_ms, b_g2_ms, "MSM times");
-            Ok(MsmResults {
-                h,
-                l,
-                a,
-                b_g1,
-                b_g2,
-            })
-        });
+        let results = self.msms_in_turn(key, w, h);
         // The next partition's evaluation may start.
         drop(w.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
         results

@@ -1,8 +1,9 @@
-//! A partition's witness and vectors on the device. Under a full plan the witness is expanded
-//! once, at upload; under a lean plan its compact form waits in page-locked host memory and is
-//! expanded on the device for each step that reads it (a few milliseconds each: ~0.2 GB of
-//! compact bytes for a 32 GiB PoRep partition), so the 4.2 GB of scalars are not held while H's
-//! vectors need the room.
+//! A partition's witness and vectors on the device. Under a full plan with room for every
+//! worker's witness, the witness is expanded once, at upload. Otherwise its compact form waits
+//! in page-locked host memory and is expanded on the device at its turn (a few milliseconds:
+//! ~0.2 GB of compact bytes for a 32 GiB PoRep partition): a full plan keeps it from its
+//! evaluation to the end of its MSMs, a lean plan expands it again for each step that reads
+//! it, so the 4.2 GB of scalars are not held while H's vectors need the room.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,7 +13,7 @@ use cuzk_wire::blob::{CompactAux, CompactWitness};
 use cuzk_wire::witness::Witness;
 
 use super::key::KeyMatrix;
-use super::{Slot, Turn};
+use super::Turn;
 use crate::error::CudaError;
 use crate::gpu::{as_bytes, DevBuf, Gpu, HostPin};
 
@@ -20,25 +21,23 @@ use crate::gpu::{as_bytes, DevBuf, Gpu, HostPin};
 pub struct DevWitness {
     pub(super) inputs: usize,
     pub(super) aux: usize,
-    /// Under a full plan, from upload to drop; under a lean one, for the step that needs it.
+    /// Expanded at upload: until dropped. Expanded at its turn: under a full plan from its
+    /// evaluation to the end of its MSMs, under a lean one for each step that needs it.
     pub(super) expanded: Mutex<Option<DevBuf>>,
-    /// What a lean plan expands it from.
+    /// What it is expanded from at its turn.
     pub(super) host: Option<Arc<HostWitness>>,
     /// The device's turn, from its evaluation to the end of its MSMs (or until it is dropped).
     pub(super) turn: Mutex<Option<Turn>>,
-    /// A full plan's room for one more expanded witness on the device.
-    pub(super) _slot: Option<Slot>,
 }
 
 impl DevWitness {
-    pub(super) fn expanded(buf: DevBuf, inputs: usize, aux: usize, slot: Option<Slot>) -> Self {
+    pub(super) fn expanded(buf: DevBuf, inputs: usize, aux: usize) -> Self {
         DevWitness {
             inputs,
             aux,
             expanded: Mutex::new(Some(buf)),
             host: None,
             turn: Mutex::new(None),
-            _slot: slot,
         }
     }
 
@@ -49,7 +48,6 @@ impl DevWitness {
             expanded: Mutex::new(None),
             host: Some(Arc::new(host)),
             turn: Mutex::new(None),
-            _slot: None,
         }
     }
 

@@ -9,7 +9,7 @@ pub use pinned::HostPin;
 pub use spmv::{long_rows, DeviceMatrix};
 pub use stream::{Bases, HostBases, HostMatrix, Scalars};
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -141,6 +141,8 @@ struct Funcs {
 
 struct CurveFuncs {
     accumulate: CudaFunction,
+    /// A pass's buckets added to an MSM's (kernels/cuda/msm.cuh).
+    bucket_add: CudaFunction,
     sum_ranges: CudaFunction,
     gather: CudaFunction,
     reduce_segments: CudaFunction,
@@ -177,6 +179,8 @@ pub struct Gpu {
     fb: Mutex<Option<fixed_base::Tables>>,
     /// MSM window width set by a benchmark (`set_msm_window`); 0: by size (`window_bits`).
     msm_window: AtomicU32,
+    /// Whether dense MSMs in passes share one set of buckets (`set_shared_passes`).
+    shared_passes: AtomicBool,
     /// Every device allocation, against the budget.
     memory: Arc<DeviceMemory>,
     /// Bytes copied from the host to this device, for the node's transfer figures.
@@ -310,6 +314,7 @@ impl Gpu {
             let s = c.suffix();
             Ok(CurveFuncs {
                 accumulate: lf(&format!("msm_accumulate_{s}"))?,
+                bucket_add: lf(&format!("msm_bucket_add_{s}"))?,
                 sum_ranges: lf(&format!("msm_sum_ranges_{s}"))?,
                 gather: lf(&format!("msm_gather_{s}"))?,
                 reduce_segments: lf(&format!("msm_reduce_segments_{s}"))?,
@@ -363,6 +368,7 @@ impl Gpu {
             }),
             fb: Mutex::new(None),
             msm_window: AtomicU32::new(0),
+            shared_passes: AtomicBool::new(true),
             memory: Arc::new(DeviceMemory::new(total as u64)),
             h2d: AtomicU64::new(0),
             name,
@@ -371,6 +377,12 @@ impl Gpu {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether the passes of a dense MSM add up in one set of buckets (the default) or are
+    /// each reduced alone, for benchmarks that compare the two.
+    pub fn set_shared_passes(&self, on: bool) {
+        self.shared_passes.store(on, Ordering::Relaxed);
     }
 
     /// Fixes the MSM window width (`None`: chosen by size), for benchmarks that compare widths.

@@ -1,12 +1,35 @@
 //! Pippenger MSMs in G1 and G2 over device-resident bases and scalars.
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use blst::{blst_fp, blst_fp2};
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use group::Group;
 
 use super::{as_bytes, as_bytes_mut, cfg, grid, Curve, DevBuf, DeviceBases, Gpu, Result};
-use crate::digits::{coarse_shift, num_windows, window_bits, COARSE_PER_THREAD, COARSE_THREADS};
+use crate::digits::{
+    coarse_shift, num_windows, shared_window, window_bits, COARSE_PER_THREAD, COARSE_THREADS,
+};
 use crate::error::CudaError;
+
+/// An MSM's buckets on the device, every window's.
+pub(super) struct MsmBuckets {
+    curve: Curve,
+    /// The window width.
+    c: u32,
+    /// What a pass's accumulation fills (only its non-empty buckets).
+    pass: DevBuf,
+    /// Dense MSMs in passes: the sum of the passes' buckets, reduced once after the last pass.
+    /// Otherwise each pass is reduced on its own (`pass`).
+    shared: Option<DevBuf>,
+}
+
+impl MsmBuckets {
+    /// Whether the passes add up in [`Self::shared`] (else each pass is reduced alone).
+    pub(super) fn shared(&self) -> bool {
+        self.shared.is_some()
+    }
+}
 
 impl Gpu {
     /// Uploads affine bases (blst layout) to the device.
@@ -111,10 +134,30 @@ impl Gpu {
     /// `bases` is the device address of `n` affine points of `curve`.
     pub(super) fn msm_windows(
         &self,
-        (bases, curve): (u64, Curve),
+        bases: (u64, Curve),
         scalars: u64,
         n: usize,
     ) -> Result<(Vec<u8>, u32, u32)> {
+        let mut buckets = None;
+        self.msm_accumulate(bases, scalars, n, 1, &mut buckets)?;
+        let buckets = buckets.expect("made by the first pass");
+        self.msm_reduce(buckets)
+    }
+
+    /// Accumulates the `n` terms s_i P_i of one pass of an MSM (`passes` passes of about `n`
+    /// points each) into buckets, made by the first pass, or by each pass where they are not
+    /// [shared](MsmBuckets::shared). Passes of dense scalars (H's) share the buckets of the whole
+    /// MSM's window where they are large enough ([`shared_window`]); passes of a witness's
+    /// scalars, mostly zeros and ones whose other scalars the first pass may not represent,
+    /// each take the window of their own other scalars.
+    pub(super) fn msm_accumulate(
+        &self,
+        (bases, curve): (u64, Curve),
+        scalars: u64,
+        n: usize,
+        passes: usize,
+        buckets: &mut Option<MsmBuckets>,
+    ) -> Result<()> {
         let cf = &self.f.curve[curve as usize];
         let s = &self.stream;
         let n32 = n as u32;
@@ -150,10 +193,31 @@ impl Gpu {
         drop(ones);
         let idx_ptr = idx.as_ref().map_or(0, |d| d.ptr(s));
 
-        let c = match self.msm_window.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => window_bits(m as usize),
-            c => c,
-        };
+        let xb = curve.xyzz_bytes();
+        if buckets.is_none() {
+            let shared = match passes > 1 && 2 * m as usize >= n {
+                true if self.shared_passes.load(Relaxed) => shared_window(n, n * passes),
+                _ => None,
+            };
+            let share = shared.is_some();
+            let c = match self.msm_window.load(Relaxed) {
+                0 => shared.unwrap_or_else(|| window_bits(m as usize)),
+                c => c,
+            };
+            let nbt = (num_windows(c) << (c - 1)) as usize;
+            *buckets = Some(MsmBuckets {
+                curve,
+                c,
+                pass: self.alloc_zeroed(nbt * xb)?,
+                shared: if share {
+                    Some(self.alloc_zeroed(nbt * xb)?)
+                } else {
+                    None
+                },
+            });
+        }
+        let acc = buckets.as_mut().expect("made above");
+        let c = acc.c;
         let nwin = num_windows(c);
         let nb = 1u32 << (c - 1);
         let nbt = nwin * nb;
@@ -213,8 +277,7 @@ impl Gpu {
         // waves of threads in flight (long chunks leave fewer crossing buckets to reduce).
         let chunk = (total / 200_000).clamp(8, 128) as u32;
         let nchunks = total.div_ceil(chunk as u64);
-        let xb = curve.xyzz_bytes();
-        let buckets = self.alloc_zeroed(nbt as usize * xb)?;
+        let buckets = &acc.pass;
         let mut vals = self.alloc((2 * nchunks as usize).max(1) * xb)?;
         let (cnt, off) = (self.alloc(nbt as usize * 4)?, self.alloc(nbt as usize * 4)?);
         let maxc = self.alloc_zeroed(4)?;
@@ -244,7 +307,23 @@ impl Gpu {
         }
         launch!(self, cf.gather, cfg(grid(nbt as u64, 128), 128, 0);
             vals.ptr(s), off.ptr(s), cnt.ptr(s), nbt, buckets.ptr(s))?;
-        drop((vals, cnt, off));
+        if let Some(total) = &acc.shared {
+            launch!(self, cf.bucket_add, cfg(grid(nbt as u64, 128), 128, 0);
+                total.ptr(s), buckets.ptr(s), counts.ptr(s), nbt)?;
+        }
+        drop((vals, cnt, off, counts, offsets));
+        Ok(())
+    }
+
+    /// The window sums of an MSM's buckets (see [`Self::msm_windows`]).
+    pub(super) fn msm_reduce(&self, acc: MsmBuckets) -> Result<(Vec<u8>, u32, u32)> {
+        let (curve, c) = (acc.curve, acc.c);
+        let cf = &self.f.curve[curve as usize];
+        let s = &self.stream;
+        let xb = curve.xyzz_bytes();
+        let nwin = num_windows(c);
+        let nb = 1u32 << (c - 1);
+        let buckets = acc.shared.unwrap_or(acc.pass);
 
         // Weighted per-window reduction, then group sums down to one point per window.
         let seg_len = 32u32;
@@ -266,7 +345,7 @@ impl Gpu {
         launch!(self, cf.to_jacobian, cfg(1, 64, 0); cur.ptr(s), nwin, jac.ptr(s))?;
         let mut out = vec![0u8; nwin as usize * xb / 4 * 3];
         self.download_into(&jac, 0, &mut out)?;
-        drop((counts, offsets, buckets));
+        drop(buckets);
         Ok((out, c, nwin))
     }
 

@@ -6,14 +6,14 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use blstrs::{G1Affine, G2Affine};
+use blstrs::{G1Affine, G1Projective, G2Affine};
 use cudarc::driver::CudaEvent;
 use cuzk_prover::key::Srs;
 use cuzk_prover::params::Query;
 use cuzk_prover::r1cs::{Matrix, ShapeMatrices};
 use group::Group;
 
-use super::msm::{check_bases, combine};
+use super::msm::{check_bases, combine, jac_g1, MsmBuckets};
 use super::pinned::Shared;
 use super::spmv::LONG_ROW;
 use super::{as_bytes, cfg, grid, Curve, DevBuf, DeviceBases, Gpu, HostPin, Result};
@@ -86,12 +86,6 @@ enum Source<'a> {
     Host(&'a HostBases, [DevBuf; 2], [Option<CudaEvent>; 2]),
 }
 
-/// A pass's scalars: from an address, or gathered into a buffer of a pass.
-enum PassScalars {
-    At(u64),
-    Gather(u64, u64, DevBuf),
-}
-
 /// Where an MSM's scalars are on the device: from an address, or gathered from a witness at
 /// the indices of a list (the A and B queries' variables).
 #[derive(Clone, Copy)]
@@ -153,10 +147,12 @@ impl Gpu {
         })
     }
 
-    /// `sum_i s_i P_i` over `n` points, `chunk` points a pass. Bases in host memory go up a
-    /// pass at a time into two device buffers: the copy of pass i+1 runs on the copy stream
-    /// while pass i's MSM runs (each pass's MSM returns its windows to the host, so when pass i
-    /// starts, the buffer pass i-1 read is free to be filled again).
+    /// `sum_i s_i P_i` over `n` points, `chunk` points a pass; the passes share one set of
+    /// buckets where the scalars are dense (`Gpu::msm_accumulate`). Bases in host memory go up
+    /// a pass at a time into two device buffers: the copy of pass i+1 runs on the copy stream
+    /// while pass i's MSM runs (each pass waits on the host until its accumulation, the one
+    /// kernel reading the bases, is done, so when pass i starts, the buffer pass i-1 read is
+    /// free to be filled again).
     pub(crate) fn msm_passes<G: Group>(
         &self,
         bases: Bases<'_>,
@@ -174,8 +170,8 @@ impl Gpu {
         let pb = curve.affine_bytes();
         let passes = n.div_ceil(chunk);
         let range = |i: usize| i * chunk..((i + 1) * chunk).min(n);
-        // Where each pass's bases and scalars come from: host bases into two buffers (a second
-        // only when there is a second pass), gathered scalars into one.
+        // Where each pass's bases come from: host bases into two buffers (a second only when
+        // there is a second pass).
         let mut source = match bases {
             Bases::Device(d) => Source::Device(d),
             Bases::Host(h) => {
@@ -188,14 +184,16 @@ impl Gpu {
                 Source::Host(h, bufs, [Some(first), None])
             }
         };
-        let scalars = match scalars {
-            Scalars::At(p) => PassScalars::At(p),
-            Scalars::Gather { witness, indices } => {
-                PassScalars::Gather(witness, indices, self.alloc(chunk * 32)?)
-            }
+        let gathered = match scalars {
+            Scalars::Gather { .. } => Some(self.alloc(chunk * 32)?),
+            Scalars::At(_) => None,
         };
         let s = &self.stream;
-        let mut acc = G::identity();
+        let reduce = |acc: MsmBuckets| -> Result<G> {
+            let (raw, c, nwin) = self.msm_reduce(acc)?;
+            Ok(combine(&raw, c, nwin, conv))
+        };
+        let (mut sum, mut buckets) = (G::identity(), None);
         for i in 0..passes {
             let r = range(i);
             let at = match &mut source {
@@ -211,19 +209,38 @@ impl Gpu {
                     bufs[i % 2].ptr(s)
                 }
             };
-            let sc = match &scalars {
-                PassScalars::At(p) => p + (r.start * 32) as u64,
-                PassScalars::Gather(witness, indices, out) => {
+            let sc = match scalars {
+                Scalars::At(p) => p + (r.start * 32) as u64,
+                Scalars::Gather { witness, indices } => {
+                    let out = gathered.as_ref().expect("made for gathered scalars");
                     let m = r.len() as u64;
                     launch!(self, self.f.gather_fr, cfg(grid(m, 256).min(1 << 16), 256, 0);
-                        *witness, indices + (r.start * 4) as u64, out.ptr(s), m)?;
+                        witness, indices + (r.start * 4) as u64, out.ptr(s), m)?;
                     out.ptr(s)
                 }
             };
-            let (raw, c, nwin) = self.msm_windows((at, curve), sc, r.len())?;
-            acc += combine(&raw, c, nwin, conv);
+            self.msm_accumulate((at, curve), sc, r.len(), passes, &mut buckets)?;
+            if let Some(alone) = buckets.take_if(|b| !b.shared()) {
+                sum += reduce(alone)?;
+            }
         }
-        Ok(acc)
+        if let Some(shared) = buckets {
+            sum += reduce(shared)?;
+        }
+        Ok(sum)
+    }
+
+    /// A G1 MSM in passes of `chunk` points, as a streaming plan runs it (here over resident
+    /// bases), for checks and benchmarks of the passes.
+    pub fn msm_g1_passes(
+        &self,
+        bases: &DeviceBases,
+        scalars: &DevBuf,
+        n: usize,
+        chunk: usize,
+    ) -> Result<G1Projective> {
+        let at = Scalars::At(scalars.ptr(&self.stream));
+        self.msm_passes(Bases::Device(bases), at, n, chunk, jac_g1)
     }
 
     /// Points `r` of `h` into `buf` on the copy stream; the event the compute stream waits for.

@@ -8,10 +8,11 @@ impl Plan {
     /// A table of where each part of the key lives and what each phase holds, for `name`.
     pub fn explain(&self, shape: &PlanShape, name: &str) -> String {
         let mut out = format!(
-            "{name}: {} at a {:.2} GiB device budget, MSMs in passes of up to 2^{:.1} points\n",
+            "{name}: {} at a {:.2} GiB device budget, MSMs in passes of up to 2^{:.1} points (H: 2^{:.1})\n",
             self.summary(),
             gib(self.budget),
-            (self.chunk as f64).log2()
+            (self.chunk as f64).log2(),
+            (self.h_chunk as f64).log2()
         );
         out.push_str("| part | GiB | where |\n|---|---|---|\n");
         let place = |p: Placement| match p {

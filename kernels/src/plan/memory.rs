@@ -4,7 +4,7 @@
 use cuzk_wire::blob::MAX_CHUNK_ELEMENTS;
 use cuzk_wire::codec::max_encoded_len;
 
-use crate::digits::{num_windows, window_bits};
+use crate::digits::{num_windows, shared_window, window_bits};
 
 /// Bytes of a compact witness that go to the device at a time (gpu/expand.rs): the most a
 /// chunk of a blob may take, so that every chunk fits one batch.
@@ -17,13 +17,15 @@ pub const G2: u64 = 192;
 /// Bytes of a field element.
 pub const FR: u64 = 32;
 
-/// Scratch of one MSM of `n` points with affine points of `point_bytes` (an upper bound: every
-/// buffer `msm_windows` holds at any time, summed).
-pub fn msm_scratch(n: usize, point_bytes: u64) -> u64 {
+/// Scratch of one pass of `n` points of an MSM of `total` points (whose window its passes
+/// share), with affine points of `point_bytes` (an upper bound: every buffer `msm_accumulate`
+/// and `msm_reduce` hold at any time, summed).
+pub fn msm_scratch(n: usize, total: usize, point_bytes: u64) -> u64 {
     if n == 0 {
         return 0;
     }
-    let c = window_bits(n);
+    let shared = shared_window(n, total);
+    let c = shared.unwrap_or_else(|| window_bits(n));
     let nwin = num_windows(c) as u64;
     let nbt = nwin << (c - 1);
     let xyzz = 2 * point_bytes;
@@ -34,7 +36,9 @@ pub fn msm_scratch(n: usize, point_bytes: u64) -> u64 {
     // window); the scalars' class flags, then the ones' and the other scalars' indices (8 B per
     // point); counts, offsets, cursors and the task tables (4 B) per bucket; the buckets; the
     // chunk partials. Scalars 0 and 1 make fewer entries and a narrower window, never more.
-    entries * 12 + (n as u64 + 1) * 8 + nbt * 4 * 6 + nbt * xyzz + partials
+    // A pass that shares the MSM's buckets holds them beside its own (gpu/msm.rs, MsmBuckets).
+    let bucket_sets = if shared.is_some() { 2 } else { 1 };
+    entries * 12 + (n as u64 + 1) * 8 + nbt * 4 * 6 + bucket_sets * nbt * xyzz + partials
 }
 
 /// Device bytes of expanding a compact witness of `vars` variables: its bytes on the device, a
@@ -49,15 +53,18 @@ mod tests {
 
     #[test]
     fn scratch_grows_with_the_points_and_the_curve() {
-        assert_eq!(msm_scratch(0, G1), 0);
-        assert!(msm_scratch(1 << 20, G2) > msm_scratch(1 << 20, G1));
+        assert_eq!(msm_scratch(0, 0, G1), 0);
+        assert!(msm_scratch(1 << 20, 1 << 20, G2) > msm_scratch(1 << 20, 1 << 20, G1));
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         // A 32 GiB partition's H MSM in one pass: the sort's entries dominate.
-        let whole = gib(msm_scratch((1 << 27) - 1, G1));
+        let n = (1 << 27) - 1;
+        let whole = gib(msm_scratch(n, n, G1));
         assert!((15.0..30.0).contains(&whole), "{whole}");
         // In passes of 2^23 points it is a tenth of that.
-        let chunk = gib(msm_scratch(1 << 23, G1));
+        let chunk = gib(msm_scratch(1 << 23, n, G1));
         assert!(chunk < whole / 8.0, "{chunk}");
+        // Passes of 2^24 share the whole MSM's buckets, more than a lone MSM of 2^24 needs.
+        assert!(gib(msm_scratch(1 << 24, 1 << 24, G1)) < gib(msm_scratch(1 << 24, n, G1)));
         assert_eq!(expand_staging(1 << 30), EXPAND_BATCH);
         assert_eq!(expand_staging(1000), max_encoded_len(1000) as u64);
     }

@@ -119,6 +119,9 @@ pub struct Plan {
     pub matrices: [Placement; 3],
     /// Points an MSM takes at a time (a streamed section's pass).
     pub chunk: usize,
+    /// Points H's MSM takes at a time: at least `chunk`; more where the budget has room for
+    /// them while the witness is not on the device (H's MSM comes first).
+    pub h_chunk: usize,
     /// Device bytes of the resident parts.
     pub resident: u64,
     pub phases: Vec<Phase>,
@@ -148,7 +151,11 @@ impl Plan {
 
     /// MSM passes per partition.
     pub fn passes(&self, shape: &PlanShape) -> usize {
-        shape.points.iter().map(|&n| n.div_ceil(self.chunk)).sum()
+        shape.points[0].div_ceil(self.h_chunk)
+            + shape.points[1..]
+                .iter()
+                .map(|&n| n.div_ceil(self.chunk))
+                .sum::<usize>()
     }
 
     /// The cost model's seconds of this plan beyond a resident one's.
@@ -209,6 +216,7 @@ pub fn choose(
     limits: PlanLimits,
 ) -> Result<Plan, PlanError> {
     let chunks = candidate_chunks(shape, limits.max_chunk);
+    let widen = |plan: Plan| widen_h(shape, plan, &chunks, limits);
     if !limits.stream_all {
         let mut witnesses = vec![workers.max(1)];
         if workers > 1 {
@@ -220,11 +228,11 @@ pub fn choose(
                     shape,
                     budget,
                     HStage::Full { witnesses: w },
-                    chunk,
+                    (chunk, chunk),
                     [true; 8],
                 );
                 if plan.total() <= budget {
-                    return Ok(plan);
+                    return Ok(widen(plan));
                 }
             }
         }
@@ -234,6 +242,7 @@ pub fn choose(
         .filter(|&&c| c <= MAX_STREAM_CHUNK || limits.max_chunk.is_some())
         .filter_map(|&chunk| lean(shape, budget, chunk, limits.stream_all))
         .min_by(|a, b| a.cost(shape).total_cmp(&b.cost(shape)))
+        .map(widen)
         .ok_or_else(|| PlanError::TooSmall {
             budget,
             minimum: minimum(shape, limits),
@@ -245,7 +254,36 @@ pub fn minimum(shape: &PlanShape, limits: PlanLimits) -> u64 {
     let smallest = *candidate_chunks(shape, limits.max_chunk)
         .last()
         .expect("at least one pass size");
-    build(shape, u64::MAX, HStage::Lean, smallest, [false; 8]).total()
+    build(
+        shape,
+        u64::MAX,
+        HStage::Lean,
+        (smallest, smallest),
+        [false; 8],
+    )
+    .total()
+}
+
+/// `plan` with H's passes as large as its budget holds (a streamed H at most
+/// [`MAX_STREAM_CHUNK`] a pass, unless the limits say otherwise).
+fn widen_h(shape: &PlanShape, plan: Plan, chunks: &[usize], limits: PlanLimits) -> Plan {
+    let resident = std::array::from_fn(|i| {
+        if i < 5 {
+            plan.srs[i] == Placement::Resident
+        } else {
+            plan.matrices[i - 5] == Placement::Resident
+        }
+    });
+    let cap = match plan.srs[0] {
+        Placement::Streamed if limits.max_chunk.is_none() => MAX_STREAM_CHUNK,
+        _ => usize::MAX,
+    };
+    chunks
+        .iter()
+        .filter(|&&c| c > plan.chunk && c <= cap)
+        .map(|&c| build(shape, plan.budget, plan.h_stage, (plan.chunk, c), resident))
+        .find(|p| p.total() <= p.budget)
+        .unwrap_or(plan)
 }
 
 /// Pass sizes from one pass for the largest MSM down to [`MIN_CHUNK`] (or `max_chunk`).
@@ -262,7 +300,7 @@ fn candidate_chunks(shape: &PlanShape, max_chunk: Option<usize>) -> Vec<usize> {
 /// ([`RESIDENT_FIRST`]), if even streaming everything fits.
 fn lean(shape: &PlanShape, budget: u64, chunk: usize, stream_all: bool) -> Option<Plan> {
     let mut resident = [false; 8];
-    let mut plan = build(shape, budget, HStage::Lean, chunk, resident);
+    let mut plan = build(shape, budget, HStage::Lean, (chunk, chunk), resident);
     if plan.total() > budget {
         return None;
     }
@@ -272,7 +310,7 @@ fn lean(shape: &PlanShape, budget: u64, chunk: usize, stream_all: bool) -> Optio
     for part in RESIDENT_FIRST {
         let i = index(part);
         resident[i] = true;
-        let tried = build(shape, budget, HStage::Lean, chunk, resident);
+        let tried = build(shape, budget, HStage::Lean, (chunk, chunk), resident);
         if tried.total() <= budget {
             plan = tried;
         } else {
@@ -290,12 +328,13 @@ fn index(part: Part) -> usize {
     }
 }
 
-/// A plan and its phases' bytes, for residency flags in [`index`] order.
+/// A plan and its phases' bytes, for residency flags in [`index`] order, MSM passes of
+/// `chunk` points and H's of `h_chunk`.
 fn build(
     shape: &PlanShape,
     budget: u64,
     h_stage: HStage,
-    chunk: usize,
+    (chunk, h_chunk): (usize, usize),
     resident: [bool; 8],
 ) -> Plan {
     let place = |r: bool| {
@@ -330,36 +369,40 @@ fn build(
         .map(|i| (3 * MATRIX_CHUNK).min(2 * shape.matrices[i]))
         .max()
         .unwrap_or(0);
-    // A streamed section's two buffers of a pass (one when a single pass covers it).
-    let s_s = (0..5)
-        .filter(|&i| srs[i] == Placement::Streamed)
-        .map(|i| {
-            let n = shape.points[i];
-            let buffers = if n > chunk { 2 } else { 1 };
-            buffers * chunk.min(n) as u64 * Query::ALL[i].point_bytes() as u64
-        })
-        .max()
-        .unwrap_or(0);
-    // The largest MSM pass: its sort and buckets, and the A and B scalars gathered for it.
-    let x = (0..5)
-        .map(|i| {
+    // An MSM pass over sections `of`: the largest one's sort and buckets, the A and B scalars
+    // gathered for it, and a streamed section's two buffers of a pass (one when a single pass
+    // covers it).
+    let pass = |of: std::ops::Range<usize>, chunk: usize| {
+        of.map(|i| {
             let n = chunk.min(shape.points[i]);
-            let gathered = if matches!(Query::ALL[i], Query::A | Query::BG1 | Query::BG2) {
+            let q = Query::ALL[i];
+            let gathered = if matches!(q, Query::A | Query::BG1 | Query::BG2) {
                 n as u64 * FR
             } else {
                 0
             };
-            msm_scratch(n, Query::ALL[i].point_bytes() as u64) + gathered
+            let buffers = match srs[i] {
+                Placement::Resident => 0,
+                Placement::Streamed if shape.points[i] > chunk => 2,
+                Placement::Streamed => 1,
+            };
+            msm_scratch(n, shape.points[i], q.point_bytes() as u64)
+                + gathered
+                + buffers * n as u64 * q.point_bytes() as u64
         })
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+    };
+    // H's MSM comes first and frees H before the witness is needed again (backend/mod.rs).
+    let (h_pass, others) = (pass(0..1, h_chunk), pass(1..5, chunk));
     let phase = |name, bytes| Phase { name, bytes };
     let phases = match h_stage {
         HStage::Full { witnesses } => {
             let base = witnesses as u64 * (w + e) + t;
             vec![
                 phase("witnesses, A·w, B·w, C·w, H", base + 3 * v + m_s),
-                phase("witnesses, H, MSM pass", base + v + x + s_s),
+                phase("witnesses, H, its MSM pass", base + v + h_pass),
+                phase("witnesses, MSM pass", base + others),
             ]
         }
         HStage::Lean => vec![
@@ -368,7 +411,8 @@ fn build(
             phase("their transforms", 2 * v + t),
             phase("C·w", 2 * v + w + m_s.max(e)),
             phase("H", 2 * v + t),
-            phase("H, witness, MSM pass", v + w + (x + s_s).max(e)),
+            phase("H, its MSM pass", v + h_pass),
+            phase("witness, MSM pass", w + others.max(e)),
         ],
     };
     Plan {
@@ -377,6 +421,7 @@ fn build(
         srs,
         matrices,
         chunk,
+        h_chunk,
         resident: resident_bytes,
         phases,
     }

@@ -83,6 +83,36 @@ fn every_card_class_gets_a_plan_within_its_budget() {
 }
 
 #[test]
+fn h_takes_the_largest_passes_its_phase_has_room_for() {
+    let shape = porep_32g();
+    for budget in [15.0, 22.0, 30.0, 75.0, 139.0] {
+        let p = plan(&shape, budget).unwrap();
+        assert!(
+            p.h_chunk >= p.chunk,
+            "{budget}: {}",
+            p.explain(&shape, "32 GiB")
+        );
+        if p.srs[0] == Placement::Streamed {
+            assert!(p.h_chunk <= MAX_STREAM_CHUNK);
+        }
+        assert!(p.total() <= p.budget);
+    }
+    // A 16 GB card: H's MSM runs while neither the witness nor A·w or B·w is on the device,
+    // so its passes are larger than those beside the witness.
+    let p15 = plan(&shape, 15.0).unwrap();
+    assert!(p15.h_chunk > p15.chunk, "{}", p15.explain(&shape, "32 GiB"));
+    assert_eq!(p15.h_chunk, MAX_STREAM_CHUNK);
+    assert_eq!(
+        p15.passes(&shape),
+        shape.points[0].div_ceil(p15.h_chunk)
+            + shape.points[1..]
+                .iter()
+                .map(|n| n.div_ceil(p15.chunk))
+                .sum::<usize>()
+    );
+}
+
+#[test]
 fn lean_plans_keep_the_parts_that_hide_least_first() {
     let shape = porep_32g();
     let p = plan(&shape, 30.0).unwrap();
