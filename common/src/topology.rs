@@ -530,31 +530,28 @@ impl Topology {
 
     /// Messages waiting in a stream (published, not yet acknowledged, for work queues).
     pub async fn stream_depth(&self, name: &str) -> Result<u64, TopologyError> {
+        Ok(self.stream_info(name).await?.state.messages)
+    }
+
+    /// A stream's configuration and state.
+    async fn stream_info(&self, name: &str) -> Result<stream::Info, TopologyError> {
         let mut stream = self
             .js
             .get_stream(name)
             .await
             .map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
-        let info = stream
+        stream
             .info()
             .await
-            .map_err(|e| failed(format!("stream {name} info"))(e.to_string()))?;
-        Ok(info.state.messages)
+            .cloned()
+            .map_err(|e| failed(format!("stream {name} info"))(e.to_string()))
     }
 
     /// The records bucket's byte limit and how many finished 32 GiB jobs' records it holds
     /// ([`RECORD_BYTES`] each): what `cuzk provision` reports.
     pub async fn records_capacity(&self) -> Result<(u64, u64), TopologyError> {
         let name = format!("KV_{JOBS_BUCKET}");
-        let mut stream = self
-            .js
-            .get_stream(&name)
-            .await
-            .map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
-        let info = stream
-            .info()
-            .await
-            .map_err(|e| failed(format!("stream {name} info"))(e.to_string()))?;
+        let info = self.stream_info(&name).await?;
         let bytes = u64::try_from(info.config.max_bytes).unwrap_or(u64::MAX);
         Ok((bytes, bytes / RECORD_BYTES))
     }
@@ -570,15 +567,7 @@ impl Topology {
     /// One blob bucket's bytes and byte limit.
     async fn blob_bucket_bytes(&self, bucket: String) -> Result<(u64, u64), TopologyError> {
         let name = format!("OBJ_{bucket}");
-        let mut stream = self
-            .js
-            .get_stream(&name)
-            .await
-            .map_err(|e| failed(format!("stream {name}"))(e.to_string()))?;
-        let info = stream
-            .info()
-            .await
-            .map_err(|e| failed(format!("stream {name} info"))(e.to_string()))?;
+        let info = self.stream_info(&name).await?;
         let limit = u64::try_from(info.config.max_bytes).unwrap_or(u64::MAX);
         Ok((info.state.bytes, limit))
     }
