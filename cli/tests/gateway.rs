@@ -473,21 +473,7 @@ fn a_curio_porep_request_is_proved_and_verify_seal_accepts_it() {
         let jobs: Vec<_> = records.iter().map(|r| r.job_id.as_str()).collect();
         assert_eq!(jobs, [job_id], "one job for one request id");
         // The C1 went through the inputs bucket, and was deleted when the job was done.
-        let staged = records[0].staged_input.as_ref();
-        assert_eq!(
-            staged.map(|s| s.name.clone()),
-            Some(format!("{job_id}.input")),
-            "the C1 went through the inputs bucket"
-        );
-        let input = cluster
-            .topology
-            .inputs
-            .info(&format!("{job_id}.input"))
-            .await;
-        assert!(
-            !matches!(input, Ok(info) if !info.deleted),
-            "the staged C1 outlived its job"
-        );
+        support::staged_input_released(&cluster.topology, job_id).await;
         cluster.stop().await.unwrap();
     });
 

@@ -234,9 +234,7 @@ fn a_lotus_c1_file_is_proved_by_cuzk_submit_and_verify_seal_accepts_it() {
                 .unwrap()
             };
             assert!(verify(&proof), "verify_seal rejected the cluster's proof");
-            // The input went through the inputs bucket.
-            let input = cluster.topology.inputs.info("porep-lotus.input").await;
-            assert!(input.is_ok_and(|i| i.size > 800 << 10));
+            support::staged_input_released(&cluster.topology, "porep-lotus").await;
 
             // And a proof for another sector number is rejected.
             assert!(!seal::verify_seal(

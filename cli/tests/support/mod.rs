@@ -92,6 +92,32 @@ pub async fn blobs_left(topology: &cuzk_common::topology::Topology) -> usize {
     }
 }
 
+/// Asserts that job `job_id`'s input went through the inputs bucket (its record names the
+/// staged object) and that the object is deleted once the job has ended. The result is published
+/// before the input is deleted, so give the deletion a moment.
+pub async fn staged_input_released(topology: &cuzk_common::topology::Topology, job_id: &str) {
+    let record = cuzk_common::lifecycle::Ledger::new(topology)
+        .get(job_id)
+        .await
+        .unwrap()
+        .expect("the job has a record");
+    assert_eq!(
+        record.staged_input.map(|s| s.name),
+        Some(cuzk_wire::job::staged_input_name(job_id)),
+        "the input went through the inputs bucket"
+    );
+    let name = cuzk_wire::job::staged_input_name(job_id);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // A deleted object's info is its tombstone.
+    while matches!(topology.inputs.info(&name).await, Ok(info) if !info.deleted) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the staged input outlived its job"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Objects in the blob buckets now. Each bucket is counted on its
 /// own clock, all at once, so one slow bucket does not starve the others of the time to answer.
 pub async fn blobs_now(topology: &cuzk_common::topology::Topology) -> Result<usize, String> {
