@@ -90,7 +90,7 @@ pub async fn run(args: BenchArgs, file: ConfigFile) -> anyhow::Result<()> {
         params: template.params.clone(),
     })?;
     let partitions = family.partitions();
-    let param_config = args.params.merge(file.params).resolve(true);
+    let param_config = args.params.merge(file.params).resolve(true)?;
     let cache = cuzk_cli::shape_cache(&param_config)?;
     // Parameter generation/loading is excluded from both sides.
     let params = cache.proving_key(&*family)?.srs.parameters()?;

@@ -123,7 +123,7 @@ impl ProcessCluster {
             .arg(role.command())
             .args(["--nats-url", &self.urls(), "--nats-name", &name])
             .args(["--nats-replicas", &self.replicas().to_string()])
-            .args(["--nats-ack-wait-secs", &self.spec.ack_wait_secs.to_string()])
+            .args(["--nats-ack-wait", &format!("{}s", self.spec.ack_wait_secs)])
             .args(["--nats-limits", "local"])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

@@ -55,7 +55,7 @@ pub async fn connect(
         max: Duration::from_secs(3),
     };
     let topology = retry("provision topology", policy, || {
-        topology::provision(&js, config.replicas, config.ack_wait, config.limits)
+        topology::provision(&js, config.replicas, config.ack_wait, config.stream_limits)
     })
     .await?;
     Ok((client, topology))
@@ -85,7 +85,7 @@ pub async fn add_blob_connections(
 pub async fn provision_all(config: &cuzk_common::config::NatsConfig) -> anyhow::Result<Topology> {
     let (_client, topology) = connect(config).await?;
     let (js, bucket) = (&topology.js, &config.inputs_bucket);
-    topology::ensure_inputs_bucket(js, bucket, config.replicas, config.limits).await?;
+    topology::ensure_inputs_bucket(js, bucket, config.replicas, config.stream_limits).await?;
     topology.synth_consumer().await?;
     topology.gpu_consumers().await?;
     Ok(topology)
@@ -138,7 +138,7 @@ impl LocalCluster {
         cuzk_common::local_nats::ensure_store_space(limits.reserved_bytes())?;
         let server = NatsServer::start()?;
         let mut config = local_config(&server.url(), "cuzk-local")?;
-        config.limits = limits;
+        config.stream_limits = limits;
         let (client, topology) = connect(&config).await?;
         let shutdown = CancellationToken::new();
         let mut nodes = JoinSet::new();

@@ -212,7 +212,7 @@ struct SubmitArgs {
     /// Wait for the result and print it.
     #[arg(long, env = "CUZK_SUBMIT_WAIT")]
     wait: bool,
-    /// With --wait: give up after this long. (Not `timeout_secs`: that id is --nats-timeout-secs.)
+    /// With --wait: give up after this long. (Not `timeout`: that id is --nats-timeout.)
     #[arg(
         long = "timeout-secs",
         env = "CUZK_SUBMIT_TIMEOUT_SECS",
@@ -312,7 +312,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let topology = cuzk_cli::provision_all(&nats).await?;
             println!("streams, buckets and consumers are in place");
             let (bytes, jobs) = topology.records_capacity().await?;
-            let limits = &nats.limits;
+            let limits = &nats.stream_limits;
             println!(
                 "job records: {bytes} bytes, the records of {jobs} finished 32 GiB jobs (sized \
                  for {} days at {} jobs/h: {}); a full bucket drops its oldest records",
@@ -327,7 +327,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::SynthNode(args) => {
             let nats = args.nats.merge(file.nats).resolve("cuzk-synth")?;
             let synth = args.synth.merge(file.synth).resolve()?;
-            let params = args.params.merge(file.params).resolve(false);
+            let params = args.params.merge(file.params).resolve(false)?;
             if args.check_config {
                 println!(
                     "{}",
@@ -353,7 +353,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::GpuNode(args) => {
             let nats = args.nats.merge(file.nats).resolve("cuzk-gpu")?;
             let gpu = args.gpu.merge(file.gpu).resolve()?;
-            let params = args.params.merge(file.params).resolve(false);
+            let params = args.params.merge(file.params).resolve(false)?;
             if args.explain_plan {
                 let (plans, all) = cuzk_gpu_node::explain_plans(&gpu, &params)?;
                 print!("{plans}");
@@ -462,7 +462,7 @@ async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
     init_telemetry("cuzk-local", &args.telemetry).await?;
     let synth = args.synth.merge(file.synth).resolve()?;
     let gpu = args.gpu.merge(file.gpu).resolve()?;
-    let params = args.params.merge(file.params).resolve(true);
+    let params = args.params.merge(file.params).resolve(true)?;
     let spec = args.job.spec()?;
     let cache = cuzk_cli::shape_cache(&params)?;
     let cluster = LocalCluster::start(synth, gpu, params).await?;

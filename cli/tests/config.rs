@@ -106,3 +106,51 @@ fn gateway_settings_rank_flag_env_file_default() {
         (Some(file), Some(7))
     );
 }
+
+/// Time and byte settings take units in flags, variables and files; their older `…-secs`
+/// names still work, below the new ones; `--help` shows each default and the old name.
+#[test]
+fn settings_take_units_and_answer_to_their_old_names() {
+    let synth = |env: &[(&str, &str)], args: &[&str]| {
+        let synth = check_config("synth-node", env, args)["synth"].clone();
+        (
+            synth["drain_timeout"]["secs"].as_u64().unwrap(),
+            synth["no_progress_timeout"]["secs"].as_u64().unwrap(),
+            synth["max_queued_bytes"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(synth(&[], &[]), (60, 3600, 8 << 30));
+    let env = [("CUZK_SYNTH_DRAIN_TIMEOUT", "2m")];
+    let args = [
+        "--synth-max-queued-bytes",
+        "2GiB",
+        "--synth-no-progress-timeout",
+        "1.5h",
+    ];
+    assert_eq!(synth(&env, &args), (120, 5400, 2 << 30));
+
+    let old = [("CUZK_SYNTH_DRAIN_TIMEOUT_SECS", "7")];
+    let args = ["--synth-no-progress-timeout-secs", "9"];
+    assert_eq!(synth(&old, &args), (7, 9, 8 << 30));
+    let both = [old[0], ("CUZK_SYNTH_DRAIN_TIMEOUT", "8s")];
+    assert_eq!(synth(&both, &[]).0, 8, "the new name wins");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cuzk.toml");
+    std::fs::write(
+        &file,
+        "[synth]\ndrain_timeout = \"3m\"\nmax_queued_bytes = \"1GiB\"\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    assert_eq!(synth(&[], &["--config", file]), (180, 3600, 1 << 30));
+
+    let help = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["synth-node", "--help"])
+        .env_clear()
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("[default: 1h]"), "{help}");
+    assert!(help.contains("--synth-no-progress-timeout-secs"), "{help}");
+}

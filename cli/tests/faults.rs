@@ -44,7 +44,7 @@ async fn client_for(cluster: &ProcessCluster) -> (async_nats::Client, Topology) 
         urls: Some(urls),
         limits: Some(cuzk_common::config::LimitsProfile::Local),
         replicas: Some(cluster.replicas()),
-        ack_wait_secs: Some(3),
+        ack_wait: Some(cuzk_common::config::Span::secs(3)),
         ..Default::default()
     }
     .resolve("fault-test")
@@ -400,7 +400,7 @@ async fn partition_that_kills_every_worker_fails_the_job() {
     let config = NatsArgs {
         urls: Some(vec![server.url()]),
         limits: Some(cuzk_common::config::LimitsProfile::Local),
-        ack_wait_secs: Some(3),
+        ack_wait: Some(cuzk_common::config::Span::secs(3)),
         ..Default::default()
     }
     .resolve("abandon-test")
@@ -413,7 +413,9 @@ async fn partition_that_kills_every_worker_fails_the_job() {
     }
     .resolve()
     .unwrap();
-    let params = cuzk_common::config::ParamArgs::default().resolve(true);
+    let params = cuzk_common::config::ParamArgs::default()
+        .resolve(true)
+        .unwrap();
     let synth = Arc::new(
         cuzk_synth_node::SynthNode::new(synth_topology, synth, &params, "synth".into()).unwrap(),
     );

@@ -101,7 +101,7 @@ async fn cluster_with_synth(args: &[&str]) -> LocalCluster {
         backend: Some(cuzk_common::config::BackendKind::Cpu),
         ..Default::default()
     };
-    let params = ParamArgs::default().resolve(true);
+    let params = ParamArgs::default().resolve(true).unwrap();
     LocalCluster::start(
         synth_args(args).resolve().unwrap(),
         gpu.resolve().unwrap(),
@@ -435,7 +435,7 @@ async fn a_job_no_synth_node_has_taken_is_cancelled_once() {
     );
     never_submitted_is_unknown(&client).await;
 
-    let params = ParamArgs::default().resolve(true);
+    let params = ParamArgs::default().resolve(true).unwrap();
     let synth = synth_args(&[]).resolve().unwrap();
     let node = cuzk_synth_node::SynthNode::new(topology.clone(), synth, &params, "late".into());
     let node = tokio::spawn(std::sync::Arc::new(node.unwrap()).run(shutdown.clone()));

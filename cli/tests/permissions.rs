@@ -40,9 +40,9 @@ fn role(url: &str, user: &str) -> NatsConfig {
         urls: Some(vec![url.to_owned()]),
         limits: Some(cuzk_common::config::LimitsProfile::Local),
         user: Some(user.to_owned()),
-        password: Some(format!("{user}-secret")),
+        password: Some(format!("{user}-secret").into()),
         inbox_prefix: Some(format!("_INBOX_{user}")),
-        timeout_secs: Some(3),
+        timeout: Some(cuzk_common::config::Span::secs(3)),
         ..Default::default()
     }
     .resolve(user)
@@ -502,7 +502,9 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     }
     .resolve()
     .unwrap();
-    let params = cuzk_common::config::ParamArgs::default().resolve(true);
+    let params = cuzk_common::config::ParamArgs::default()
+        .resolve(true)
+        .unwrap();
     let synth = Arc::new(
         cuzk_synth_node::SynthNode::new(synth_topology, synth, &params, "synth-role".into())
             .unwrap(),

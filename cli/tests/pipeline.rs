@@ -136,7 +136,9 @@ async fn gpu_node_proves_with_a_parameter_file_from_a_path() {
     .unwrap();
 
     let cluster = cluster_with(GpuArgs {
-        params_files: Some(vec![format!("{}={}", family.shape_key(), path.display())]),
+        params_files: Some(vec![format!("{}={}", family.shape_key(), path.display())
+            .parse()
+            .unwrap()]),
         ..Default::default()
     })
     .await;

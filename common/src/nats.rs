@@ -106,7 +106,7 @@ async fn options(config: &NatsConfig) -> Result<ConnectOptions, ConnectError> {
             .map_err(|e| ConnectError::Credentials(format!("{}: {e}", seed_file.display())))?;
         ConnectOptions::with_nkey(seed.trim().to_owned())
     } else if let (Some(user), Some(password)) = (&config.user, &config.password) {
-        ConnectOptions::with_user_and_password(user.clone(), password.clone())
+        ConnectOptions::with_user_and_password(user.clone(), password.expose().to_owned())
     } else {
         ConnectOptions::new()
     };

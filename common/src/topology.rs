@@ -387,7 +387,7 @@ fn kv_config(bucket: &str, max_age: Duration, max_bytes: i64, replicas: usize) -
 /// the oldest record is that of a job that ended long ago. Each job keeps one message, its
 /// latest record, rewritten at every step, so the oldest messages are the records least
 /// recently written; a live job's record is rewritten as its partitions move, and the sweeper
-/// ends one without progress within `--synth-no-progress-timeout-secs` (an hour by default).
+/// ends one without progress within `--synth-no-progress-timeout` (an hour by default).
 /// Sized for [`Limits::retention_days`] of [`Limits::jobs_per_hour`] (at least a day,
 /// [`Limits::check`]), the bucket reaches a live record only if the farm ends far more jobs per
 /// hour than configured. The age limit removes records of the retention period's end.

@@ -327,7 +327,7 @@ async fn reads_ride_out_a_dead_server() {
     let urls = servers[..2].iter().map(|s| s.url().parse().unwrap());
     let urls: Vec<async_nats::ServerAddr> = urls.collect();
     let client = async_nats::connect(urls).await.unwrap();
-    // The nodes' request timeout (`nats.timeout_secs` in common/src/config.rs).
+    // The nodes' request timeout (`nats.timeout` in common/src/config/nats.rs).
     let js = cuzk_common::topology::jetstream_context(client, Duration::from_secs(10));
     let config = Config {
         bucket: "t".into(),

@@ -256,11 +256,11 @@ mod tests {
 
     fn limits() -> Limits {
         let config = cuzk_common::config::GatewayArgs {
-            max_message_bytes: Some(4 << 20),
-            max_inflight_bytes: Some(6 << 20),
-            default_deadline_secs: Some(7),
-            max_deadline_secs: Some(1000),
-            max_wait_secs: Some(100),
+            max_message_bytes: Some(cuzk_common::config::Bytes(4 << 20)),
+            max_inflight_bytes: Some(cuzk_common::config::Bytes(6 << 20)),
+            default_deadline: Some(cuzk_common::config::Span::secs(7)),
+            max_deadline: Some(cuzk_common::config::Span::secs(1000)),
+            max_wait: Some(cuzk_common::config::Span::secs(100)),
             ..Default::default()
         }
         .resolve()

@@ -78,7 +78,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         ..Default::default()
     }
     .resolve()?;
-    let cluster = LocalCluster::start(synth, gpu, ParamArgs::default().resolve(true)).await?;
+    let cluster = LocalCluster::start(synth, gpu, ParamArgs::default().resolve(true)?).await?;
     let shutdown = CancellationToken::new();
     let addr = start_gateway(&cluster, shutdown.clone()).await?;
     let mut grpc = ProvingEngineClient::connect(format!("http://{addr}")).await?;

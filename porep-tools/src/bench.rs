@@ -50,7 +50,7 @@ pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
         let synth = SynthArgs {
             threads: Some(cores),
             jobs_in_flight: o.synth_jobs_in_flight,
-            memory_budget: o.synth_memory_budget,
+            memory_budget: o.synth_memory_budget.map(cuzk_common::config::Bytes),
             ..Default::default()
         }
         .resolve()?;
@@ -72,7 +72,7 @@ pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
             allow_synthetic: Some(synthetic),
             ..Default::default()
         }
-        .resolve(true);
+        .resolve(true)?;
         let limits = cuzk_cli::roomy_local_limits()?;
         println!(
             "blobs bucket {:.1} GiB (from the free space of {})",

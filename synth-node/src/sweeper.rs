@@ -1,6 +1,6 @@
 //! The backstop for jobs nothing else will end: every synth node follows the jobs bucket
 //! (`cuzk_common::lifecycle::sweep`) and fails jobs with no progress for
-//! `--synth-no-progress-timeout-secs`, deleting the blobs they left; it also publishes results
+//! `--synth-no-progress-timeout`, deleting the blobs they left; it also publishes results
 //! whose finisher died between ending the job and publishing. Concurrent sweepers are harmless:
 //! the ledger ends a job once.
 

@@ -32,7 +32,7 @@ pub async fn cluster_with(gpu: GpuArgs) -> LocalCluster {
     .resolve()
     .unwrap();
     // Test parameters are generated where missing, as `cuzk local` does.
-    let params = ParamArgs::default().resolve(true);
+    let params = ParamArgs::default().resolve(true).unwrap();
     LocalCluster::start(synth, gpu, params)
         .await
         .expect("local cluster")

@@ -1,0 +1,165 @@
+//! How a process reaches NATS, and the sizes of the streams and buckets it creates
+//! (`[nats]`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::units::{Bytes, Secret, Span};
+use super::{invalid, settings::settings, ConfigError};
+use crate::topology::{valid_inputs_bucket, Limits, DEFAULT_ACK_WAIT, INPUTS_BUCKET};
+
+pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitsProfile {
+    Production,
+    Local,
+}
+
+settings! {
+    table "nats": NatsArgs => NatsConfig resolve(default_name: &str) {
+        /// NATS server URLs, comma separated (all servers of a cluster).
+        #[arg(long = "nats-url", env = "CUZK_NATS_URL", value_delimiter = ',')]
+        urls: Vec<String> = vec![DEFAULT_NATS_URL.to_owned()], shown "nats://127.0.0.1:4222",
+            check |urls: &Vec<String>| !urls.is_empty() && urls.iter().all(|u| !u.trim().is_empty())
+                => "at least one non-empty URL is required";
+        /// Client name shown by the server.
+        #[arg(long = "nats-name", env = "CUZK_NATS_NAME")]
+        name: String = default_name.to_owned(), shown "the command's, e.g. cuzk-synth";
+        #[arg(long = "nats-user", env = "CUZK_NATS_USER")]
+        user: String => Option<String> = None;
+        #[arg(long = "nats-password", env = "CUZK_NATS_PASSWORD", hide_env_values = true)]
+        password: Secret => Option<Secret> = None;
+        /// A `.creds` file (JWT + nkey seed).
+        #[arg(long = "nats-creds", env = "CUZK_NATS_CREDS")]
+        creds: PathBuf => Option<PathBuf> = None;
+        /// A file holding an nkey seed.
+        #[arg(long = "nats-nkey-seed-file", env = "CUZK_NATS_NKEY_SEED_FILE")]
+        nkey_seed_file: PathBuf => Option<PathBuf> = None;
+        /// CA certificate to verify the servers with (enables TLS).
+        #[arg(long = "nats-tls-ca", env = "CUZK_NATS_TLS_CA")]
+        tls_ca: PathBuf => Option<PathBuf> = None;
+        /// Client certificate and key for mutual TLS.
+        #[arg(long = "nats-tls-cert", env = "CUZK_NATS_TLS_CERT", requires = "tls_key")]
+        tls_cert: PathBuf => Option<PathBuf> = None;
+        #[arg(long = "nats-tls-key", env = "CUZK_NATS_TLS_KEY", requires = "tls_cert")]
+        tls_key: PathBuf => Option<PathBuf> = None;
+        /// Inbox prefix, so server permissions can pin each role's reply subjects.
+        #[arg(long = "nats-inbox-prefix", env = "CUZK_NATS_INBOX_PREFIX")]
+        inbox_prefix: String => Option<String> = None;
+        /// Replicas for streams and buckets this process creates (1, or 3 in a cluster).
+        #[arg(long = "nats-replicas", env = "CUZK_NATS_REPLICAS")]
+        replicas: usize = 1, shown "1", check |n| (1..=5).contains(n) => "must be 1..=5";
+        /// Timeout of a single NATS request or publish acknowledgement.
+        #[arg(long = "nats-timeout", env = "CUZK_NATS_TIMEOUT")]
+        timeout: Span => Duration = Duration::from_secs(10), shown "10s",
+            check |t| !t.is_zero() => "must be positive",
+            was "nats-timeout-secs" "CUZK_NATS_TIMEOUT_SECS" "timeout_secs";
+        /// Time without an ack or progress before a job or partition is redelivered (set when
+        /// the consumers are first created).
+        #[arg(long = "nats-ack-wait", env = "CUZK_NATS_ACK_WAIT")]
+        ack_wait: Span => Duration = DEFAULT_ACK_WAIT, shown "30s",
+            check |t| *t >= Duration::from_secs(3)
+                => "must be at least 3s (progress acks go every third)",
+            was "nats-ack-wait-secs" "CUZK_NATS_ACK_WAIT_SECS" "ack_wait_secs";
+        /// Sizes of the streams and buckets this process creates: `production` (24.1 GiB
+        /// reserved per server) or `local` (2.1 GiB, for private servers and tests); the
+        /// settings below override parts of it. Set when a stream is first created.
+        #[arg(long = "nats-limits", env = "CUZK_NATS_LIMITS", value_enum)]
+        limits: LimitsProfile = LimitsProfile::Production, shown "production";
+        /// Jobs the jobs stream holds at most; a submission beyond it is refused (default: the
+        /// profile's).
+        #[arg(long = "nats-max-queued-jobs", env = "CUZK_NATS_MAX_QUEUED_JOBS")]
+        max_queued_jobs: i64 => Option<i64> = None,
+            check |n| n.is_none_or(|n| n >= 1) => "must be at least 1";
+        /// Bytes the blob buckets hold at most, together (a quarter each,
+        /// common/src/topology.rs); an upload beyond it is refused and retried later (default:
+        /// the profile's).
+        #[arg(long = "nats-blobs-max-bytes", env = "CUZK_NATS_BLOBS_MAX_BYTES")]
+        blobs_max_bytes: Bytes => Option<i64> = None,
+            check |n| n.is_none_or(|n| n >= 1) => "must be positive";
+        /// Bytes the inputs bucket holds at most; an upload beyond it is refused (default: the
+        /// profile's).
+        #[arg(long = "nats-inputs-max-bytes", env = "CUZK_NATS_INPUTS_MAX_BYTES")]
+        inputs_max_bytes: Bytes => Option<i64> = None,
+            check |n| n.is_none_or(|n| n >= 1) => "must be positive";
+        /// Days job records, results and staged inputs are kept (default: the profile's).
+        #[arg(long = "nats-retention-days", env = "CUZK_NATS_RETENTION_DAYS")]
+        retention_days: u32 => Option<u32> = None;
+        /// Jobs per hour the farm ends at most; with the retention, what the records bucket is
+        /// sized for (default: the profile's, an 8-GPU farm's, docs/deploy.md).
+        #[arg(long = "nats-jobs-per-hour", env = "CUZK_NATS_JOBS_PER_HOUR")]
+        jobs_per_hour: u32 => Option<u32> = None;
+        /// The inputs bucket this client stages large inputs into: `cuzk-inputs` (shared) or a
+        /// submitter's own `cuzk-inputs-<submitter>`, which `cuzk provision` creates when given
+        /// this setting.
+        #[arg(long = "nats-inputs-bucket", env = "CUZK_NATS_INPUTS_BUCKET")]
+        inputs_bucket: String = INPUTS_BUCKET.to_owned(), shown "cuzk-inputs",
+            check |b| valid_inputs_bucket(b)
+                => "must be cuzk-inputs or cuzk-inputs-<submitter> (1-32 of A-Z a-z 0-9 _ -)";
+        derived {
+            /// The stream and bucket sizes: the profile's, with the settings that override it.
+            stream_limits: Limits = limits_of(
+                limits,
+                [max_queued_jobs, blobs_max_bytes, inputs_max_bytes],
+                retention_days,
+                jobs_per_hour,
+            );
+        }
+    }
+}
+
+fn limits_of(
+    profile: LimitsProfile,
+    [queued, blobs, inputs]: [Option<i64>; 3],
+    retention_days: Option<u32>,
+    jobs_per_hour: Option<u32>,
+) -> Limits {
+    let profile = match profile {
+        LimitsProfile::Production => Limits::default(),
+        LimitsProfile::Local => Limits::local(),
+    };
+    Limits {
+        max_queued_jobs: queued.unwrap_or(profile.max_queued_jobs),
+        blobs_max_bytes: blobs.unwrap_or(profile.blobs_max_bytes),
+        inputs_max_bytes: inputs.unwrap_or(profile.inputs_max_bytes),
+        retention_days: retention_days.unwrap_or(profile.retention_days),
+        jobs_per_hour: jobs_per_hour.unwrap_or(profile.jobs_per_hour),
+        ..profile
+    }
+}
+
+impl NatsConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.user.is_some() != self.password.is_some() {
+            return Err(invalid(
+                "nats.user",
+                "user and password must be given together",
+            ));
+        }
+        let methods = [
+            self.user.is_some(),
+            self.creds.is_some(),
+            self.nkey_seed_file.is_some(),
+        ];
+        if methods.iter().filter(|m| **m).count() > 1 {
+            return Err(invalid(
+                "nats.creds",
+                "choose one of user/password, creds, nkey seed",
+            ));
+        }
+        super::readable_files(&[
+            ("nats.creds", &self.creds),
+            ("nats.nkey_seed_file", &self.nkey_seed_file),
+            ("nats.tls_ca", &self.tls_ca),
+            ("nats.tls_cert", &self.tls_cert),
+            ("nats.tls_key", &self.tls_key),
+        ])?;
+        self.stream_limits
+            .check()
+            .map_err(|e| invalid("nats.jobs_per_hour", e.message))
+    }
+}
