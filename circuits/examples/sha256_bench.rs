@@ -65,7 +65,7 @@ fn main() {
     println!(
         "cuzk: witness {synth_s:.2}s, prove {:.2}s (spmv {:.2}s, h {:.2}s, msm {:.2}s), total {:.2}s",
         t.total.as_secs_f64(),
-        t.evaluate.as_secs_f64(),
+        t.spmv.as_secs_f64(),
         t.h.as_secs_f64(),
         t.msm.as_secs_f64(),
         synth_s + t.total.as_secs_f64()

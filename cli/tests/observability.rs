@@ -323,7 +323,7 @@ async fn one_job_is_one_trace_across_both_nodes() {
     // Synth node: the job's queue wait, then a span per partition with its stages.
     assert_eq!(
         child_names(&spans, root),
-        ["job.queue_wait", "partition", "partition"]
+        ["job_queue", "partition", "partition"]
     );
     let mut proved = 0;
     for partition in children(&spans, root)
@@ -337,7 +337,7 @@ async fn one_job_is_one_trace_across_both_nodes() {
                 "queue_room_wait",
                 SEND_WORK,
                 "shape",
-                "synthesize",
+                "synth",
                 "upload"
             ],
             "synth partition {:?}",
@@ -357,7 +357,7 @@ async fn one_job_is_one_trace_across_both_nodes() {
             partition.attributes.get("cuzk.partition")
         );
         let names = child_names(&spans, gpu);
-        for stage in ["work.queue_wait", "fetch", "decode", "load_params", "prove"] {
+        for stage in ["queue_wait", "fetch", "decode", "load_params", "prove"] {
             assert!(
                 names.iter().any(|n| n == stage),
                 "GPU partition span lacks {stage}: {names:?}"
@@ -369,7 +369,7 @@ async fn one_job_is_one_trace_across_both_nodes() {
             .unwrap();
         assert_eq!(
             child_names(&spans, prove),
-            ["compute_h", "evaluate", "msms", "upload", "wait_turn"]
+            ["h", "h2d", "msm", "spmv", "turn"]
         );
         proved += names.iter().filter(|n| *n == "assemble").count();
     }
@@ -438,9 +438,12 @@ async fn prometheus_endpoint_shows_stage_histograms_after_a_job() {
         "synth",
         "encode",
         "upload",
-        "work_queue",
+        "queue_wait",
         "fetch",
         "decode",
+        "h2d",
+        "turn",
+        "spmv",
         "h",
         "msm",
         "prove",

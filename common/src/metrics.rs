@@ -20,6 +20,8 @@ pub use opentelemetry::KeyValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use cuzk_wire::job::{PartitionTimings, Stage};
+
 use crate::telemetry::SCOPE;
 
 /// Stage latency buckets, seconds: a millisecond (small blobs, queue hops) to a quarter hour
@@ -159,14 +161,25 @@ pub fn metrics() -> &'static Metrics {
 }
 
 impl Metrics {
-    pub fn stage(&self, stage: &'static str, job: &JobLabels, duration: Duration) {
-        self.stage_ms(stage, job, duration.as_secs_f64() * 1e3);
+    /// One stage's time in the stage histogram, under the stage's name.
+    pub fn stage(&self, stage: Stage, job: &JobLabels, took: Duration) {
+        self.stage_duration.record(
+            took.as_secs_f64(),
+            &job.with(&[KeyValue::new("stage", stage.name())]),
+        );
     }
 
-    /// Stage timings measured in milliseconds (the unit of `PartitionTimings`).
-    pub fn stage_ms(&self, stage: &'static str, job: &JobLabels, ms: f64) {
-        self.stage_duration
-            .record(ms / 1e3, &job.with(&[KeyValue::new("stage", stage)]));
+    /// A partition's stage, measured once: into its timings (the record's field) and the
+    /// stage histogram.
+    pub fn partition_stage(
+        &self,
+        timings: &mut PartitionTimings,
+        stage: Stage,
+        job: &JobLabels,
+        took: Duration,
+    ) {
+        timings.set(stage, took);
+        self.stage(stage, job, took);
     }
 
     /// A job finished with `status` (`done`, `failed`).

@@ -149,9 +149,9 @@ pub fn run_partition_bench(
         for (what, f) in [
             (
                 "h2d",
-                &(|t: &ProveTimings| t.upload) as &dyn Fn(&ProveTimings) -> Duration,
+                &(|t: &ProveTimings| t.h2d) as &dyn Fn(&ProveTimings) -> Duration,
             ),
-            ("SpMV", &|t: &ProveTimings| t.evaluate),
+            ("SpMV", &|t: &ProveTimings| t.spmv),
             ("H", &|t: &ProveTimings| t.h),
             ("MSM", &|t: &ProveTimings| t.msm),
             ("total", &|t: &ProveTimings| t.total),

@@ -5,19 +5,19 @@
 //! settled here.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, consumer::PullConsumer};
 use cuzk_common::lifecycle::{machine, Proved};
 use cuzk_common::metrics::{metrics, KeyValue};
-use cuzk_common::nats::{ms, progress_ticker, pull_one};
+use cuzk_common::nats::{progress_ticker, pull_one};
 use cuzk_common::nodes::Held;
 use cuzk_common::objects;
 use cuzk_common::policy::{Settle, StepError as PartitionError};
 use cuzk_common::telemetry;
 use cuzk_prover::Backend;
 use cuzk_wire::blob;
-use cuzk_wire::job::{unix_ms, PartitionTimings, WorkItem};
+use cuzk_wire::job::{PartitionTimings, Stage, WorkItem};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tracing::{info, info_span, warn, Instrument};
 
@@ -132,18 +132,15 @@ impl<B: Backend> Worker<B> {
         span.record("cuzk.job_id", item.job_id.as_str());
         span.record("cuzk.partition", item.partition);
         telemetry::set_parent(&span, message.headers.as_ref());
-        if let Some(published) = telemetry::published_at(&message) {
-            telemetry::record_wait(
-                &span,
-                "work.queue_wait",
-                published,
-                std::time::SystemTime::now(),
-            );
-        }
+        // One measurement for the span, the histogram and the record: from the synth node's
+        // publication of the work item to now.
+        let published = UNIX_EPOCH + Duration::from_millis(item.published_at_ms);
+        let now = SystemTime::now();
+        telemetry::record_wait(&span, Stage::QueueWait.name(), published, now);
         let load = self.node.load.hold("gpu");
         let mut timings = item.timings;
-        timings.queue_wait_ms = unix_ms().saturating_sub(item.published_at_ms) as f64;
-        metrics().stage_ms("work_queue", &labels(&item), timings.queue_wait_ms);
+        let wait = now.duration_since(published).unwrap_or_default();
+        metrics().partition_stage(&mut timings, Stage::QueueWait, &labels(&item), wait);
         let fetched = self
             .fetch_witness(&item, &mut timings)
             .instrument(span.clone())
@@ -211,7 +208,7 @@ impl<B: Backend> Worker<B> {
             node.limits.max_blob_bytes,
             &mut bytes,
         )
-        .instrument(info_span!("fetch"))
+        .instrument(info_span!(Stage::Fetch.name()))
         .await;
         drop(turn);
         if let Err(e) = read {
@@ -219,7 +216,7 @@ impl<B: Backend> Worker<B> {
             return Err(e.into());
         }
         let job = labels(item);
-        metrics().stage("fetch", &job, started.elapsed());
+        metrics().partition_stage(timings, Stage::Fetch, &job, started.elapsed());
         metrics().blob_bytes.add(
             bytes.len() as u64,
             &job.with(&[
@@ -227,7 +224,6 @@ impl<B: Backend> Worker<B> {
                 KeyValue::new("form", "wire"),
             ]),
         );
-        timings.fetch_ms = ms(started.elapsed());
         let started = Instant::now();
         let (limits, decode, turn) = (node.limits, node.decode.clone(), node.decode_turn.clone());
         let mut witness = node.buffers.take();
@@ -240,15 +236,14 @@ impl<B: Backend> Worker<B> {
                 decode.install(|| blob::decode_blob_compact_into(&bytes, &limits, &mut witness.w));
             (header, witness, bytes)
         })
-        .instrument(info_span!("decode"))
+        .instrument(info_span!(Stage::Decode.name()))
         .await
         .map_err(|e| PartitionError::Fatal(format!("decoder died: {e}")))?;
         let (header, witness, bytes) = decoded;
         node.blobs.put(bytes);
         let header = header
             .map_err(|e| PartitionError::Fatal(format!("partition {}: {e}", item.partition)))?;
-        metrics().stage("decode", &job, started.elapsed());
-        timings.decode_ms = ms(started.elapsed());
+        metrics().partition_stage(timings, Stage::Decode, &job, started.elapsed());
         if header.job_id != item.job_id
             || header.partition != item.partition
             || header.shape_key != item.shape_key

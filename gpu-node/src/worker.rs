@@ -11,10 +11,9 @@ use blstrs::Scalar;
 use cuzk_circuits::{CircuitFamily, CircuitSpec};
 use cuzk_common::lifecycle::{machine, Ledger, Proved, ProvedPartition};
 use cuzk_common::metrics::{metrics, JobLabels};
-use cuzk_common::nats::ms;
 use cuzk_common::policy::{Settle, StepError as PartitionError};
 use cuzk_prover::Backend;
-use cuzk_wire::job::WorkItem;
+use cuzk_wire::job::{Stage, WorkItem};
 use ff::Field;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
@@ -29,6 +28,19 @@ use crate::keys::Keys;
 use crate::picker::{Prepared, Taken};
 use crate::saver::Outcome;
 use crate::GpuNode;
+
+/// A partition's stages on the GPU node, as its "partition proved" line lists them.
+const GPU_STAGES: &[Stage] = &[
+    Stage::QueueWait,
+    Stage::Fetch,
+    Stage::Decode,
+    Stage::H2d,
+    Stage::Turn,
+    Stage::Spmv,
+    Stage::H,
+    Stage::Msm,
+    Stage::Prove,
+];
 
 /// The `circuit`/`shape` labels of a work item's measurements.
 pub(crate) fn labels(item: &WorkItem) -> JobLabels {
@@ -164,7 +176,7 @@ impl<B: Backend> Worker<B> {
         let (partition, job) = (item.partition, labels(item));
         // Spans do not follow work onto other threads: enter `prove` on the pool thread so the
         // prover's stage spans are its children.
-        let span = info_span!("prove");
+        let span = info_span!(Stage::Prove.name());
         let (proved, witness) = tokio::task::spawn_blocking(move || {
             let mut witness = witness;
             witness.repin(&*backend_ref);
@@ -185,32 +197,16 @@ impl<B: Backend> Worker<B> {
         let elapsed = started.elapsed();
         node.load.busy(&self.label, elapsed);
         let (m, job) = (metrics(), labels(item));
-        m.stage("prove", &job, elapsed);
-        m.stage("h2d", &job, prove_timings.upload);
-        m.stage("turn", &job, prove_timings.turn);
-        m.stage("spmv", &job, prove_timings.evaluate);
-        m.stage("h", &job, prove_timings.h);
-        m.stage("msm", &job, prove_timings.msm);
-        timings.prove_ms = ms(elapsed);
-        timings.h2d_ms = ms(prove_timings.upload);
-        timings.turn_ms = ms(prove_timings.turn);
-        timings.spmv_ms = ms(prove_timings.evaluate);
-        timings.h_ms = ms(prove_timings.h);
-        timings.msm_ms = ms(prove_timings.msm);
+        m.partition_stage(&mut timings, Stage::Prove, &job, elapsed);
+        for (stage, took) in prove_timings.stages() {
+            m.partition_stage(&mut timings, stage, &job, took);
+        }
         let proof_hex = hex::encode(cuzk_prover::proof_bytes(&proof));
         info!(
-            h2d_ms = timings.h2d_ms,
-            turn_ms = timings.turn_ms,
-            spmv_ms = timings.spmv_ms,
-            h_ms = timings.h_ms,
-            msm_ms = timings.msm_ms,
-            prove_ms = timings.prove_ms,
-            queue_wait_ms = timings.queue_wait_ms,
-            fetch_ms = timings.fetch_ms,
-            decode_ms = timings.decode_ms,
             // The device's host-to-device bytes so far: a drain's total over its partitions.
             h2d_total_bytes = backend.h2d_bytes(),
-            "partition proved"
+            "partition proved {}",
+            timings.log_fields(GPU_STAGES),
         );
 
         Ok(ProvedPartition {

@@ -11,7 +11,7 @@ use bellperson::groth16::prepare_verifying_key;
 use blstrs::Scalar;
 use cuzk_circuits::{CircuitSpec, ShapeCache};
 use cuzk_prover::{Backend, CpuBackend};
-use cuzk_wire::job::{JobResult, JobStatus, JobTimings, PartitionTimings, RESULT_VERSION};
+use cuzk_wire::job::{JobResult, JobStatus, JobTimings, PartitionTimings, Stage, RESULT_VERSION};
 use ff::Field;
 use rayon::prelude::*;
 
@@ -56,16 +56,15 @@ pub fn run(config: &RunConfig, cache: &ShapeCache, sample_ms: u64) -> anyhow::Re
                     cuzk_prover::verify(&pvk, &proof, &inputs)?,
                     "partition {k} proof does not verify"
                 );
-                timings.push(PartitionTimings {
+                let mut partition = PartitionTimings {
                     synth_ms,
-                    h2d_ms: t.upload.as_secs_f64() * 1e3,
-                    turn_ms: t.turn.as_secs_f64() * 1e3,
-                    spmv_ms: t.evaluate.as_secs_f64() * 1e3,
-                    h_ms: t.h.as_secs_f64() * 1e3,
-                    msm_ms: t.msm.as_secs_f64() * 1e3,
-                    prove_ms: t.total.as_secs_f64() * 1e3,
                     ..Default::default()
-                });
+                };
+                for (stage, took) in t.stages() {
+                    partition.set(stage, took);
+                }
+                partition.set(Stage::Prove, t.total);
+                timings.push(partition);
             }
             Ok(timings)
         };

@@ -131,7 +131,7 @@ fn exported_metric_families() -> Vec<(String, prometheus::proto::MetricType)> {
     });
     let m = metrics();
     let job = JobLabels::new("sha256", "sha256-b1");
-    m.stage("prove", &job, Duration::from_millis(1));
+    m.stage(cuzk_wire::job::Stage::Prove, &job, Duration::from_millis(1));
     m.job("done", &job);
     m.error("gpu", "retry", &job);
     m.blob_bytes

@@ -88,8 +88,8 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         .map(|t| ms(t.total))
         .fold(f64::INFINITY, f64::min);
     let row = [
-        ("h2d", med(|t| t.upload)),
-        ("SpMV", med(|t| t.evaluate)),
+        ("h2d", med(|t| t.h2d)),
+        ("SpMV", med(|t| t.spmv)),
         ("H", med(|t| t.h)),
         ("MSM", med(|t| t.msm)),
         ("total", med(|t| t.total)),

@@ -8,26 +8,40 @@ use bellperson::groth16::{self, PreparedVerifyingKey, Proof, VerifyingKey};
 use bellperson::SynthesisError;
 use blstrs::{Bls12, Scalar};
 use cuzk_wire::blob::CompactWitness;
+use cuzk_wire::job::Stage;
 use cuzk_wire::witness::Witness;
 use group::Curve;
 
 use crate::backend::{Backend, BackendError, MsmResults};
 
-/// Wall time of each proving stage.
+/// Wall time of each proving stage ([`Stage`]'s names).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProveTimings {
     /// The witness into the backend (host to device for a GPU).
-    pub upload: Duration,
+    pub h2d: Duration,
     /// Waiting for the device while another partition is proved on it ([`Backend::wait_turn`]).
     pub turn: Duration,
     /// A·w, B·w, C·w.
-    pub evaluate: Duration,
+    pub spmv: Duration,
     /// The H polynomial (three iNTTs, three coset NTTs, one inverse coset NTT).
     pub h: Duration,
     /// The five MSMs.
     pub msm: Duration,
     /// Everything, including validation and assembly.
     pub total: Duration,
+}
+
+impl ProveTimings {
+    /// The stages inside a proof, in order, with their times.
+    pub fn stages(&self) -> [(Stage, Duration); 5] {
+        [
+            (Stage::H2d, self.h2d),
+            (Stage::Turn, self.turn),
+            (Stage::Spmv, self.spmv),
+            (Stage::H, self.h),
+            (Stage::Msm, self.msm),
+        ]
+    }
 }
 
 /// A witness in a form backends take: scalars ([`Backend::upload`]), or a blob's compact form
@@ -87,22 +101,22 @@ pub fn prove_timed<B: Backend>(
     let start = Instant::now();
     let info = backend.key_info(key);
     info.check_lens(witness.lens())?;
-    let w = tracing::info_span!("upload").in_scope(|| witness.upload_to(backend, key))?;
+    let w = tracing::info_span!(Stage::H2d.name()).in_scope(|| witness.upload_to(backend, key))?;
     let uploaded = Instant::now();
-    tracing::info_span!("wait_turn").in_scope(|| backend.wait_turn(&w))?;
+    tracing::info_span!(Stage::Turn.name()).in_scope(|| backend.wait_turn(&w))?;
     let turn = Instant::now();
-    let abc = tracing::info_span!("evaluate").in_scope(|| backend.evaluate(key, &w))?;
+    let abc = tracing::info_span!(Stage::Spmv.name()).in_scope(|| backend.evaluate(key, &w))?;
     let evaluated = Instant::now();
-    let h = tracing::info_span!("compute_h").in_scope(|| backend.compute_h(key, abc))?;
+    let h = tracing::info_span!(Stage::H.name()).in_scope(|| backend.compute_h(key, abc))?;
     let h_done = Instant::now();
-    let msms = tracing::info_span!("msms").in_scope(|| backend.msms(key, &w, h))?;
+    let msms = tracing::info_span!(Stage::Msm.name()).in_scope(|| backend.msms(key, &w, h))?;
     drop(w);
     let msm_done = Instant::now();
     let proof = assemble(&info.vk, &msms, r, s);
     let timings = ProveTimings {
-        upload: uploaded - start,
+        h2d: uploaded - start,
         turn: turn - uploaded,
-        evaluate: evaluated - turn,
+        spmv: evaluated - turn,
         h: h_done - evaluated,
         msm: msm_done - h_done,
         total: start.elapsed(),
@@ -214,7 +228,7 @@ mod tests {
             let inputs = circuit.public_inputs();
             let w = synthesize_witness(circuit, None).unwrap();
             let (ours, t) = prove_timed(&cpu, &cpu_key, &w, r_s[i], s_s[i]).unwrap();
-            assert!(t.total >= t.upload + t.evaluate + t.h + t.msm);
+            assert!(t.total >= t.h2d + t.spmv + t.h + t.msm);
             assert_eq!(
                 proof_bytes(&ours),
                 proof_bytes(&theirs[i]),

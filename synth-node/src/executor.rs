@@ -7,10 +7,9 @@ use std::time::Instant;
 
 use cuzk_circuits::{CircuitFamily, ShapeCache};
 use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
-use cuzk_common::nats::ms;
 use cuzk_common::policy::StepError;
 use cuzk_wire::blob::{self, BlobHeaderInfo, EncodeOptions};
-use cuzk_wire::job::PartitionTimings;
+use cuzk_wire::job::{PartitionTimings, Stage};
 use tracing::info_span;
 
 /// A partition ready for upload.
@@ -64,21 +63,19 @@ fn synthesize_and_encode(
     let mut timings = PartitionTimings::default();
     let started = Instant::now();
     let capacity = Some((shape.inputs, shape.aux));
-    let witness = info_span!("synthesize")
+    let witness = info_span!(Stage::Synth.name())
         .in_scope(|| circuit.witness(input, index, capacity))
         .map_err(fatal)?;
-    metrics().stage("synth", cx.labels, started.elapsed());
-    timings.synth_ms = ms(started.elapsed());
+    metrics().partition_stage(&mut timings, Stage::Synth, cx.labels, started.elapsed());
 
     let started = Instant::now();
     let header = BlobHeaderInfo::new(job_id, index as u32, circuit.shape_key(), shape.hash)
         .map_err(|e| StepError::Fatal(e.to_string()))?;
-    let (blob, stats) = info_span!("encode").in_scope(|| {
+    let (blob, stats) = info_span!(Stage::Encode.name()).in_scope(|| {
         blob::encode_blob_with_stats(&header, &witness.input, &witness.aux, cx.options)
     });
     drop(witness);
-    metrics().stage("encode", cx.labels, started.elapsed());
-    timings.encode_ms = ms(started.elapsed());
+    metrics().partition_stage(&mut timings, Stage::Encode, cx.labels, started.elapsed());
     timings.blob_bytes = blob.len() as u64;
     timings.raw_bytes = stats.raw_bytes;
     let m = metrics();

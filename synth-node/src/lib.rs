@@ -28,7 +28,7 @@ use cuzk_common::policy::{self, Decision, Settle, StepError};
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, MAX_DELIVER};
 use cuzk_wire::blob::EncodeOptions;
-use cuzk_wire::job::{JobResult, JobStatus, JOB_ID_HEADER};
+use cuzk_wire::job::{JobResult, JobStatus, Stage, JOB_ID_HEADER};
 use tokio::sync::{oneshot, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -221,7 +221,7 @@ impl SynthNode {
         let mut queue_wait = None;
         if let Some(published) = telemetry::published_at(&message) {
             let now = std::time::SystemTime::now();
-            telemetry::record_wait(&span, "job.queue_wait", published, now);
+            telemetry::record_wait(&span, Stage::JobQueue.name(), published, now);
             queue_wait = now.duration_since(published).ok();
         }
         let mut labels = None;
@@ -239,7 +239,7 @@ impl SynthNode {
         ticker.abort();
         let labels = labels.unwrap_or_else(JobLabels::unknown);
         if let Some(wait) = queue_wait.filter(|_| submission.delivered == 1) {
-            metrics().stage("job_queue", &labels, wait);
+            metrics().stage(Stage::JobQueue, &labels, wait);
         }
 
         let settle = async {

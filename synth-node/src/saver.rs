@@ -7,13 +7,14 @@ use std::time::Instant;
 use async_nats::jetstream::message::PublishMessage;
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::metrics::metrics;
-use cuzk_common::nats::{ms, retry, RetryPolicy};
+use cuzk_common::nats::{retry, RetryPolicy};
 use cuzk_common::objects;
 use cuzk_common::policy::StepError;
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL};
 use cuzk_wire::job::{
-    unix_ms, JobRecord, PartitionStatus, PartitionTimings, Priority, WorkItem, WORK_ITEM_VERSION,
+    unix_ms, JobRecord, PartitionStatus, PartitionTimings, Priority, Stage, WorkItem,
+    WORK_ITEM_VERSION,
 };
 use tracing::{info, info_span, warn, Instrument};
 
@@ -48,12 +49,11 @@ pub async fn save(
     let job_id = job.spec.job_id.as_str();
     let started = Instant::now();
     let object = blob_object_name(job_id, index, job.seq);
-    let span = info_span!("upload", cuzk.blob_bytes = blob.len());
+    let span = info_span!(Stage::Upload.name(), cuzk.blob_bytes = blob.len());
     objects::put_through(&topology.blob_writers, &object, blob.into())
         .instrument(span)
         .await?;
-    metrics().stage("upload", &job.labels, started.elapsed());
-    timings.upload_ms = ms(started.elapsed());
+    metrics().partition_stage(&mut timings, Stage::Upload, &job.labels, started.elapsed());
 
     let item = WorkItem {
         version: WORK_ITEM_VERSION,

@@ -7,6 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bincode::Options;
 use serde::{Deserialize, Serialize};
 
+pub use crate::stage::{JobTimings, PartitionTimings, Stage};
+
 /// The only job spec version this build understands.
 pub const JOB_SPEC_VERSION: u32 = 1;
 pub const WORK_ITEM_VERSION: u16 = 1;
@@ -181,115 +183,6 @@ pub fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Declares [`PartitionTimings`]: each millisecond stage once, with its table label, in pipeline
-/// order.
-macro_rules! partition_timings {
-    ($($(#[$doc:meta])* $field:ident: $label:literal),+ $(,)?) => {
-        /// Per-partition stage timings, milliseconds. Filled in by the synth node, then the GPU
-        /// node.
-        #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-        #[serde(default)]
-        pub struct PartitionTimings {
-            $($(#[$doc])* pub $field: f64,)+
-            /// Bytes of the compressed blob on the wire, and of the raw 32-byte-per-element
-            /// witness.
-            pub blob_bytes: u64,
-            pub raw_bytes: u64,
-        }
-
-        impl PartitionTimings {
-            /// The millisecond stages in pipeline order: (table label, CSV column).
-            pub const STAGES: &'static [(&'static str, &'static str)] =
-                &[$(($label, stringify!($field))),+];
-
-            /// The millisecond stages, in `STAGES` order.
-            pub fn stage_ms(&self) -> Vec<f64> {
-                vec![$(self.$field),+]
-            }
-
-            /// Every field divided by `n`: the mean of `n` partitions whose timings were summed.
-            pub fn mean_of(total: &Self, n: u64) -> Self {
-                let (d, n) = (n.max(1) as f64, n.max(1));
-                PartitionTimings {
-                    $($field: total.$field / d,)+
-                    blob_bytes: total.blob_bytes / n,
-                    raw_bytes: total.raw_bytes / n,
-                }
-            }
-        }
-
-        impl std::iter::Sum for PartitionTimings {
-            fn sum<I: Iterator<Item = PartitionTimings>>(parts: I) -> PartitionTimings {
-                parts.fold(PartitionTimings::default(), |acc, t| PartitionTimings {
-                    $($field: acc.$field + t.$field,)+
-                    blob_bytes: acc.blob_bytes + t.blob_bytes,
-                    raw_bytes: acc.raw_bytes + t.raw_bytes,
-                })
-            }
-        }
-    };
-}
-
-partition_timings! {
-    /// Witness-only synthesis on the synth node.
-    synth_ms: "synth",
-    encode_ms: "encode",
-    upload_ms: "upload",
-    /// From the work item's publication to a GPU worker taking it.
-    queue_wait_ms: "queue",
-    fetch_ms: "fetch",
-    decode_ms: "decode",
-    /// The witness into the prover's memory (host to device on a GPU).
-    h2d_ms: "h2d",
-    /// Waiting for the device while another partition is proved on it (two workers per GPU).
-    turn_ms: "turn",
-    /// A·w, B·w, C·w through the shape's matrices.
-    spmv_ms: "SpMV",
-    h_ms: "H",
-    msm_ms: "MSM",
-    /// The whole proof: h2d, turn, SpMV, H, MSMs and assembly.
-    prove_ms: "prove",
-}
-
-impl PartitionTimings {
-    pub fn is_zero(&self) -> bool {
-        *self == PartitionTimings::default()
-    }
-
-    /// The stage labels, right-aligned in 9-character columns (a text table's header).
-    pub fn stage_header() -> String {
-        Self::STAGES
-            .iter()
-            .map(|(l, _)| format!("{l:>9}"))
-            .collect()
-    }
-
-    /// The stages in milliseconds, aligned under `stage_header`.
-    pub fn stage_cells(&self) -> String {
-        self.stage_ms()
-            .iter()
-            .map(|v| format!("{v:>9.1}"))
-            .collect()
-    }
-
-    /// The stages' CSV column names and values (`{:.2}`), comma-separated.
-    pub fn stage_csv_header() -> String {
-        Self::STAGES
-            .iter()
-            .map(|(_, c)| *c)
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    pub fn stage_csv(&self) -> String {
-        self.stage_ms()
-            .iter()
-            .map(|v| format!("{v:.2}"))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-}
-
 /// The partition work item on the work stream (bincode, bounded).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkItem {
@@ -459,19 +352,6 @@ impl JobRecord {
             .iter()
             .all(|p| p.status == PartitionStatus::Proved && p.proof.is_some())
     }
-}
-
-/// Job-level timings, milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct JobTimings {
-    /// Submission to result.
-    pub total_ms: f64,
-    /// Submission to a synth node taking the job.
-    pub job_queue_ms: f64,
-    /// Sums over partitions of each stage.
-    pub stages: PartitionTimings,
-    pub assemble_ms: f64,
 }
 
 /// What a client receives on `cuzk.results.<job_id>`.

@@ -6,6 +6,7 @@ pub mod blob;
 pub mod codec;
 pub mod control;
 pub mod job;
+pub mod stage;
 pub mod witness;
 
 /// At most 32 characters of `text`, escaped, and how long it was: what a refusal may echo of

@@ -21,7 +21,7 @@ pub use machine::{JobShape, Proved, ProvedPartition};
 use crate::metrics::{metrics, JobLabels};
 use crate::topology::Topology;
 use cuzk_wire::control::CancelOutcome;
-use cuzk_wire::job::{unix_ms, JobRecord, JobResult, JobSpec, PartitionTimings};
+use cuzk_wire::job::{unix_ms, JobRecord, JobResult, JobSpec, PartitionTimings, Stage};
 
 /// How long a final record may wait for its finisher to publish the result before someone else
 /// does: longer than a publish's whole retry policy, so the finisher is gone, not slow.
@@ -218,8 +218,12 @@ impl Ledger {
         };
         if self.finish(&result).await? == Finish::Published {
             let labels = labels(record);
-            metrics().stage("assemble", &labels, started.elapsed());
-            metrics().stage_ms("job_total", &labels, result.timings.total_ms);
+            metrics().stage(Stage::Assemble, &labels, started.elapsed());
+            metrics().stage(
+                Stage::Total,
+                &labels,
+                Duration::from_secs_f64(result.timings.total_ms / 1e3),
+            );
             tracing::info!(job_id = %result.job_id, status = ?result.status,
                 partitions = result.partitions, total_ms = result.timings.total_ms, "job ended");
         }
