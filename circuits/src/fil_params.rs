@@ -1,6 +1,6 @@
 //! TEST-ONLY INSECURE Groth16 parameters installed under a Filecoin published name
 //! (`v28-<cache id>.params`), so that filecoin-proofs' own provers and verifiers read the same
-//! files our nodes prove with. Shared by every Filecoin family (`porep.rs`, `post.rs`).
+//! files our nodes prove with. Shared by every Filecoin family (`porep/`, `post.rs`).
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};

@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 mod cache;
 #[cfg(feature = "porep")]
 mod fil_params;
+#[cfg(feature = "porep")]
+pub mod filecoin;
 mod mimc;
 #[cfg(feature = "porep")]
 mod native;

@@ -45,8 +45,8 @@ use storage_proofs_post::fallback::{
     self, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
+use crate::filecoin::{hex_string, parse_hex32, resolve_prover_id, with_tree, Miner, SectorSize};
 use crate::native::paths::tree_arities;
-use crate::porep::{self, hex_string, parse_hex32, with_tree, Miner, SectorSize};
 use crate::vanilla::{self, LastInput};
 use crate::{CircuitError, CircuitFamily, PartitionShape, Synthesis, Synthesized};
 
@@ -117,7 +117,8 @@ pub fn parameter_path(proof: PostProof) -> Result<PathBuf, CircuitError> {
 }
 
 /// INSECURE, TEST-ONLY parameters for `proof`'s circuit under its published name, with the
-/// `.vk` and `.meta` filecoin-proofs derives from them (see [`porep::generate_test_parameters`]).
+/// `.vk` and `.meta` filecoin-proofs derives from them
+/// (see [`crate::porep::generate_test_parameters`]).
 pub fn generate_test_parameters(
     proof: PostProof,
     shapes: &crate::ShapeCache,
@@ -204,7 +205,7 @@ impl PostFamily {
             circuit: kind.circuit(),
             reason,
         };
-        let prover_id = porep::resolve_prover_id(p.prover_id, p.miner).map_err(bad)?;
+        let prover_id = resolve_prover_id(p.prover_id, p.miner).map_err(bad)?;
         let randomness = parse_hex32(&p.randomness).ok_or_else(|| {
             bad(format!(
                 "'randomness' must be 64 hex digits (32 bytes), got {}",

@@ -47,7 +47,7 @@ use storage_proofs_update::{
     PublicInputs, PublicParams,
 };
 
-use crate::porep::{hex_string, parse_hex32, with_tree, SectorSize};
+use crate::filecoin::{hex_string, parse_hex32, with_tree, SectorSize};
 use crate::vanilla::{self, LastInput};
 use crate::{CircuitError, CircuitFamily, PartitionShape, Synthesis, Synthesized};
 

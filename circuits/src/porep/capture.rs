@@ -13,8 +13,9 @@ use rand::SeedableRng;
 use rayon::prelude::*;
 use storage_proofs_porep::stacked::{Proof, StackedCircuit};
 
+use super::shape_key;
 use super::synthetic::{partition_proofs, random_domain};
-use super::{shape_key, SectorSize};
+use crate::filecoin::SectorSize;
 use crate::CircuitError;
 
 type Challenge<Tree> = Proof<Tree, DefaultPieceHasher>;

@@ -16,7 +16,8 @@ use storage_proofs_porep::stacked::{
     ColumnProof, EncodingProof, LabelingProof, Proof, ReplicaColumnProof, TOTAL_PARENTS,
 };
 
-use super::{params_err, SectorSize};
+use super::params_err;
+use crate::filecoin::{with_tree, SectorSize};
 use crate::CircuitError;
 
 /// The key marking a synthetic C1 file.

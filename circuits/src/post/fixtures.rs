@@ -13,7 +13,8 @@ use rand::RngCore;
 use storage_proofs_core::sector::SectorId;
 
 use super::PostProof;
-use crate::porep::{self, fil_err, with_tree, FilecoinError, SectorSize};
+use crate::filecoin::{fil_err, with_tree, FilecoinError, SectorSize};
+use crate::porep;
 
 /// A sealed sector, as a PoSt prover has it.
 #[derive(Clone, Debug)]

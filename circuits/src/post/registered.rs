@@ -9,7 +9,7 @@ use filecoin_proofs::constants::{
 use filecoin_proofs::{PoStConfig, PoStType};
 use storage_proofs_core::api_version::ApiVersion;
 
-use crate::porep::SectorSize;
+use crate::filecoin::SectorSize;
 
 /// WindowPoSt (one partition of a deadline) or WinningPoSt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -14,8 +14,8 @@ use storage_proofs_post::fallback::{FallbackPoStCircuit, Sector as CircuitSector
 
 use super::native::{self, Leaf, Sector};
 use super::{public_params, shape_key, PostProof};
+use crate::filecoin::with_tree;
 use crate::native::paths::{tree_arities, Level};
-use crate::porep::with_tree;
 use crate::{CircuitError, Synthesis, Synthesized};
 
 /// One partition of random contents.

@@ -55,7 +55,7 @@ pub(super) fn proofs_for(
     randomness: [u8; 32],
 ) -> Vec<Vec<u8>> {
     let proof = PostProof::current(kind, SectorSize::S2KiB);
-    let prover = crate::porep_c1::prover_id(MINER);
+    let prover = crate::filecoin::prover_id(MINER);
     let sectors = match kind {
         PostKind::Window => sectors,
         PostKind::Winning => &sectors[..1],

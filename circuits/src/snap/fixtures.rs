@@ -15,7 +15,7 @@ use rand::RngCore;
 use storage_proofs_update::constants::TreeRHasher;
 
 use super::SnapFamily;
-use crate::porep::{fil_err, hex_string, with_tree, FilecoinError, SectorSize};
+use crate::filecoin::{fil_err, hex_string, with_tree, FilecoinError, SectorSize};
 use crate::post::PostSector;
 
 /// A sector key with new data encoded into it: what a SnapDeals prover has.

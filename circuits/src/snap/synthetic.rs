@@ -14,8 +14,8 @@ use storage_proofs_update::constants::{h_default, h_select, TreeRHasher};
 use super::native::{self, Challenge, Layout, Partition};
 use super::partition::{self, params};
 use super::{public_params, shape_key};
+use crate::filecoin::{with_tree, SectorSize};
 use crate::native::paths::tree_arities;
-use crate::porep::{with_tree, SectorSize};
 use crate::{CircuitError, Synthesis, Synthesized};
 
 /// One partition of random contents.

@@ -17,9 +17,10 @@ use storage_proofs_porep::stacked::StackedCircuit;
 use super::layout::Task;
 use super::parts::{partition, Shape};
 use super::{generate, Layout, Options};
+use crate::filecoin::{with_tree, SectorSize};
 use crate::native::tests::first_difference;
 use crate::porep::synthetic::{partition_proofs, random_domain};
-use crate::porep::{seal_sector, PorepC2Family, SealedSector, SectorSize};
+use crate::porep::{seal_sector, PorepC2Family, SealedSector};
 use crate::{CircuitError, CircuitFamily};
 
 fn sealed(size: SectorSize, seed: u64) -> (tempfile::TempDir, SealedSector) {
