@@ -12,5 +12,7 @@ pub mod nats;
 pub mod nodes;
 pub mod objects;
 pub mod policy;
+pub mod retry;
 pub mod telemetry;
+pub mod timing;
 pub mod topology;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::AckKind;
 
-use crate::nats::RetryPolicy;
+use crate::retry::RetryPolicy;
 use cuzk_wire::Retryable;
 
 /// How a step on a message ended, when it did not succeed.

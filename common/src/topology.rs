@@ -14,6 +14,8 @@ use async_nats::jetstream::{
 };
 
 use crate::objects::{Shards, MAX_SHARDS};
+// Defined by the object store, which writes with it; also importable beside the buckets.
+pub use crate::objects::BLOB_CHUNK_SIZE;
 
 mod limits;
 pub use limits::{Limits, RECORD_BYTES};
@@ -132,8 +134,6 @@ pub const RESULTS_DEDUP_WINDOW: Duration = Duration::from_secs(15 * 60);
 pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
 /// Deliveries of one message before it is given up (the job then fails with the reason).
 pub const MAX_DELIVER: i64 = 5;
-/// Object-store chunk size: under the default 1 MiB `max_payload`, large to cut per-chunk acks.
-pub const BLOB_CHUNK_SIZE: usize = 1024 * 1024 - 4096;
 
 /// Heartbeats: one small entry per node.
 const NODES_KV_MAX_BYTES: i64 = 16 << 20;

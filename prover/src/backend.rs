@@ -9,36 +9,13 @@
 use std::sync::Arc;
 
 use blstrs::{G1Projective, G2Projective, Scalar};
-use cuzk_wire::blob::{BlobError, CompactWitness};
+use cuzk_wire::blob::CompactWitness;
 use cuzk_wire::witness::Witness;
 
 use crate::key::{KeyInfo, ProvingKey};
 
-/// Errors a backend reports. `retryable` tells the caller whether the same work may succeed on
-/// another attempt (a transient device condition) or never will (bad input, wrong parameters).
-#[derive(Debug, thiserror::Error)]
-pub enum BackendError {
-    #[error("out of device memory: {0}")]
-    OutOfMemory(String),
-    #[error("device error: {0}")]
-    Device(String),
-    #[error("input does not fit the parameters: {0}")]
-    Shape(String),
-    #[error("backend unavailable: {0}")]
-    Unavailable(String),
-    /// Two engines run side by side ([`crate::Dual`]) disagreed.
-    #[error("backends disagree: {0}")]
-    Mismatch(String),
-    /// A compact witness's values are not what the codec allows (a value >= r, a bad tag).
-    #[error("invalid witness: {0}")]
-    Witness(#[from] BlobError),
-}
-
-impl cuzk_wire::Retryable for BackendError {
-    fn retryable(&self) -> bool {
-        matches!(self, BackendError::OutOfMemory(_) | BackendError::Device(_))
-    }
-}
+// Also importable from here, beside the trait whose methods return it.
+pub use crate::error::BackendError;
 
 /// The MSM results of one partition, before randomisation with r and s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

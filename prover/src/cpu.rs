@@ -12,7 +12,8 @@ use cuzk_wire::witness::Witness;
 use group::Group;
 use rayon::prelude::*;
 
-use crate::backend::{Backend, BackendError, MsmResults};
+use crate::backend::{Backend, MsmResults};
+use crate::error::BackendError;
 use crate::key::{KeyInfo, ProvingKey};
 pub use crate::ntt::{compute_h, coset_ntt, domain_size, icoset_ntt, intt, ntt, omega};
 

@@ -8,7 +8,8 @@ use blstrs::Scalar;
 use cuzk_wire::blob::CompactWitness;
 use cuzk_wire::witness::Witness;
 
-use crate::backend::{Backend, BackendError, MsmResults};
+use crate::backend::{Backend, MsmResults};
+use crate::error::BackendError;
 use crate::key::{KeyInfo, ProvingKey};
 
 /// Runs `reference` and `candidate` side by side; results come from `reference`.

@@ -12,7 +12,8 @@ use cuzk_wire::job::Stage;
 use cuzk_wire::witness::Witness;
 use group::Curve;
 
-use crate::backend::{Backend, BackendError, MsmResults};
+use crate::backend::{Backend, MsmResults};
+use crate::error::BackendError;
 
 /// Wall time of each proving stage ([`Stage`]'s names).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use bellperson::groth16::{Parameters, VerifyingKey};
 use blstrs::Bls12;
 use group::prime::PrimeCurveAffine;
 
-use crate::backend::BackendError;
+use crate::error::BackendError;
 use crate::ntt::domain_size;
 use crate::params::{ParamsFile, Query};
 use crate::r1cs::ShapeMatrices;

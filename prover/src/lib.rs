@@ -5,6 +5,7 @@
 pub mod backend;
 pub mod cpu;
 pub mod dual;
+mod error;
 pub mod groth16;
 pub mod key;
 mod ntt;
@@ -15,9 +16,10 @@ pub mod setup;
 pub mod witness_cs;
 mod write_behind;
 
-pub use backend::{Backend, BackendError, HostPin, MsmResults};
+pub use backend::{Backend, HostPin, MsmResults};
 pub use cpu::CpuBackend;
 pub use dual::Dual;
+pub use error::BackendError;
 pub use groth16::{proof_bytes, prove, prove_timed, verify, Assignment, ProveTimings};
 pub use key::{KeyInfo, ProvingKey};
 pub use r1cs::ShapeMatrices;

@@ -11,7 +11,7 @@ use blstrs::Scalar;
 use ff::{Field, PrimeField};
 use rayon::prelude::*;
 
-use crate::backend::BackendError;
+use crate::error::BackendError;
 
 /// Blocks of this many elements (128 KiB) run all their remaining stages while in cache.
 const CACHE_BLOCK: usize = 1 << 12;

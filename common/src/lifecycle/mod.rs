@@ -211,7 +211,7 @@ impl Ledger {
         let started = std::time::Instant::now();
         let result = match machine::assemble(record, unix_ms()) {
             Ok(mut result) => {
-                result.timings.assemble_ms = crate::nats::ms(started.elapsed());
+                result.timings.assemble_ms = crate::timing::ms(started.elapsed());
                 result
             }
             Err(e) => JobResult::failed(&record.job_id, e.to_string()),

@@ -8,7 +8,7 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 
 use super::RecordError;
-use crate::nats::{retry, RetryPolicy};
+use crate::retry::{retry, RetryPolicy};
 use crate::topology::{ledger_results_subject, RESULTS_STREAM};
 use cuzk_wire::job::JobResult;
 

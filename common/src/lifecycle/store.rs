@@ -6,7 +6,7 @@ use async_nats::jetstream::kv::{self, CreateErrorKind, UpdateErrorKind};
 use bytes::Bytes;
 
 use super::RecordError;
-use crate::nats::{retry, RetryPolicy};
+use crate::retry::{retry, RetryPolicy};
 use cuzk_wire::job::{unix_ms, JobRecord};
 
 fn unavailable(e: impl std::fmt::Display) -> RecordError {

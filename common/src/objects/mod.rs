@@ -20,13 +20,16 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tracing::{debug, warn};
 
-use crate::nats::{ms, retry_retryable as retry, RetryPolicy};
-use crate::topology::BLOB_CHUNK_SIZE;
+use crate::retry::{retry_retryable as retry, RetryPolicy};
+use crate::timing::ms;
 
 mod layout;
 
 use layout::{stripe_name, Layout};
 pub use layout::{MAX_SHARDS, MAX_STRIPES, STRIPE_BYTES};
+
+/// Object-store chunk size: under the default 1 MiB `max_payload`, large to cut per-chunk acks.
+pub const BLOB_CHUNK_SIZE: usize = 1024 * 1024 - 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ObjectError {

@@ -9,7 +9,7 @@ use ff::Field;
 use rayon::prelude::*;
 
 use super::{Matrix, ShapeMatrices, COEFF_MINUS_ONE, COEFF_ONE};
-use crate::backend::BackendError;
+use crate::error::BackendError;
 
 /// Aux columns are tagged while inputs may still be allocated, and renumbered after the inputs
 /// at the end.

@@ -21,7 +21,7 @@ use blstrs::Scalar;
 use ff::Field;
 use rayon::prelude::*;
 
-use crate::backend::BackendError;
+use crate::error::BackendError;
 
 pub use capture::{capture, Counts, MatrixCs};
 

@@ -7,7 +7,7 @@ use group::{prime::PrimeCurveAffine, Group};
 use rayon::prelude::*;
 
 use super::FixedBase;
-use crate::backend::BackendError;
+use crate::error::BackendError;
 
 /// Window width of the CPU tables: 26 windows of 1024 points (2.5 MB in G1, 5 MB in G2).
 const WINDOW: usize = 10;

@@ -36,7 +36,7 @@ use group::{prime::PrimeCurveAffine, Curve as _};
 use rand_core::RngCore;
 use rayon::prelude::*;
 
-use crate::backend::BackendError;
+use crate::error::BackendError;
 use crate::ntt::domain_size;
 use crate::r1cs::ShapeMatrices;
 use crate::write_behind::WriteBehind;
