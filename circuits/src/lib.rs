@@ -148,6 +148,13 @@ pub struct CircuitSpec {
     pub params: serde_json::Value,
 }
 
+impl CircuitSpec {
+    /// The family this spec names ([`resolve`]).
+    pub fn family(&self) -> Result<Arc<dyn CircuitFamily>, CircuitError> {
+        resolve(&self.name, &self.params)
+    }
+}
+
 /// Every error here is fatal for the job: retrying cannot help.
 #[derive(Debug, thiserror::Error)]
 pub enum CircuitError {
@@ -282,24 +289,27 @@ pub trait CircuitFamily: Send + Sync {
 }
 
 /// The circuit family a job asks for, with its parameters validated.
-pub fn resolve(spec: &CircuitSpec) -> Result<Arc<dyn CircuitFamily>, CircuitError> {
-    match spec.name.as_str() {
-        "sha256" => Ok(Arc::new(Sha256Family::from_params(&spec.params)?)),
-        "mimc" => Ok(Arc::new(MimcFamily::from_params(&spec.params)?)),
+pub fn resolve(
+    name: &str,
+    params: &serde_json::Value,
+) -> Result<Arc<dyn CircuitFamily>, CircuitError> {
+    match name {
+        "sha256" => Ok(Arc::new(Sha256Family::from_params(params)?)),
+        "mimc" => Ok(Arc::new(MimcFamily::from_params(params)?)),
         #[cfg(feature = "porep")]
-        "porep-c2" => Ok(Arc::new(porep::PorepC2Family::from_params(&spec.params)?)),
+        "porep-c2" => Ok(Arc::new(porep::PorepC2Family::from_params(params)?)),
         #[cfg(feature = "porep")]
         "window-post" => Ok(Arc::new(post::PostFamily::from_params(
             post::PostKind::Window,
-            &spec.params,
+            params,
         )?)),
         #[cfg(feature = "porep")]
         "winning-post" => Ok(Arc::new(post::PostFamily::from_params(
             post::PostKind::Winning,
-            &spec.params,
+            params,
         )?)),
         #[cfg(feature = "porep")]
-        "snap-deals" => Ok(Arc::new(snap::SnapFamily::from_params(&spec.params)?)),
+        "snap-deals" => Ok(Arc::new(snap::SnapFamily::from_params(params)?)),
         other => Err(CircuitError::UnknownCircuit(other.to_string())),
     }
 }
@@ -387,7 +397,7 @@ mod tests {
     }
 
     fn err(spec: &CircuitSpec) -> String {
-        match resolve(spec) {
+        match spec.family() {
             Ok(_) => panic!("{spec:?} resolved"),
             Err(e) => e.to_string(),
         }
@@ -424,7 +434,7 @@ mod tests {
         let spec: CircuitSpec =
             serde_json::from_str(r#"{"name":"mimc","params":{"rounds":8,"partitions":3}}"#)
                 .unwrap();
-        let family = resolve(&spec).unwrap();
+        let family = spec.family().unwrap();
         assert_eq!((family.name(), family.partitions()), ("mimc", 3));
         assert_eq!(family.shape_key(), "mimc-r8");
     }
@@ -438,7 +448,7 @@ mod tests {
             ("sha256", json!({"blocks": 3, "partitions": 1})),
             ("sha256", json!({"blocks": 4, "partitions": 1})),
         ] {
-            let family = resolve(&spec(name, params.clone())).unwrap();
+            let family = spec(name, params.clone()).family().unwrap();
             let a = family.recording(b"shape", 0).unwrap();
             let shape = family.partition_shape();
             let variables = (a.input.len() + a.aux.len()) as u64;
@@ -453,7 +463,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_requests() {
-        let family = resolve(&spec("mimc", json!({"rounds": 4, "partitions": 2}))).unwrap();
+        let family = resolve("mimc", &json!({"rounds": 4, "partitions": 2})).unwrap();
         let big = vec![0u8; MAX_INPUT_BYTES + 1];
         let e = family.witness(&big, 0, None).unwrap_err();
         assert!(matches!(e, CircuitError::BadInput { .. }), "{e}");

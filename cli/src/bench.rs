@@ -9,7 +9,7 @@ use bellperson::groth16::{create_random_proof_batch, Parameters};
 use bellperson::Circuit;
 use blstrs::{Bls12, Scalar};
 use clap::Args;
-use cuzk_circuits::{CircuitFamily, CircuitSpec, MimcFamily, Sha256Family};
+use cuzk_circuits::{CircuitFamily, MimcFamily, Sha256Family};
 use cuzk_cli::{inline_input, submit_and_wait, verify_job_proof, LocalCluster};
 use cuzk_common::config::{ConfigFile, GpuArgs, ParamArgs, SynthArgs};
 use cuzk_wire::job::{JobResult, JobStatus, PartitionTimings};
@@ -85,10 +85,7 @@ pub async fn run(args: BenchArgs, file: ConfigFile) -> anyhow::Result<()> {
     let synth = args.synth.merge(file.synth).resolve()?;
     let gpu = args.gpu.merge(file.gpu).resolve()?;
     let template = args.job.spec()?;
-    let family = cuzk_circuits::resolve(&CircuitSpec {
-        name: template.circuit.clone(),
-        params: template.params.clone(),
-    })?;
+    let family = cuzk_circuits::resolve(&template.circuit, &template.params)?;
     let partitions = family.partitions();
     let param_config = args.params.merge(file.params).resolve(true)?;
     let cache = cuzk_cli::shape_cache(&param_config)?;

@@ -9,7 +9,7 @@ use anyhow::{bail, Context as _};
 use async_nats::Client;
 use base64::Engine;
 use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
-use cuzk_circuits::{CircuitSpec, ShapeCache};
+use cuzk_circuits::ShapeCache;
 use cuzk_common::config::{GpuConfig, LimitsProfile, NatsArgs, ParamConfig, SynthConfig};
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::nats::{retry, RetryPolicy};
@@ -252,10 +252,7 @@ pub fn verify_job_proof(
             result.error.as_deref().unwrap_or("?")
         );
     }
-    let family = cuzk_circuits::resolve(&CircuitSpec {
-        name: spec.circuit.clone(),
-        params: spec.params.clone(),
-    })?;
+    let family = cuzk_circuits::resolve(&spec.circuit, &spec.params)?;
     let pvk = prepare_verifying_key(&cache.verifying_key(&*family)?);
     let input = inline_input(&spec.input)?;
     let proof = hex::decode(result.proof.as_deref().context("result has no proof")?)?;

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
-use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
+use cuzk_circuits::{CircuitFamily, ShapeCache};
 use cuzk_cli::submit_and_wait;
 use cuzk_common::lifecycle::{Admission, JobShape, Ledger};
 use cuzk_common::objects;
@@ -210,11 +210,7 @@ async fn inject_partition(
 async fn corrupt_and_truncated_blobs_fail_the_job() {
     let cluster = cluster().await;
     let params = json!({"rounds": 100, "partitions": 1});
-    let family = cuzk_circuits::resolve(&CircuitSpec {
-        name: "mimc".into(),
-        params: params.clone(),
-    })
-    .unwrap();
+    let family = cuzk_circuits::resolve("mimc", &params).unwrap();
     let witness = family.witness(b"blob", 0, None).unwrap();
     let hash = ShapeCache::open_default(true)
         .unwrap()

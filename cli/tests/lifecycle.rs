@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use async_nats::Client;
-use cuzk_circuits::{CircuitSpec, ShapeCache};
+use cuzk_circuits::ShapeCache;
 use cuzk_cli::cancel::cancel;
 use cuzk_cli::LocalCluster;
 use cuzk_common::config::{GpuArgs, ParamArgs, SynthArgs};
@@ -194,11 +194,7 @@ async fn waiting_on_a_finished_job_returns_its_result() {
 async fn a_redelivered_proved_partition_is_skipped() {
     let cluster = support::cluster().await;
     let params = json!({"rounds": 100, "partitions": 2});
-    let family = cuzk_circuits::resolve(&CircuitSpec {
-        name: "mimc".into(),
-        params: params.clone(),
-    })
-    .unwrap();
+    let family = cuzk_circuits::resolve("mimc", &params).unwrap();
     let job_id = "reproved";
     let now = unix_ms();
     // The record as a GPU node leaves it after proving partition 0 (the stored JSON form).

@@ -113,16 +113,11 @@ async fn a_tampered_result_does_not_verify() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gpu_node_proves_with_a_parameter_file_from_a_path() {
     use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
-    use cuzk_circuits::CircuitSpec;
     use cuzk_common::config::GpuArgs;
     use rand::SeedableRng;
 
     let params_json = json!({"rounds": 77, "partitions": 2});
-    let family = cuzk_circuits::resolve(&CircuitSpec {
-        name: "mimc".into(),
-        params: params_json.clone(),
-    })
-    .unwrap();
+    let family = cuzk_circuits::resolve("mimc", &params_json).unwrap();
     // Parameters unlike the cache's (another seed): proofs verify only if the file was used.
     let matrices = family.capture_matrices().unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -565,11 +565,7 @@ mod tests {
             serde_json::json!({"vanilla_proofs": ["AQID", "AQID"]})
         );
         // The job's parameters are what the family takes.
-        cuzk_circuits::resolve(&cuzk_circuits::CircuitSpec {
-            name: spec.circuit.clone(),
-            params: spec.params.clone(),
-        })
-        .unwrap();
+        cuzk_circuits::resolve(&spec.circuit, &spec.params).unwrap();
         let winning = SubmitProofRequest {
             proof_kind: ProofKind::WinningPost as i32,
             registered_proof: 3,
@@ -686,11 +682,7 @@ mod tests {
         );
         let input: serde_json::Value = serde_json::from_slice(&input).unwrap();
         assert_eq!(input, serde_json::json!({"vanilla_proofs": ["AQID"]}));
-        cuzk_circuits::resolve(&cuzk_circuits::CircuitSpec {
-            name: spec.circuit.clone(),
-            params: spec.params.clone(),
-        })
-        .unwrap();
+        cuzk_circuits::resolve(&spec.circuit, &spec.params).unwrap();
         let big = SubmitProofRequest {
             registered_proof: 3,
             sector_size: 32 << 30,

@@ -93,7 +93,7 @@ pub fn circuit_for(circuit_id: &str) -> Result<(String, serde_json::Value), Stat
         name: named.circuit,
         params: named.params,
     };
-    cuzk_circuits::resolve(&spec).map_err(|e| invalid(e.to_string()))?;
+    spec.family().map_err(|e| invalid(e.to_string()))?;
     Ok((spec.name, spec.params))
 }
 
@@ -187,7 +187,7 @@ mod tests {
                 (circuit, &json!(size))
             );
             let spec = cuzk_circuits::CircuitSpec { name, params };
-            let resolved = cuzk_circuits::resolve(&spec);
+            let resolved = spec.family();
             assert!(resolved.is_ok(), "{id}: {:?}", resolved.err());
         }
     }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::buffers::WitnessBuf;
-use crate::control::Resident;
+use crate::control::BackendKeys;
 use crate::keys::{Keys, Loaded};
 use crate::GpuNode;
 
@@ -69,7 +69,7 @@ impl GpuNode {
         workers: &mut JoinSet<()>,
         consumers: &Arc<[PullConsumer; 2]>,
         shutdown: &CancellationToken,
-    ) -> anyhow::Result<Vec<Arc<dyn Resident>>> {
+    ) -> anyhow::Result<Vec<Arc<dyn BackendKeys>>> {
         let devices = cuzk_kernels::device_count();
         if devices == 0 {
             anyhow::bail!("--gpu-backend cuda: no CUDA device is visible (check the driver and CUDA_VISIBLE_DEVICES)");
@@ -90,7 +90,7 @@ impl GpuNode {
             let buffers = in_hand(self.config.workers(true), self.config.prefetch) * (i + 1);
             self.preload(backend, keys, buffers).await?;
         }
-        let mut residents: Vec<Arc<dyn Resident>> = Vec::new();
+        let mut residents: Vec<Arc<dyn BackendKeys>> = Vec::new();
         for (device, backend, keys) in ready {
             residents.push(self.spawn_workers(
                 workers,
@@ -111,7 +111,7 @@ impl GpuNode {
         workers: &mut JoinSet<()>,
         consumers: &Arc<[PullConsumer; 2]>,
         shutdown: &CancellationToken,
-    ) -> anyhow::Result<Vec<Arc<dyn Resident>>> {
+    ) -> anyhow::Result<Vec<Arc<dyn BackendKeys>>> {
         let (backend, keys) = (
             Arc::new(CpuBackend),
             Arc::new(Keys::new(self.host_key_bytes)),
@@ -146,7 +146,7 @@ impl GpuNode {
         let mut largest = (0, 0);
         for spec in &self.config.preload {
             let spec: CircuitSpec = serde_json::from_value(spec.clone())?;
-            let family = cuzk_circuits::resolve(&spec)?;
+            let family = spec.family()?;
             let started = Instant::now();
             let loaded = self
                 .load_key(backend, keys, family.clone())

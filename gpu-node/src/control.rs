@@ -20,7 +20,7 @@ use crate::keys::Keys;
 use crate::GpuNode;
 
 /// One backend's proving keys, whatever the backend's type.
-pub(crate) trait Resident: Send + Sync {
+pub(crate) trait BackendKeys: Send + Sync {
     /// Loads the family's key; whether it was resident already.
     fn preload(
         &self,
@@ -36,7 +36,7 @@ pub(crate) struct OnBackend<B: Backend> {
     pub keys: Arc<Keys<B>>,
 }
 
-impl<B: Backend> Resident for OnBackend<B> {
+impl<B: Backend> BackendKeys for OnBackend<B> {
     fn preload(
         &self,
         node: Arc<GpuNode>,
@@ -58,7 +58,7 @@ impl<B: Backend> Resident for OnBackend<B> {
 
 pub(crate) async fn serve(
     node: Arc<GpuNode>,
-    backends: Vec<Arc<dyn Resident>>,
+    backends: Vec<Arc<dyn BackendKeys>>,
     shutdown: CancellationToken,
 ) {
     let client = node.topology.js.client();
@@ -81,14 +81,14 @@ pub(crate) async fn serve(
 
 async fn answer(
     node: &Arc<GpuNode>,
-    backends: &[Arc<dyn Resident>],
+    backends: &[Arc<dyn BackendKeys>],
     command: SrsRequest,
 ) -> SrsReply {
     let spec = CircuitSpec {
         name: command.circuit,
         params: command.params,
     };
-    let family = match cuzk_circuits::resolve(&spec) {
+    let family = match spec.family() {
         Ok(family) => family,
         Err(e) => {
             return SrsReply {

@@ -8,14 +8,14 @@ use bellperson::groth16::{PreparedVerifyingKey, Proof};
 use blstrs::{Bls12, Scalar};
 use cuzk_common::metrics::JobLabels;
 use cuzk_common::policy::StepError;
-use cuzk_prover::{Assignment, Backend, ProveTimings};
+use cuzk_prover::{Backend, ProveTimings, WitnessForm};
 
 /// Proves `witness` with the shape's `key`, and checks the proof against `pvk` when given.
 pub fn prove<B: Backend>(
     backend: &B,
     key: &B::Key,
     pvk: Option<&PreparedVerifyingKey<Bls12>>,
-    witness: &impl Assignment,
+    witness: &impl WitnessForm,
     (r, s): (Scalar, Scalar),
     partition: u32,
     labels: &JobLabels,

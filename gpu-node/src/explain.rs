@@ -25,7 +25,7 @@ pub fn explain_plans(config: &GpuConfig, params: &ParamConfig) -> anyhow::Result
     let (mut out, mut all) = (String::new(), true);
     for spec in &config.preload {
         let spec: CircuitSpec = serde_json::from_value(spec.clone())?;
-        let family = cuzk_circuits::resolve(&spec)?;
+        let family = spec.family()?;
         let name = family.shape_key();
         let pk = ShapeCache::proving_key(&shapes, &*family)?;
         let shape = PlanShape::of(&pk);

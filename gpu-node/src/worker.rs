@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use async_nats::jetstream::consumer::PullConsumer;
 use blstrs::Scalar;
-use cuzk_circuits::{CircuitFamily, CircuitSpec};
+use cuzk_circuits::CircuitFamily;
 use cuzk_common::lifecycle::{machine, Ledger, Proved, ProvedPartition};
 use cuzk_common::metrics::{metrics, JobLabels};
 use cuzk_common::policy::{Settle, StepError as PartitionError};
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, info_span, warn, Instrument};
 
 use crate::buffers::WitnessBuf;
-use crate::control::{OnBackend, Resident};
+use crate::control::{BackendKeys, OnBackend};
 use crate::executor;
 use crate::fetch_turn::FetchTurn;
 use crate::keys::Keys;
@@ -73,7 +73,7 @@ impl GpuNode {
         (prefix, count): (&str, usize),
         consumers: &Arc<[PullConsumer; 2]>,
         shutdown: &CancellationToken,
-    ) -> Arc<dyn Resident> {
+    ) -> Arc<dyn BackendKeys> {
         let resident = Arc::new(OnBackend {
             backend: backend.clone(),
             keys: keys.clone(),
@@ -242,11 +242,8 @@ async fn still_to_prove(ledger: &Ledger, item: &WorkItem) -> bool {
 fn family_of(item: &WorkItem) -> Result<Arc<dyn CircuitFamily>, PartitionError> {
     let params_value: serde_json::Value = serde_json::from_str(&item.params_json)
         .map_err(|e| PartitionError::Fatal(format!("work item params: {e}")))?;
-    let family = cuzk_circuits::resolve(&CircuitSpec {
-        name: item.circuit.clone(),
-        params: params_value,
-    })
-    .map_err(|e| PartitionError::Fatal(e.to_string()))?;
+    let family = cuzk_circuits::resolve(&item.circuit, &params_value)
+        .map_err(|e| PartitionError::Fatal(e.to_string()))?;
     if family.shape_key() != item.shape_key {
         return Err(PartitionError::Fatal(format!(
             "work item shape {} does not match circuit shape {}",

@@ -100,10 +100,7 @@ pub async fn drive(
     verify_with: Option<&ShapeCache>,
     label: &str,
 ) -> anyhow::Result<RunData> {
-    let family = cuzk_circuits::resolve(&cuzk_circuits::CircuitSpec {
-        name: config.template.circuit.clone(),
-        params: config.template.params.clone(),
-    })?;
+    let family = cuzk_circuits::resolve(&config.template.circuit, &config.template.params)?;
     let partitions = family.partitions();
     let tag = format!("{:08x}", rand::random::<u32>());
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use cuzk_circuits::{CircuitSpec, ShapeCache};
+use cuzk_circuits::ShapeCache;
 use cuzk_common::config::NatsArgs;
 use cuzk_wire::job::{JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
 
@@ -166,10 +166,7 @@ impl WorkloadArgs {
     /// Parameters are generated (test-only) before any clock starts, once for every process.
     fn prepare_params(&self) -> anyhow::Result<ShapeCache> {
         let template = self.template()?;
-        let family = cuzk_circuits::resolve(&CircuitSpec {
-            name: template.circuit,
-            params: template.params,
-        })?;
+        let family = cuzk_circuits::resolve(&template.circuit, &template.params)?;
         let cache = ShapeCache::open_default(true)?;
         cache.proving_key(&*family)?;
         Ok(cache)
@@ -436,10 +433,7 @@ async fn flood(args: FloodArgs) -> anyhow::Result<()> {
     let cache = ShapeCache::open_default(true)?;
     let mut cap = 0;
     for job in [&spec.small, &spec.big] {
-        let family = cuzk_circuits::resolve(&CircuitSpec {
-            name: job.circuit.clone(),
-            params: job.params.clone(),
-        })?;
+        let family = cuzk_circuits::resolve(&job.circuit, &job.params)?;
         eprintln!(
             "parameters for {} (generated once, before the clock)",
             family.shape_key()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use bellperson::groth16::prepare_verifying_key;
 use blstrs::Scalar;
-use cuzk_circuits::{CircuitSpec, ShapeCache};
+use cuzk_circuits::ShapeCache;
 use cuzk_prover::{Backend, CpuBackend};
 use cuzk_wire::job::{JobResult, JobStatus, JobTimings, PartitionTimings, Stage, RESULT_VERSION};
 use ff::Field;
@@ -22,10 +22,7 @@ const WORKER: &str = "single-box/cpu";
 /// Runs `config.jobs` jobs, all queued at the start, one after another (after the warm-up).
 pub fn run(config: &RunConfig, cache: &ShapeCache, sample_ms: u64) -> anyhow::Result<RunData> {
     let template = &config.template;
-    let family = cuzk_circuits::resolve(&CircuitSpec {
-        name: template.circuit.clone(),
-        params: template.params.clone(),
-    })?;
+    let family = cuzk_circuits::resolve(&template.circuit, &template.params)?;
     let partitions = family.partitions();
     let key = cache.proving_key(&*family)?;
     let pvk = prepare_verifying_key(&key.info.vk);

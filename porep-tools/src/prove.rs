@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Result};
 use blstrs::Scalar;
 use cuzk_circuits::porep::{verify_seal, SealedSector};
-use cuzk_circuits::{CircuitSpec, ShapeCache};
+use cuzk_circuits::ShapeCache;
 use cuzk_prover::{proof_bytes, prove, prove_timed, Backend, CpuBackend, Dual, ProveTimings};
 use ff::Field;
 use serde_json::json;
@@ -32,10 +32,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         json: as_json,
         budget,
     } = opts;
-    let family = cuzk_circuits::resolve(&CircuitSpec {
-        name: "porep-c2".into(),
-        params: crate::job_params(sector),
-    })?;
+    let family = cuzk_circuits::resolve("porep-c2", &crate::job_params(sector))?;
     ensure!(
         family.partitions() == 1,
         "prove times single-partition sectors (2KiB, 8MiB, 512MiB)"

@@ -6,7 +6,7 @@ use anyhow::Result;
 use cuzk_circuits::porep::SealedSector;
 use cuzk_circuits::post::{PostKind, PostProof, SyntheticPost};
 use cuzk_circuits::snap::SyntheticSnap;
-use cuzk_circuits::{CircuitError, CircuitSpec};
+use cuzk_circuits::CircuitError;
 use cuzk_wire::blob::{
     decode_blob, encode_blob_with_stats, BlobHeaderInfo, DecodeLimits, EncodeOptions,
 };
@@ -158,10 +158,7 @@ fn witness_only(sector: &SealedSector, family: &dyn cuzk_circuits::CircuitFamily
 }
 
 pub fn run(sector: &SealedSector, as_json: bool, only_witness: bool) -> Result<()> {
-    let family = cuzk_circuits::resolve(&CircuitSpec {
-        name: "porep-c2".into(),
-        params: crate::job_params(sector),
-    })?;
+    let family = cuzk_circuits::resolve("porep-c2", &crate::job_params(sector))?;
     let c1 = &sector.c1_json;
     // The C1 is parsed and its vanilla proofs verified once per family; keep that out of every
     // synthesis time.

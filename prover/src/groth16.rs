@@ -47,7 +47,7 @@ impl ProveTimings {
 
 /// A witness in a form backends take: scalars ([`Backend::upload`]), or a blob's compact form
 /// ([`Backend::upload_compact`]).
-pub trait Assignment {
+pub trait WitnessForm {
     /// Public inputs (ONE included) and aux variables.
     fn lens(&self) -> (usize, usize);
     /// The public inputs a verifier takes (without ONE).
@@ -55,7 +55,7 @@ pub trait Assignment {
     fn upload_to<B: Backend>(&self, backend: &B, key: &B::Key) -> Result<B::Witness, BackendError>;
 }
 
-impl Assignment for Witness {
+impl WitnessForm for Witness {
     fn lens(&self) -> (usize, usize) {
         (self.input.len(), self.aux.len())
     }
@@ -67,7 +67,7 @@ impl Assignment for Witness {
     }
 }
 
-impl Assignment for CompactWitness {
+impl WitnessForm for CompactWitness {
     fn lens(&self) -> (usize, usize) {
         (self.input.len(), self.aux.len())
     }
@@ -83,7 +83,7 @@ impl Assignment for CompactWitness {
 pub fn prove<B: Backend>(
     backend: &B,
     key: &B::Key,
-    witness: &impl Assignment,
+    witness: &impl WitnessForm,
     r: Scalar,
     s: Scalar,
 ) -> Result<Proof<Bls12>, BackendError> {
@@ -95,7 +95,7 @@ pub fn prove<B: Backend>(
 pub fn prove_timed<B: Backend>(
     backend: &B,
     key: &B::Key,
-    witness: &impl Assignment,
+    witness: &impl WitnessForm,
     r: Scalar,
     s: Scalar,
 ) -> Result<(Proof<Bls12>, ProveTimings), BackendError> {
@@ -239,7 +239,7 @@ mod tests {
             assert_eq!(proof_bytes(&via_dual), proof_bytes(&ours));
             // The same witness as a blob carries it, kept compact until the backends take it.
             let compact = compact(&w);
-            assert_eq!(Assignment::public_inputs(&compact), &inputs[..]);
+            assert_eq!(WitnessForm::public_inputs(&compact), &inputs[..]);
             let via_compact = prove(&dual, &dual_key, &compact, r_s[i], s_s[i]).unwrap();
             assert_eq!(proof_bytes(&via_compact), proof_bytes(&ours));
             let mut written = Vec::new();

@@ -20,7 +20,7 @@ pub use backend::{Backend, HostPin, MsmResults};
 pub use cpu::CpuBackend;
 pub use dual::Dual;
 pub use error::BackendError;
-pub use groth16::{proof_bytes, prove, prove_timed, verify, Assignment, ProveTimings};
+pub use groth16::{proof_bytes, prove, prove_timed, verify, ProveTimings, WitnessForm};
 pub use key::{KeyInfo, ProvingKey};
 pub use r1cs::ShapeMatrices;
 pub use witness_cs::synthesize_witness;

@@ -13,7 +13,7 @@ use cuzk_wire::job::{PartitionTimings, Stage};
 use tracing::info_span;
 
 /// A partition ready for upload.
-pub struct Synthesized {
+pub struct Encoded {
     pub blob: Vec<u8>,
     pub timings: PartitionTimings,
 }
@@ -34,7 +34,7 @@ pub fn run(
     job_id: &str,
     index: usize,
     cx: &Context<'_>,
-) -> Result<Synthesized, StepError> {
+) -> Result<Encoded, StepError> {
     catch_unwind(AssertUnwindSafe(|| {
         synthesize_and_encode(circuit, input, job_id, index, cx)
     }))
@@ -53,7 +53,7 @@ fn synthesize_and_encode(
     job_id: &str,
     index: usize,
     cx: &Context<'_>,
-) -> Result<Synthesized, StepError> {
+) -> Result<Encoded, StepError> {
     let fatal =
         |e: cuzk_circuits::CircuitError| StepError::Fatal(format!("partition {index}: {e}"));
     // The shape's matrices are captured once per shape and machine (cached on disk).
@@ -93,7 +93,7 @@ fn synthesize_and_encode(
         timings.raw_bytes as f64 / timings.blob_bytes.max(1) as f64,
         &cx.labels.with(&[]),
     );
-    Ok(Synthesized { blob, timings })
+    Ok(Encoded { blob, timings })
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use base64::Engine;
-use cuzk_circuits::{CircuitFamily, CircuitSpec};
+use cuzk_circuits::CircuitFamily;
 use cuzk_common::lifecycle::{Admission, JobShape, Ledger};
 use cuzk_common::metrics::JobLabels;
 use cuzk_common::objects;
@@ -108,11 +108,8 @@ pub async fn claim(
             submission.subject
         )));
     }
-    let circuit = cuzk_circuits::resolve(&CircuitSpec {
-        name: spec.circuit.clone(),
-        params: spec.params.clone(),
-    })
-    .map_err(|e| StepError::Fatal(e.to_string()))?;
+    let circuit = cuzk_circuits::resolve(&spec.circuit, &spec.params)
+        .map_err(|e| StepError::Fatal(e.to_string()))?;
     let job_labels = JobLabels::new(&spec.circuit, &circuit.shape_key());
     *labels = Some(job_labels.clone());
     if circuit.synthetic() && !limits.allow_synthetic {

@@ -166,7 +166,7 @@ mod tests {
                 name: name.into(),
                 params,
             };
-            let e = crate::resolve(&spec).err().unwrap();
+            let e = spec.family().err().unwrap();
             assert!(matches!(e, crate::CircuitError::BadParams { .. }), "{name}");
             let e = e.to_string();
             assert!(e.contains("100006 bytes") && e.len() < 200, "{name}: {e}");

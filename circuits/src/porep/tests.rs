@@ -14,10 +14,7 @@ fn sealed_2k() -> (tempfile::TempDir, SealedSector) {
 }
 
 fn family(params: serde_json::Value) -> Result<std::sync::Arc<dyn CircuitFamily>, CircuitError> {
-    crate::resolve(&crate::CircuitSpec {
-        name: NAME.into(),
-        params,
-    })
+    crate::resolve(NAME, &params)
 }
 
 #[test]

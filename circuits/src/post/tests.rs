@@ -18,10 +18,7 @@ fn family(
     kind: PostKind,
     params: serde_json::Value,
 ) -> Result<Arc<dyn CircuitFamily>, CircuitError> {
-    crate::resolve(&crate::CircuitSpec {
-        name: kind.circuit().into(),
-        params,
-    })
+    crate::resolve(kind.circuit(), &params)
 }
 
 pub(super) fn params(extra: serde_json::Value) -> serde_json::Value {

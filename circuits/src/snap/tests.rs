@@ -7,10 +7,7 @@ use super::*;
 use crate::vanilla::input;
 
 fn family(params: serde_json::Value) -> Result<Arc<dyn CircuitFamily>, CircuitError> {
-    crate::resolve(&crate::CircuitSpec {
-        name: NAME.into(),
-        params,
-    })
+    crate::resolve(NAME, &params)
 }
 
 fn updated(dir: &std::path::Path, seed: u64) -> UpdatedSector {
