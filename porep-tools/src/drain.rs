@@ -17,7 +17,7 @@ use cuzk_common::nats::ms;
 use cuzk_common::objects;
 use cuzk_common::topology::{results_subject, SUBJECT_SUBMIT};
 use cuzk_wire::job::{
-    JobInput, JobRecord, JobResult, JobSpec, JobStatus, PartitionStatus, PartitionTimings,
+    JobInput, JobRecord, JobResult, JobSpec, JobStatus, PartitionStatus, PartitionTimings, Stage,
 };
 use futures::StreamExt;
 use serde_json::json;
@@ -373,17 +373,28 @@ struct Report<'a> {
     json: Option<&'a Path>,
 }
 
+/// The GPU node's stages a drain reports, each a median over the partitions.
+const GPU_STAGES: &[Stage] = &[
+    Stage::Decode,
+    Stage::H2d,
+    Stage::Turn,
+    Stage::Spmv,
+    Stage::H,
+    Stage::Msm,
+    Stage::Prove,
+];
+
 fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()> {
     let parts = &result.partition_timings;
     println!("{}", cuzk_cli::timings_table(result));
-    let med = |f: fn(&PartitionTimings) -> f64| median(parts.iter().map(f).collect());
+    let med = |f: &dyn Fn(&PartitionTimings) -> f64| median(parts.iter().map(f).collect());
     let mbps = |bytes: f64, ms: f64| bytes / 1e6 / (ms / 1e3).max(1e-9);
-    let blob = med(|t| t.blob_bytes as f64);
-    let (upload, fetch) = (med(|t| t.upload_ms), med(|t| t.fetch_ms));
+    let blob = med(&|t| t.blob_bytes as f64);
+    let (upload, fetch) = (med(&|t| t.upload_ms), med(&|t| t.fetch_ms));
     // One partition's latency through the GPU node: fetch, decode, then the prove (h2d to
     // assembly). Workers on a device overlap partitions, so what a partition costs a GPU is the
     // drain's wall time per partition per GPU.
-    let node_ms = med(|t| t.fetch_ms + t.decode_ms + t.prove_ms);
+    let node_ms = med(&|t| t.fetch_ms + t.decode_ms + t.prove_ms);
     let gpu_ms_per_partition = r.sector_s * 1e3 * r.gpus.max(1) as f64 / parts.len().max(1) as f64;
     let in_flight =
         parts.iter().map(|t| t.prove_ms).sum::<f64>() / 1e3 / (r.sector_s * r.gpus.max(1) as f64);
@@ -391,16 +402,16 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
     let synth_cpu_s = r.synth_cpu_s / parts.len().max(1) as f64;
     println!("| stage (median of {} partitions) | value |", parts.len());
     println!("|---|---|");
-    for (what, v) in [
+    let head = [
         (
             "synth node CPU core-seconds per partition (all its work)",
             format!("{synth_cpu_s:.1}"),
         ),
         (
             "synth ms (wall of one partition)",
-            format!("{:.0}", med(|t| t.synth_ms)),
+            format!("{:.0}", med(&|t| t.synth_ms)),
         ),
-        ("encode ms", format!("{:.0}", med(|t| t.encode_ms))),
+        ("encode ms", format!("{:.0}", med(&|t| t.encode_ms))),
         ("blob MB", format!("{:.1}", blob / 1e6)),
         (
             "upload ms (MB/s)",
@@ -410,16 +421,14 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "fetch ms (MB/s)",
             format!("{fetch:.0} ({:.0})", mbps(blob, fetch)),
         ),
-        ("decode ms", format!("{:.0}", med(|t| t.decode_ms))),
-        ("h2d ms", format!("{:.0}", med(|t| t.h2d_ms))),
-        (
-            "turn ms (waiting while the device proves another partition)",
-            format!("{:.0}", med(|t| t.turn_ms)),
-        ),
-        ("SpMV ms", format!("{:.0}", med(|t| t.spmv_ms))),
-        ("H ms", format!("{:.0}", med(|t| t.h_ms))),
-        ("MSMs ms", format!("{:.0}", med(|t| t.msm_ms))),
-        ("prove ms", format!("{:.0}", med(|t| t.prove_ms))),
+    ];
+    // The GPU node's stages by their own labels (turn: waiting while the device proves another
+    // partition).
+    let stages = GPU_STAGES.iter().map(|&stage| {
+        let v = med(&|t| t.get(stage).unwrap_or_default());
+        (format!("{} ms", stage.label()), format!("{v:.0}"))
+    });
+    let tail = [
         (
             "partition latency ms (fetch+decode+prove)",
             format!("{node_ms:.0}"),
@@ -458,11 +467,17 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "synthesis wall s (all partitions)",
             format!("{:.1}", r.synth_wall),
         ),
-    ] {
+    ];
+    let own = |rows: &[(&str, String)]| {
+        rows.iter()
+            .map(|(w, v)| ((*w).to_owned(), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    for (what, v) in own(&head).into_iter().chain(stages).chain(own(&tail)) {
         println!("| {what} | {v} |");
     }
     if let Some(path) = r.json {
-        let j = json!({
+        let mut j = json!({
             "sector_size": sector.size.name(),
             "synthetic": result.synthetic,
             "partitions": parts.len(),
@@ -471,13 +486,6 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "partition_steady_ms": r.steady_ms,
             "partition_latency_ms": node_ms,
             "proofs_in_flight_per_gpu": in_flight,
-            "prove_ms": med(|t| t.prove_ms),
-            "h2d_ms": med(|t| t.h2d_ms),
-            "turn_ms": med(|t| t.turn_ms),
-            "spmv_ms": med(|t| t.spmv_ms),
-            "h_ms": med(|t| t.h_ms),
-            "msm_ms": med(|t| t.msm_ms),
-            "decode_ms": med(|t| t.decode_ms),
             "wire_bytes": blob,
             "blob_upload_mb_s": mbps(blob, upload),
             "blob_fetch_mb_s": mbps(blob, fetch),
@@ -493,6 +501,9 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "gpu_node_rss_file_gib": r.rss.map(|m| m.file),
             "key_load_s": r.load_s,
         });
+        for &stage in GPU_STAGES {
+            j[stage.field()] = json!(med(&|t| t.get(stage).unwrap_or_default()));
+        }
         std::fs::write(path, serde_json::to_vec_pretty(&j)?)?;
     }
     Ok(())

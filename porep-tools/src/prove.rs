@@ -8,6 +8,7 @@ use blstrs::Scalar;
 use cuzk_circuits::porep::{verify_seal, SealedSector};
 use cuzk_circuits::ShapeCache;
 use cuzk_prover::{proof_bytes, prove, prove_timed, Backend, CpuBackend, Dual, ProveTimings};
+use cuzk_wire::job::Stage;
 use ff::Field;
 use serde_json::json;
 
@@ -84,13 +85,17 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         .iter()
         .map(|t| ms(t.total))
         .fold(f64::INFINITY, f64::min);
-    let row = [
-        ("h2d", med(|t| t.h2d)),
-        ("SpMV", med(|t| t.spmv)),
-        ("H", med(|t| t.h)),
-        ("MSM", med(|t| t.msm)),
-        ("total", med(|t| t.total)),
-    ];
+    // Each stage inside the proof, then the whole proof, by the stages' own labels and fields.
+    let row: Vec<(Stage, f64)> = ProveTimings::default()
+        .stages()
+        .iter()
+        .enumerate()
+        .map(|(i, (stage, _))| {
+            let v = median(runs_t.iter().map(|t| ms(t.stages()[i].1)).collect());
+            (*stage, v)
+        })
+        .chain([(Stage::Prove, med(|t| t.total))])
+        .collect();
     println!(
         "\n{} partition 0 on {name}: key {key_ms:.0} ms to host, {load_ms:.0} ms into the backend; witness {witness_ms:.0} ms; {} timed proofs, each checked by verify_seal",
         sector.size.name(),
@@ -98,23 +103,21 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     );
     println!("| stage | median ms |");
     println!("|---|---|");
-    for (what, v) in row {
-        println!("| {what} | {v:.1} |");
+    for (stage, v) in &row {
+        println!("| {} | {v:.1} |", stage.label());
     }
     println!("| total (min) | {min_total:.1} |");
     if as_json {
-        let j = json!({
+        let mut j = json!({
             "sector_size": sector.size.name(),
             "backend": name,
             "runs": runs_t.len(),
-            "h2d_ms": row[0].1,
-            "spmv_ms": row[1].1,
-            "h_ms": row[2].1,
-            "msm_ms": row[3].1,
-            "prove_ms": row[4].1,
             "prove_min_ms": min_total,
             "witness_synth_ms": witness_ms,
         });
+        for (stage, v) in &row {
+            j[stage.field()] = json!(v);
+        }
         println!("{j}");
     }
     Ok(())

@@ -76,6 +76,14 @@ macro_rules! stages {
                 vec![$(self.$pfield),+]
             }
 
+            /// A per-partition stage's milliseconds; a job-level stage has no field here.
+            pub fn get(&self, stage: Stage) -> Option<f64> {
+                match stage {
+                    $(Stage::$pstage => Some(self.$pfield),)+
+                    $(Stage::$jstage)|+ => None,
+                }
+            }
+
             /// Sets a per-partition stage's time; a job-level stage has no field here.
             pub fn set(&mut self, stage: Stage, took: Duration) {
                 let ms = took.as_secs_f64() * 1e3;
