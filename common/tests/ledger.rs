@@ -61,7 +61,7 @@ async fn admitted(ledger: &Ledger, spec: &JobSpec, seq: u64) {
             ..Default::default()
         };
         ledger
-            .queued(&spec.job_id, k as usize, timings)
+            .queued(&spec.job_id, k as usize, timings, 1_000_000 + k)
             .await
             .unwrap();
     }

@@ -67,8 +67,8 @@ pub async fn save(
         published_at_ms: unix_ms(),
         timings,
     };
-    publish_work(topology, &item, job.spec.priority, job.seq).await?;
-    ledger.queued(job_id, index, timings).await?;
+    let work_seq = publish_work(topology, &item, job.spec.priority, job.seq).await?;
+    ledger.queued(job_id, index, timings, work_seq).await?;
     info!(
         synth_ms = timings.synth_ms,
         encode_ms = timings.encode_ms,
@@ -80,12 +80,14 @@ pub async fn save(
     Ok(())
 }
 
+/// Publishes the partition's work item; its stream sequence (the first publication's, for a
+/// republish the stream deduplicated).
 async fn publish_work(
     topology: &Topology,
     item: &WorkItem,
     priority: Priority,
     seq: u64,
-) -> Result<(), StepError> {
+) -> Result<u64, StepError> {
     let subject = match priority {
         Priority::High => SUBJECT_WORK_HIGH,
         Priority::Normal => SUBJECT_WORK_NORMAL,
@@ -107,7 +109,7 @@ async fn publish_work(
             .send_publish(subject, publish)
             .await?
             .await
-            .map(|_| ())
+            .map(|ack| ack.sequence)
             .map_err(async_nats::Error::from)
     })
     .instrument(span)

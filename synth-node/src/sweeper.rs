@@ -1,7 +1,8 @@
 //! The backstop for jobs nothing else will end: every synth node follows the jobs bucket
 //! (`cuzk_common::lifecycle::sweep`) and fails jobs with no progress for
-//! `--synth-no-progress-timeout`, deleting the blobs they left; it also publishes results
-//! whose finisher died between ending the job and publishing. Concurrent sweepers are harmless:
+//! `--synth-no-progress-timeout` whose messages are gone from the queues, deleting the blobs
+//! they left; it also assembles complete jobs and publishes results whose finisher died before
+//! it did. Concurrent sweepers are harmless:
 //! the ledger ends a job once.
 
 use std::time::Duration;
@@ -42,10 +43,12 @@ pub async fn run(
         for record in &swept.ended {
             delete_queued_blobs(&topology, record).await;
         }
-        if !swept.ended.is_empty() || swept.published > 0 {
+        if !swept.ended.is_empty() || swept.published > 0 || swept.assembled > 0 {
             warn!(
                 ended = swept.ended.len(),
+                assembled = swept.assembled,
                 published = swept.published,
+                waiting = swept.waiting,
                 open = swept.open,
                 "swept stuck jobs"
             );

@@ -300,6 +300,15 @@ pub struct PartitionRecord {
     pub prover: Option<String>,
     #[serde(default)]
     pub verified: bool,
+    /// Stream sequence of the partition's work item once queued: while that message exists
+    /// (waiting, or held by a GPU worker) the partition is waiting, not lost. A final record
+    /// drops it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub work_seq: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The job's record in the jobs KV bucket, updated by compare-and-set only.

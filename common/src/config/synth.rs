@@ -41,8 +41,9 @@ settings! {
         /// larger ones are refused at intake with the numbers.
         #[arg(long = "synth-max-job-constraints", env = "CUZK_SYNTH_MAX_JOB_CONSTRAINTS")]
         max_job_constraints: u64 = 1 << 32, shown "4294967296";
-        /// Fail a job whose record has not changed for this long (the sweeper's backstop for
-        /// jobs whose messages were lost). Make it longer than the longest queue wait.
+        /// Fail a job whose record has not changed for this long and that no message in the
+        /// queues carries any more (the sweeper's backstop for jobs whose messages were lost; a
+        /// job waiting in a queue is never failed).
         #[arg(long = "synth-no-progress-timeout", env = "CUZK_SYNTH_NO_PROGRESS_TIMEOUT")]
         no_progress_timeout: Span => Duration = Duration::from_secs(3600), shown "1h",
             check |t| *t >= Duration::from_secs(1) => "must be at least 1s",

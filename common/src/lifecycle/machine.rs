@@ -110,7 +110,12 @@ pub fn resumed(record: &mut JobRecord, delivered: u32) -> bool {
 }
 
 /// Partition `index` was synthesized and its work item published.
-pub fn queued(record: &mut JobRecord, index: usize, timings: PartitionTimings) -> bool {
+pub fn queued(
+    record: &mut JobRecord,
+    index: usize,
+    timings: PartitionTimings,
+    work_seq: u64,
+) -> bool {
     if record.status.is_final() {
         return false;
     }
@@ -118,6 +123,7 @@ pub fn queued(record: &mut JobRecord, index: usize, timings: PartitionTimings) -
         Some(partition) if partition.status == PartitionStatus::Pending => {
             partition.status = PartitionStatus::Queued;
             partition.timings = timings;
+            partition.work_seq = work_seq;
             true
         }
         _ => false,
@@ -205,6 +211,7 @@ pub fn finish(record: &mut JobRecord, result: &JobResult) -> bool {
     for partition in &mut record.partitions {
         partition.proof = None;
         partition.timings = PartitionTimings::default();
+        partition.work_seq = 0;
     }
     true
 }
@@ -218,20 +225,13 @@ pub fn published(record: &mut JobRecord) -> bool {
     true
 }
 
-/// No update for `no_progress`: the job is stuck (its last message exhausted its deliveries
-/// unseen, or its record outlived its messages).
-pub fn stale(record: &JobRecord, now_ms: u64, no_progress: Duration) -> bool {
-    !record.status.is_final()
-        && now_ms.saturating_sub(record.updated_at_ms) >= no_progress.as_millis() as u64
-}
-
 /// Why the sweeper ended a stale job, with where it stood.
 pub fn stale_reason(record: &JobRecord, no_progress: Duration) -> String {
     let n = record.partitions.len();
     let count = |s: PartitionStatus| record.partitions.iter().filter(|p| p.status >= s).count();
     format!(
-        "no progress for {} s ({:?}: {}/{n} partitions synthesized, {}/{n} proved): a message of \
-         this job exhausted its deliveries unnoticed, or every node holding it stopped",
+        "no progress for {} s ({:?}: {}/{n} partitions synthesized, {}/{n} proved) and no \
+         message of it left in the queues: one exhausted its deliveries unnoticed, or was lost",
         no_progress.as_secs(),
         record.status,
         count(PartitionStatus::Queued),
@@ -328,14 +328,14 @@ mod tests {
     fn a_job_runs_through_every_state_once() {
         let mut r = admitted(&spec(), shape(2), 7, 100, 1, 150);
         assert_eq!((r.status, r.partitions.len()), (JobStatus::Synthesizing, 2));
-        assert!(queued(&mut r, 0, PartitionTimings::default()));
+        assert!(queued(&mut r, 0, PartitionTimings::default(), 40));
         assert!(
-            !queued(&mut r, 0, PartitionTimings::default()),
+            !queued(&mut r, 0, PartitionTimings::default(), 40),
             "queued twice"
         );
-        assert!(queued(&mut r, 1, PartitionTimings::default()));
+        assert!(queued(&mut r, 1, PartitionTimings::default(), 41));
         assert!(
-            !queued(&mut r, 2, PartitionTimings::default()),
+            !queued(&mut r, 2, PartitionTimings::default(), 42),
             "no such partition"
         );
         assert!(synthesized(&mut r));
@@ -365,10 +365,6 @@ mod tests {
         assert_eq!(proved(&mut r, 0, &proof(9)), Proved::JobEnded);
         assert!(published(&mut r));
         assert!(!published(&mut r));
-        assert!(
-            !stale(&r, u64::MAX, Duration::ZERO),
-            "a final job is never stale"
-        );
     }
 
     #[test]
@@ -377,20 +373,20 @@ mod tests {
         assert!(finish(&mut r, &JobResult::failed("j", "first")));
         assert!(!finish(&mut r, &JobResult::failed("j", "second")));
         assert_eq!(r.error.as_deref(), Some("first"));
-        assert!(!queued(&mut r, 0, PartitionTimings::default()));
+        assert!(!queued(&mut r, 0, PartitionTimings::default(), 40));
         assert!(!resumed(&mut r, 3));
     }
 
     #[test]
     fn a_cancelled_job_ignores_late_proofs() {
         let mut r = admitted(&spec(), shape(2), 7, 100, 1, 150);
-        assert!(queued(&mut r, 0, PartitionTimings::default()));
+        assert!(queued(&mut r, 0, PartitionTimings::default(), 40));
         assert!(finish(&mut r, &JobResult::cancelled("j", "by request")));
         assert_eq!(r.status, JobStatus::Cancelled);
         assert_eq!(partition_state(&r, 1), Proved::JobEnded);
         assert_eq!(proved(&mut r, 0, &proof(1)), Proved::JobEnded);
         assert_eq!(r.partitions[0].status, PartitionStatus::Queued);
-        assert!(!queued(&mut r, 1, PartitionTimings::default()));
+        assert!(!queued(&mut r, 1, PartitionTimings::default(), 41));
         assert!(!synthesized(&mut r));
         assert!(!complete(&r));
         assert!(!finish(&mut r, &JobResult::failed("j", "late")));
@@ -451,7 +447,7 @@ mod tests {
                 raw_bytes: 16_912_345_678 + k * 67_890,
                 ..Default::default()
             };
-            assert!(queued(&mut r, k as usize, synth));
+            assert!(queued(&mut r, k as usize, synth, 100 + k));
         }
         assert!(synthesized(&mut r));
         for k in 0..10u64 {
@@ -520,10 +516,8 @@ mod tests {
     }
 
     #[test]
-    fn staleness_counts_from_the_last_update() {
+    fn a_resumed_job_counts_its_intake_attempts() {
         let mut r = admitted(&spec(), shape(1), 7, 100, 1, 1_000);
-        assert!(!stale(&r, 1_999, Duration::from_secs(1)));
-        assert!(stale(&r, 2_000, Duration::from_secs(1)));
         assert!(resumed(&mut r, 2));
         assert!(!resumed(&mut r, 2));
         assert_eq!(r.intake_attempts, 2);

@@ -157,8 +157,11 @@ impl Ledger {
         job_id: &str,
         index: usize,
         timings: PartitionTimings,
+        work_seq: u64,
     ) -> Result<Option<JobRecord>, RecordError> {
-        let updated = store::update(&self.kv, job_id, |r| machine::queued(r, index, timings));
+        let updated = store::update(&self.kv, job_id, |r| {
+            machine::queued(r, index, timings, work_seq)
+        });
         Ok(updated.await?.map(|(r, _)| r))
     }
 
@@ -298,16 +301,17 @@ impl Ledger {
         )))
     }
 
-    /// Fails the job if it is still open and has made no progress for `no_progress` (checked
-    /// again inside the compare-and-set). Returns the record as ended.
+    /// Fails the job for lack of progress if its record is still `seen` (compare-and-set: a
+    /// change since means progress). Returns the record as ended.
     pub async fn end_stale(
         &self,
-        job_id: &str,
+        seen: &JobRecord,
         no_progress: Duration,
     ) -> Result<Option<JobRecord>, RecordError> {
+        let job_id = seen.job_id.as_str();
         let mut failure = None;
         let updated = store::update(&self.kv, job_id, |r| {
-            if !machine::stale(r, unix_ms(), no_progress) {
+            if r != seen || r.status.is_final() {
                 return false;
             }
             let result = JobResult::failed(job_id, machine::stale_reason(r, no_progress));

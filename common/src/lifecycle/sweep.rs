@@ -3,14 +3,14 @@
 //! that ends jobs with no progress). Named consumers only: roles need not create any.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use async_nats::jetstream::stream::{DirectGetErrorKind, Stream};
+use async_nats::jetstream::stream::{DirectGetErrorKind, RawMessageErrorKind, Stream};
 use async_nats::jetstream::Context;
 
 use super::{machine, Ledger, RecordError};
-use crate::topology::JOBS_BUCKET;
-use cuzk_wire::job::{unix_ms, JobRecord};
+use crate::topology::{JOBS_BUCKET, JOBS_STREAM, WORK_STREAM};
+use cuzk_wire::job::{JobRecord, PartitionStatus};
 
 fn unavailable(e: impl std::fmt::Display) -> RecordError {
     RecordError::Unavailable(e.to_string())
@@ -92,22 +92,37 @@ pub(super) async fn recent(js: &Context, scan_limit: u64) -> Result<Vec<JobRecor
 pub struct Swept {
     /// Jobs ended for lack of progress (their records, as ended).
     pub ended: Vec<JobRecord>,
+    /// Complete jobs assembled for a finisher that died before it.
+    pub assembled: usize,
     /// Results published for jobs whose finisher did not.
     pub published: usize,
+    /// Jobs without progress that still wait in a queue or are held by a node: not ended.
+    pub waiting: usize,
     /// Open jobs being watched.
     pub open: usize,
 }
 
-/// Follows the jobs bucket and ends jobs with no progress for `no_progress`: the backstop for
-/// everything that can leave a job open (a missed max-deliveries advisory, a record that
-/// outlived its messages). Reads each record change once: a sweep reads only what changed
-/// since the last one, and keeps only open jobs in memory.
+/// A job being watched, and when this sweeper last saw its record change (its own clock: the
+/// nodes' clocks need not agree).
+struct Watched {
+    record: JobRecord,
+    changed: Instant,
+}
+
+/// Follows the jobs bucket and ends jobs without progress: the backstop for everything that can
+/// leave a job open (a missed max-deliveries advisory, a record that outlived its messages).
+/// Progress is judged, not wall-clock age: a job is ended only when its record has not changed
+/// for `no_progress` on this sweeper's own clock *and* no message carries it any more — its
+/// submission is gone from the jobs stream and no unproved partition's work item is left in the
+/// work stream. A job that waits (for queue room, for a GPU) keeps its messages and is never
+/// ended; a complete job whose finisher died is assembled. Reads each record change once: a
+/// sweep reads only what changed since the last one, and keeps only open jobs in memory.
 pub struct Sweeper {
     ledger: Ledger,
     no_progress: Duration,
     next: u64,
     /// Jobs not ended, and ended jobs whose result is not yet published.
-    watched: HashMap<String, JobRecord>,
+    watched: HashMap<String, Watched>,
 }
 
 impl Sweeper {
@@ -120,41 +135,78 @@ impl Sweeper {
         }
     }
 
-    /// Reads the changes since the last sweep, then ends what is stale.
+    /// Reads the changes since the last sweep, then settles what has not moved.
     pub async fn sweep(&mut self) -> Result<Swept, RecordError> {
         let stream = jobs_stream(&self.ledger.js).await?;
         let watched = &mut self.watched;
         // Bounded per sweep so a huge backlog is read over several sweeps.
         self.next = scan(&stream, self.next, 100_000, |entry| match entry.record {
             Some(r) if !r.status.is_final() || !r.result_published => {
-                watched.insert(entry.job_id, r);
+                let seen = watched.get(&entry.job_id).is_some_and(|w| w.record == r);
+                if !seen {
+                    let changed = Instant::now();
+                    watched.insert(entry.job_id, Watched { record: r, changed });
+                }
             }
             _ => {
                 watched.remove(&entry.job_id);
             }
         })
         .await?;
-        let now = unix_ms();
         let mut swept = Swept::default();
-        let candidates: Vec<JobRecord> = self.watched.values().cloned().collect();
-        for record in candidates {
+        let still: Vec<JobRecord> = self
+            .watched
+            .values()
+            .filter(|w| w.record.status.is_final() || w.changed.elapsed() >= self.no_progress)
+            .map(|w| w.record.clone())
+            .collect();
+        for record in still {
             if record.status.is_final() {
                 if self.ledger.publish_pending(&record).await? {
                     swept.published += 1;
                     self.watched.remove(&record.job_id);
                 }
-            } else if machine::stale(&record, now, self.no_progress) {
-                if let Some(ended) = self
-                    .ledger
-                    .end_stale(&record.job_id, self.no_progress)
-                    .await?
-                {
-                    self.watched.remove(&record.job_id);
-                    swept.ended.push(ended);
-                }
+            } else if machine::complete(&record) {
+                self.ledger.catch_up(&record).await?;
+                swept.assembled += 1;
+            } else if self.carried(&record).await? {
+                swept.waiting += 1;
+            } else if let Some(ended) = self.ledger.end_stale(&record, self.no_progress).await? {
+                self.watched.remove(&record.job_id);
+                swept.ended.push(ended);
             }
         }
         swept.open = self.watched.len();
         Ok(swept)
+    }
+
+    /// Whether a message still carries the job: its submission (taken by no synth node yet, or
+    /// held by one) or an unproved partition's work item (queued, or held by a GPU worker).
+    async fn carried(&self, record: &JobRecord) -> Result<bool, RecordError> {
+        if exists(&self.ledger.js, JOBS_STREAM, record.submission_seq).await? {
+            return Ok(true);
+        }
+        for partition in &record.partitions {
+            if partition.status == PartitionStatus::Queued
+                && exists(&self.ledger.js, WORK_STREAM, partition.work_seq).await?
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Whether `stream` still holds the message at `seq` (0: none was recorded). Both streams are
+/// work queues: a message leaves when it is acknowledged or dropped after its last delivery.
+async fn exists(js: &Context, stream: &str, seq: u64) -> Result<bool, RecordError> {
+    if seq == 0 {
+        return Ok(false);
+    }
+    let stream = js.get_stream(stream).await.map_err(unavailable)?;
+    match stream.get_raw_message(seq).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => Ok(false),
+        Err(e) => Err(unavailable(e)),
     }
 }
