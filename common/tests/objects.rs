@@ -371,3 +371,64 @@ async fn reads_ride_out_a_dead_server() {
         assert!(took < Duration::from_secs(5), "read {read} took {took:?}");
     }
 }
+
+/// Chunks no object names — an upload killed before its metadata went out, a delete that died
+/// halfway — are purged once they have not changed for the grace time; a chunk set still
+/// growing and every live object are left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphaned_chunks_are_reclaimed_and_live_objects_kept() {
+    let server = NatsServer::start().unwrap();
+    let (store, shards, js) = store(&server).await;
+    let live = random(3 * STRIPE_BYTES / 2);
+    objects::put(&shards, "live", &live).await.unwrap();
+    let killed = "$O.t.C.upload-killed-midway";
+    let growing = "$O.t.C.upload-still-going";
+    for subject in [killed, killed, growing] {
+        js.publish(subject, random(1024).into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let buckets = ["t".to_owned()];
+    let mut janitor = objects::janitor::Janitor::default();
+    let grace = Duration::from_millis(300);
+    assert_eq!(
+        janitor.sweep(&js, &buckets, grace).await.unwrap(),
+        0,
+        "first look"
+    );
+    tokio::time::sleep(grace).await;
+    js.publish(growing, random(1024).into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(janitor.sweep(&js, &buckets, grace).await.unwrap(), 1);
+    let stream = js.get_stream("OBJ_t").await.unwrap();
+    let left = |subject: &'static str| {
+        let stream = stream.clone();
+        async move { stream.direct_get_last_for_subject(subject).await.is_ok() }
+    };
+    assert!(
+        !left(killed).await,
+        "the killed upload's chunks are still there"
+    );
+    assert!(left(growing).await, "a growing chunk set was purged");
+    tokio::time::sleep(grace).await;
+    assert_eq!(janitor.sweep(&js, &buckets, grace).await.unwrap(), 1);
+    assert!(!left(growing).await);
+    // The live object, striped over several objects, reads back whole.
+    let mut back = Vec::new();
+    objects::read_bounded_into(
+        &shards,
+        std::slice::from_ref(&js),
+        "live",
+        u64::MAX,
+        &mut back,
+    )
+    .await
+    .unwrap();
+    assert_eq!(back, live);
+    assert_eq!(names(&store).await.len(), 2, "{:?}", names(&store).await);
+}

@@ -2,17 +2,23 @@
 //! (`cuzk_common::lifecycle::sweep`) and fails jobs with no progress for
 //! `--synth-no-progress-timeout` whose messages are gone from the queues, deleting the blobs
 //! they left; it also assembles complete jobs and publishes results whose finisher died before
-//! it did. Concurrent sweepers are harmless:
-//! the ledger ends a job once.
+//! it did. Concurrent sweepers are harmless: the ledger ends a job once. It also reclaims chunks
+//! no object names (an upload killed midway) from the blob buckets and the shared inputs bucket
+//! (`cuzk_common::objects::janitor`).
 
 use std::time::Duration;
 
 use cuzk_common::lifecycle::{sweep::Sweeper, Ledger};
-use cuzk_common::topology::Topology;
+use cuzk_common::objects::janitor::{Janitor, ORPHAN_GRACE};
+use cuzk_common::topology::{blob_shard_bucket, Topology, INPUTS_BUCKET};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::saver::delete_queued_blobs;
+
+/// How often to look for chunks no object names (reclaimed once unchanged for
+/// [`ORPHAN_GRACE`]).
+const JANITOR_INTERVAL: Duration = Duration::from_secs(60);
 
 /// How often to sweep: a fraction of the timeout, so a stuck job ends soon after it, and never
 /// less often than once a minute.
@@ -28,9 +34,22 @@ pub async fn run(
 ) {
     let mut sweeper = Sweeper::new(ledger, no_progress);
     let mut ticker = tokio::time::interval(interval(no_progress));
+    let mut janitor = Janitor::default();
+    let mut janitor_ticker = tokio::time::interval(JANITOR_INTERVAL);
+    // The blob buckets and the shared inputs bucket: what this role writes and deletes in.
+    let buckets: Vec<String> = (0..topology.blobs.count())
+        .map(blob_shard_bucket)
+        .chain([INPUTS_BUCKET.to_owned()])
+        .collect();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
+            _ = janitor_ticker.tick() => {
+                if let Err(e) = janitor.sweep(&topology.js, &buckets, ORPHAN_GRACE).await {
+                    debug!(err = %e, "looking for orphaned chunks failed; trying again next time");
+                }
+                continue;
+            }
             _ = ticker.tick() => {}
         }
         let swept = match sweeper.sweep().await {

@@ -23,6 +23,7 @@ use tracing::{debug, warn};
 use crate::retry::{retry_retryable as retry, RetryPolicy};
 use crate::timing::ms;
 
+pub mod janitor;
 mod layout;
 
 use layout::{stripe_name, Layout};
