@@ -1,12 +1,15 @@
 //! The job ledger over weeks, against a real nats-server: the records bucket holds the retention
 //! period's jobs at the configured rate, a full bucket drops its oldest finished records instead
 //! of refusing a new job, a job's staged input is deleted however the job ends, and a result
-//! gone from the results stream is still answered from the job's record.
+//! gone from the results stream is still answered from the job's record; and every result is
+//! published once, counted before the results stream deduplicates it.
 
 use std::time::Duration;
 
 use async_nats::jetstream::{self, Context};
-use cuzk_common::lifecycle::{Admission, JobShape, Ledger, ProvedPartition};
+use cuzk_common::lifecycle::{
+    sweep::Sweeper, Admission, JobShape, Ledger, ProvedPartition, PUBLISH_GRACE,
+};
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::objects;
 use cuzk_common::topology::{
@@ -283,4 +286,92 @@ async fn a_result_gone_from_the_results_stream_is_answered_from_the_record() {
     assert_eq!(answer.status, JobStatus::Done);
     assert_eq!(answer.proof.unwrap().len(), 10 * 192 * 2);
     assert!(ledger.answer("never").await.unwrap().is_none());
+}
+
+/// Results per job id heard on a subject, counted by a core subscription: on
+/// `cuzk.ledger.results.>` that is every publication the ledger makes, before the results
+/// stream deduplicates them; on `cuzk.results.>`, what clients hear.
+struct Count(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>);
+
+impl Count {
+    async fn start(client: &async_nats::Client, prefix: &'static str) -> Count {
+        let mut sub = client.subscribe(format!("{prefix}.>")).await.unwrap();
+        client.flush().await.unwrap();
+        let count = Count(std::sync::Arc::default());
+        let counts = count.0.clone();
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            while let Some(message) = sub.next().await {
+                let id = message.subject[prefix.len() + 1..].to_owned();
+                *counts.lock().unwrap().entry(id).or_default() += 1;
+            }
+        });
+        count
+    }
+
+    fn of(&self) -> std::collections::BTreeMap<String, usize> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+}
+
+/// Every way a job ends publishes its result once — counted on the ledger's raw publications,
+/// where a second publication would show even though the stream drops it — including a result
+/// whose finisher died between ending the job and publishing, which the sweeper publishes once
+/// its grace has passed; ending a job again publishes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_result_is_published_once_before_deduplication() {
+    let server = NatsServer::start().unwrap();
+    let (_js, topology) = cluster(&server, Limits::local()).await;
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let raw = Count::start(&client, "cuzk.ledger.results").await;
+    let heard = Count::start(&client, "cuzk.results").await;
+    let ledger = Ledger::new(&topology);
+
+    finished(&ledger, "done", 1).await;
+    let (spec, seq) = (porep_32gib("failed", JobInput::None), 2);
+    admitted(&ledger, &spec, seq).await;
+    ledger.fail("failed", "a partition failed").await.unwrap();
+    ledger.fail("failed", "and another").await.unwrap();
+    ledger.fail("done", "too late").await.unwrap();
+
+    // The finisher of "orphan" made its record final, then died before publishing.
+    let result = JobResult::failed("orphan", "a partition failed");
+    let long_ago = unix_ms() - PUBLISH_GRACE.as_millis() as u64 - 1_000;
+    let record = serde_json::json!({
+        "job_id": "orphan", "circuit": "mimc", "params": {}, "status": "failed",
+        "submission_seq": 3, "submitted_at_ms": long_ago, "synth_started_at_ms": long_ago,
+        "updated_at_ms": long_ago, "partitions": [], "error": "a partition failed",
+        "result": result, "result_published": false,
+    });
+    let body = serde_json::to_vec(&record).unwrap();
+    topology.jobs_kv.put("orphan", body.into()).await.unwrap();
+    let mut sweeper = Sweeper::new(ledger.clone(), Duration::from_secs(3600));
+    assert_eq!(sweeper.sweep().await.unwrap().published, 1);
+    assert_eq!(sweeper.sweep().await.unwrap().published, 0);
+    assert!(
+        ledger
+            .get("orphan")
+            .await
+            .unwrap()
+            .unwrap()
+            .result_published
+    );
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let once: std::collections::BTreeMap<String, usize> =
+        [("done", 1), ("failed", 1), ("orphan", 1)]
+            .into_iter()
+            .map(|(id, n)| (id.to_owned(), n))
+            .collect();
+    assert_eq!(
+        raw.of(),
+        once,
+        "the ledger's publications, before deduplication"
+    );
+    assert_eq!(heard.of(), once, "what clients heard");
 }
