@@ -12,6 +12,7 @@ pub mod queued;
 mod store;
 pub mod sweep;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{kv, Context};
@@ -73,6 +74,8 @@ pub enum Finish {
 pub struct Ledger {
     kv: kv::Store,
     js: Context,
+    /// Waiting submissions by job id, for cancels of jobs no synth node has taken.
+    queued: Arc<tokio::sync::Mutex<queued::Index>>,
 }
 
 impl Ledger {
@@ -82,7 +85,11 @@ impl Ledger {
 
     /// A ledger on a bucket opened by hand: clients that may only read records use it so.
     pub fn open(js: Context, jobs_kv: kv::Store) -> Ledger {
-        Ledger { kv: jobs_kv, js }
+        Ledger {
+            kv: jobs_kv,
+            js,
+            queued: Arc::default(),
+        }
     }
 
     /// The job's record, if it has one.
@@ -284,7 +291,8 @@ impl Ledger {
                 Some((record, false)) => return Ok((CancelOutcome::AlreadyEnded, Some(record))),
                 None => {}
             }
-            let Some(queued) = queued::find(&self.js, job_id).await? else {
+            let found = self.queued.lock().await.find(&self.js, job_id).await?;
+            let Some(queued) = found else {
                 return Ok((CancelOutcome::Unknown, None));
             };
             result.circuit = queued.circuit;

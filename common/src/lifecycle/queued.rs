@@ -1,6 +1,9 @@
 //! A submission still waiting in the jobs stream, found by its job id: a job no synth node has
 //! taken yet has no record, only its message. Read with message gets in stream order (the jobs
-//! stream is a work queue: it allows no second consumer), at most [`MAX_QUEUED_SCAN`] of them.
+//! stream is a work queue: it allows no second consumer), each once, into an [`Index`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::stream::RawMessageErrorKind;
 use async_nats::jetstream::Context;
@@ -9,10 +12,6 @@ use serde::Deserialize;
 use super::RecordError;
 use crate::topology::JOBS_STREAM;
 use cuzk_wire::job::{JobInput, StagedInput, JOB_ID_HEADER};
-
-/// Most waiting submissions a cancel request looks through; one further back is `unknown`
-/// until a synth node takes it (and then cancellable).
-pub const MAX_QUEUED_SCAN: usize = 10_000;
 
 /// A waiting submission: what its final record needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,33 +64,102 @@ fn named(payload: &[u8], headers: &async_nats::HeaderMap) -> Option<Head> {
     })
 }
 
-/// The oldest waiting submission of `job_id`, if one is among the first [`MAX_QUEUED_SCAN`].
-pub(super) async fn find(js: &Context, job_id: &str) -> Result<Option<Queued>, RecordError> {
-    let unavailable = |e: String| RecordError::Unavailable(format!("reading {JOBS_STREAM}: {e}"));
-    let stream = js
-        .get_stream_no_info(JOBS_STREAM)
-        .await
-        .map_err(|e| unavailable(e.to_string()))?;
-    let mut next = 1;
-    for _ in 0..MAX_QUEUED_SCAN {
-        let got = stream
-            .raw_message_builder()
-            .sequence(next)
-            .next_by_subject("cuzk.jobs.>")
-            .send()
-            .await;
-        let message = match got {
-            Ok(message) => message,
-            Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => return Ok(None),
-            Err(e) => return Err(unavailable(e.to_string())),
-        };
-        next = message.sequence + 1;
-        match named(&message.payload, &message.headers) {
-            Some(head) if head.job_id == job_id => return Ok(Some(queued(&message, head))),
-            _ => {}
+/// Waiting submissions by job id. Each message of the jobs stream is read once, the first time a
+/// lookup comes after it was stored; a lookup then reads only what was stored since the last one
+/// and confirms its hit with one get, so a cancel costs a few round trips however long the
+/// queue. Entries of messages that left the stream are dropped as the stream's first sequence
+/// passes them.
+#[derive(Default)]
+pub(super) struct Index {
+    by_id: HashMap<String, BTreeSet<u64>>,
+    by_seq: BTreeMap<u64, String>,
+    /// Every message below this sequence has been read.
+    next: u64,
+    pruned: Option<Instant>,
+}
+
+/// How often an index drops the entries of messages that left the stream.
+const PRUNE_EVERY: Duration = Duration::from_secs(10);
+
+impl Index {
+    /// The oldest waiting submission of `job_id`.
+    pub(super) async fn find(
+        &mut self,
+        js: &Context,
+        job_id: &str,
+    ) -> Result<Option<Queued>, RecordError> {
+        let unavailable =
+            |e: String| RecordError::Unavailable(format!("reading {JOBS_STREAM}: {e}"));
+        let stream = js
+            .get_stream_no_info(JOBS_STREAM)
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
+        if self.pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+            let first = js
+                .get_stream(JOBS_STREAM)
+                .await
+                .map_err(|e| unavailable(e.to_string()))?
+                .cached_info()
+                .state
+                .first_sequence;
+            self.forget_below(first);
+            self.pruned = Some(Instant::now());
+        }
+        loop {
+            let got = stream
+                .raw_message_builder()
+                .sequence(self.next.max(1))
+                .next_by_subject("cuzk.jobs.>")
+                .send()
+                .await;
+            let message = match got {
+                Ok(message) => message,
+                Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => break,
+                Err(e) => return Err(unavailable(e.to_string())),
+            };
+            self.next = message.sequence + 1;
+            if let Some(head) = named(&message.payload, &message.headers) {
+                self.insert(head.job_id, message.sequence);
+            }
+        }
+        let seqs: Vec<u64> = self
+            .by_id
+            .get(job_id)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default();
+        for seq in seqs {
+            match at(js, seq, job_id).await? {
+                Some(queued) => return Ok(Some(queued)),
+                None => self.remove(seq),
+            }
+        }
+        Ok(None)
+    }
+
+    fn insert(&mut self, job_id: String, seq: u64) {
+        self.by_id.entry(job_id.clone()).or_default().insert(seq);
+        self.by_seq.insert(seq, job_id);
+    }
+
+    fn remove(&mut self, seq: u64) {
+        if let Some(job_id) = self.by_seq.remove(&seq) {
+            if let Some(seqs) = self.by_id.get_mut(&job_id) {
+                seqs.remove(&seq);
+                if seqs.is_empty() {
+                    self.by_id.remove(&job_id);
+                }
+            }
         }
     }
-    Ok(None)
+
+    fn forget_below(&mut self, first: u64) {
+        while let Some((&seq, _)) = self.by_seq.first_key_value() {
+            if seq >= first {
+                break;
+            }
+            self.remove(seq);
+        }
+    }
 }
 
 /// The submission of `job_id` at stream sequence `seq`, while the jobs stream holds it (until a
@@ -121,6 +189,19 @@ pub(super) async fn at(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_index_forgets_what_left_the_stream() {
+        let mut index = Index::default();
+        for (id, seq) in [("a", 1), ("b", 2), ("a", 3), ("c", 4)] {
+            index.insert(id.to_owned(), seq);
+        }
+        index.remove(1);
+        assert_eq!(index.by_id["a"], BTreeSet::from([3]));
+        index.forget_below(4);
+        assert_eq!(index.by_seq.keys().copied().collect::<Vec<_>>(), [4]);
+        assert_eq!(index.by_id.keys().collect::<Vec<_>>(), ["c"]);
+    }
 
     #[test]
     fn job_messages_are_named_by_their_json_or_header() {
