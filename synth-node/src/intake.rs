@@ -90,17 +90,10 @@ pub async fn claim(
     };
     *job_id = Some(spec.job_id.clone());
     tracing::Span::current().record("cuzk.job_id", spec.job_id.as_str());
-    // A duplicate is recognised before anything about it is judged: the original stands.
-    if let Some(existing) = ledger.get(&spec.job_id).await? {
-        if existing.submission_seq != submission.seq {
-            info!(job_id = %spec.job_id, seq = submission.seq, "duplicate submission ignored; the original stands");
-            return Ok(Intake::Settled);
-        }
-        if existing.status.is_final() {
-            ledger.publish_pending(&existing).await?;
-            return Ok(Intake::Settled);
-        }
-    }
+    // One round trip claims a new job: the record is created without a look first. A duplicate
+    // is told apart when the create fails (`Ledger::admit`), or, if it fails a check first, when
+    // its refusal meets the original's record (`Ledger::refuse`): either way the original
+    // stands and no second answer goes out.
     if spec.priority == Priority::High && submission.subject != SUBJECT_SUBMIT_HIGH {
         return Err(StepError::Fatal(format!(
             "priority high must be submitted on {SUBJECT_SUBMIT_HIGH}, which only roles allowed to use it may publish; \
@@ -134,7 +127,10 @@ pub async fn claim(
         .await?;
     let record = match admission {
         Admission::New(record) | Admission::Resume(record) => record,
-        Admission::Duplicate(_) => return Ok(Intake::Settled),
+        Admission::Duplicate(_) => {
+            info!(job_id = %spec.job_id, seq = submission.seq, "duplicate submission ignored; the original stands");
+            return Ok(Intake::Settled);
+        }
         Admission::Ended(record) => {
             ledger.publish_pending(&record).await?;
             return Ok(Intake::Settled);
