@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use async_nats::Client;
-use cuzk_common::nats::{retry, RetryPolicy};
+use cuzk_common::retry::{retry, RetryPolicy};
 use cuzk_common::topology::SUBJECT_CANCEL;
 use cuzk_wire::control::{CancelReply, CancelRequest};
 

@@ -12,7 +12,7 @@ use bellperson::groth16::{prepare_verifying_key, verify_proof, Proof};
 use cuzk_circuits::ShapeCache;
 use cuzk_common::config::{GpuConfig, LimitsProfile, NatsArgs, ParamConfig, SynthConfig};
 use cuzk_common::local_nats::NatsServer;
-use cuzk_common::nats::{retry, RetryPolicy};
+use cuzk_common::retry::{retry, RetryPolicy};
 use cuzk_common::topology::{self, Topology};
 use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, PartitionTimings};
 use tokio::task::JoinSet;

@@ -13,7 +13,7 @@ use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMes
 use async_nats::Client;
 use base64::Engine;
 use cuzk_common::lifecycle::Ledger;
-use cuzk_common::nats::{retry, RetryPolicy};
+use cuzk_common::retry::{retry, RetryPolicy};
 use cuzk_common::topology::{
     jetstream_context, results_subject, staged_input_name, INPUTS_BUCKET, JOBS_BUCKET,
     SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH,

@@ -11,8 +11,7 @@ use futures::StreamExt;
 
 use crate::config::NatsConfig;
 // Re-exported for the nodes and tools that import them from here.
-pub use crate::retry::{retry, RetryPolicy};
-pub use crate::timing::ms;
+use crate::retry::{retry, RetryPolicy};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {

@@ -14,8 +14,6 @@ use async_nats::jetstream::{
 };
 
 use crate::objects::{Shards, MAX_SHARDS};
-// Defined by the object store, which writes with it; also importable beside the buckets.
-pub use crate::objects::BLOB_CHUNK_SIZE;
 
 mod limits;
 pub use limits::{Limits, RECORD_BYTES};

@@ -29,19 +29,6 @@ use crate::picker::{Prepared, Taken};
 use crate::saver::Outcome;
 use crate::GpuNode;
 
-/// A partition's stages on the GPU node, as its "partition proved" line lists them.
-const GPU_STAGES: &[Stage] = &[
-    Stage::QueueWait,
-    Stage::Fetch,
-    Stage::Decode,
-    Stage::H2d,
-    Stage::Turn,
-    Stage::Spmv,
-    Stage::H,
-    Stage::Msm,
-    Stage::Prove,
-];
-
 /// The `circuit`/`shape` labels of a work item's measurements.
 pub(crate) fn labels(item: &WorkItem) -> JobLabels {
     JobLabels::new(&item.circuit, &item.shape_key)
@@ -206,7 +193,7 @@ impl<B: Backend> Worker<B> {
             // The device's host-to-device bytes so far: a drain's total over its partitions.
             h2d_total_bytes = backend.h2d_bytes(),
             "partition proved {}",
-            timings.log_fields(GPU_STAGES),
+            timings.log_fields(Stage::ON_GPU_NODE),
         );
 
         Ok(ProvedPartition {

@@ -14,10 +14,8 @@ use async_nats::jetstream::Context;
 use bytes::Bytes;
 use clap::Args;
 use cuzk_common::local_nats::NatsServer;
-use cuzk_common::objects::{self, Shards};
-use cuzk_common::topology::{
-    blob_shard_bucket, jetstream_context, provision, Limits, BLOB_CHUNK_SIZE, BLOB_SHARDS,
-};
+use cuzk_common::objects::{self, Shards, BLOB_CHUNK_SIZE};
+use cuzk_common::topology::{blob_shard_bucket, jetstream_context, provision, Limits, BLOB_SHARDS};
 use futures::{StreamExt, TryStreamExt};
 use rand::RngCore;
 use tokio::io::AsyncReadExt;

@@ -13,8 +13,8 @@ use anyhow::{bail, ensure, Context, Result};
 use cuzk_circuits::porep::SealedSector;
 use cuzk_cli::launcher::{LaunchSpec, ProcessCluster, Role};
 use cuzk_common::lifecycle::Ledger;
-use cuzk_common::nats::ms;
 use cuzk_common::objects;
+use cuzk_common::timing::ms;
 use cuzk_common::topology::{results_subject, SUBJECT_SUBMIT};
 use cuzk_wire::job::{
     JobInput, JobRecord, JobResult, JobSpec, JobStatus, PartitionStatus, PartitionTimings, Stage,
@@ -373,17 +373,6 @@ struct Report<'a> {
     json: Option<&'a Path>,
 }
 
-/// The GPU node's stages a drain reports, each a median over the partitions.
-const GPU_STAGES: &[Stage] = &[
-    Stage::Decode,
-    Stage::H2d,
-    Stage::Turn,
-    Stage::Spmv,
-    Stage::H,
-    Stage::Msm,
-    Stage::Prove,
-];
-
 fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()> {
     let parts = &result.partition_timings;
     println!("{}", cuzk_cli::timings_table(result));
@@ -422,12 +411,7 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             format!("{fetch:.0} ({:.0})", mbps(blob, fetch)),
         ),
     ];
-    // The GPU node's stages by their own labels (turn: waiting while the device proves another
-    // partition).
-    let stages = GPU_STAGES.iter().map(|&stage| {
-        let v = med(&|t| t.get(stage).unwrap_or_default());
-        (format!("{} ms", stage.label()), format!("{v:.0}"))
-    });
+    let stage_ms = |stage: Stage| med(&|t| t.get(stage).unwrap_or_default());
     let tail = [
         (
             "partition latency ms (fetch+decode+prove)",
@@ -468,12 +452,18 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             format!("{:.1}", r.synth_wall),
         ),
     ];
-    let own = |rows: &[(&str, String)]| {
-        rows.iter()
-            .map(|(w, v)| ((*w).to_owned(), v.clone()))
-            .collect::<Vec<_>>()
-    };
-    for (what, v) in own(&head).into_iter().chain(stages).chain(own(&tail)) {
+    for (what, v) in &head {
+        println!("| {what} | {v} |");
+    }
+    // The GPU node's stages after the fetch (shown above with its rate), by their own labels
+    // (turn: waiting while the device proves another partition).
+    let after_fetch = Stage::ON_GPU_NODE
+        .iter()
+        .filter(|s| !matches!(s, Stage::QueueWait | Stage::Fetch));
+    for &stage in after_fetch {
+        println!("| {} ms | {:.0} |", stage.label(), stage_ms(stage));
+    }
+    for (what, v) in &tail {
         println!("| {what} | {v} |");
     }
     if let Some(path) = r.json {
@@ -501,8 +491,8 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "gpu_node_rss_file_gib": r.rss.map(|m| m.file),
             "key_load_s": r.load_s,
         });
-        for &stage in GPU_STAGES {
-            j[stage.field()] = json!(med(&|t| t.get(stage).unwrap_or_default()));
+        for &stage in Stage::ON_GPU_NODE {
+            j[stage.field()] = json!(stage_ms(stage));
         }
         std::fs::write(path, serde_json::to_vec_pretty(&j)?)?;
     }

@@ -7,9 +7,9 @@ use std::time::Instant;
 use async_nats::jetstream::message::PublishMessage;
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::metrics::metrics;
-use cuzk_common::nats::{retry, RetryPolicy};
 use cuzk_common::objects;
 use cuzk_common::policy::StepError;
+use cuzk_common::retry::{retry, RetryPolicy};
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL};
 use cuzk_wire::job::{

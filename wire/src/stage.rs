@@ -148,6 +148,21 @@ stages! {
     }
 }
 
+impl Stage {
+    /// A partition's stages on the GPU node, in order.
+    pub const ON_GPU_NODE: &'static [Stage] = &[
+        Stage::QueueWait,
+        Stage::Fetch,
+        Stage::Decode,
+        Stage::H2d,
+        Stage::Turn,
+        Stage::Spmv,
+        Stage::H,
+        Stage::Msm,
+        Stage::Prove,
+    ];
+}
+
 impl PartitionTimings {
     pub fn is_zero(&self) -> bool {
         *self == PartitionTimings::default()

@@ -203,7 +203,8 @@ async fn exists(js: &Context, stream: &str, seq: u64) -> Result<bool, RecordErro
     if seq == 0 {
         return Ok(false);
     }
-    let stream = js.get_stream(stream).await.map_err(unavailable)?;
+    // No stream info: one message get is the whole check.
+    let stream = js.get_stream_no_info(stream).await.map_err(unavailable)?;
     match stream.get_raw_message(seq).await {
         Ok(_) => Ok(true),
         Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => Ok(false),
