@@ -322,7 +322,8 @@ impl Count {
 /// Every way a job ends publishes its result once — counted on the ledger's raw publications,
 /// where a second publication would show even though the stream drops it — including a result
 /// whose finisher died between ending the job and publishing, which the sweeper publishes once
-/// its grace has passed; ending a job again publishes nothing.
+/// its grace has passed on its own clock, whatever clock stamped the record; ending a job again
+/// publishes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_result_is_published_once_before_deduplication() {
     let server = NatsServer::start().unwrap();
@@ -339,32 +340,47 @@ async fn each_result_is_published_once_before_deduplication() {
     ledger.fail("failed", "and another").await.unwrap();
     ledger.fail("done", "too late").await.unwrap();
 
-    // The finisher of "orphan" made its record final, then died before publishing.
-    let result = JobResult::failed("orphan", "a partition failed");
-    let long_ago = unix_ms() - PUBLISH_GRACE.as_millis() as u64 - 1_000;
-    let record = serde_json::json!({
-        "job_id": "orphan", "circuit": "mimc", "params": {}, "status": "failed",
-        "submission_seq": 3, "submitted_at_ms": long_ago, "synth_started_at_ms": long_ago,
-        "updated_at_ms": long_ago, "partitions": [], "error": "a partition failed",
-        "result": result, "result_published": false,
-    });
-    let body = serde_json::to_vec(&record).unwrap();
-    topology.jobs_kv.put("orphan", body.into()).await.unwrap();
-    let mut sweeper = Sweeper::new(ledger.clone(), Duration::from_secs(3600));
-    assert_eq!(sweeper.sweep().await.unwrap().published, 1);
-    assert_eq!(sweeper.sweep().await.unwrap().published, 0);
-    assert!(
-        ledger
-            .get("orphan")
-            .await
-            .unwrap()
-            .unwrap()
-            .result_published
+    // The finishers of "orphan" and "ahead" made their records final, then died before
+    // publishing; "orphan"'s finisher stamped it long ago, "ahead"'s with a clock a day ahead.
+    // Neither stamp is this sweeper's clock: each is published once the sweeper itself has
+    // seen the record unchanged for the grace.
+    let day = 24 * 3600 * 1000;
+    for (id, stamped, seq) in [
+        (
+            "orphan",
+            unix_ms() - PUBLISH_GRACE.as_millis() as u64 - 1_000,
+            3,
+        ),
+        ("ahead", unix_ms() + day, 4),
+    ] {
+        let result = JobResult::failed(id, "a partition failed");
+        let record = serde_json::json!({
+            "job_id": id, "circuit": "mimc", "params": {}, "status": "failed",
+            "submission_seq": seq, "submitted_at_ms": stamped, "synth_started_at_ms": stamped,
+            "updated_at_ms": stamped, "partitions": [], "error": "a partition failed",
+            "result": result, "result_published": false,
+        });
+        let body = serde_json::to_vec(&record).unwrap();
+        topology.jobs_kv.put(id, body.into()).await.unwrap();
+    }
+    let grace = Duration::from_millis(500);
+    let mut sweeper =
+        Sweeper::new(ledger.clone(), Duration::from_secs(3600)).with_publish_grace(grace);
+    assert_eq!(
+        sweeper.sweep().await.unwrap().published,
+        0,
+        "published before the sweeper's own grace"
     );
+    tokio::time::sleep(grace).await;
+    assert_eq!(sweeper.sweep().await.unwrap().published, 2);
+    assert_eq!(sweeper.sweep().await.unwrap().published, 0);
+    for id in ["orphan", "ahead"] {
+        assert!(ledger.get(id).await.unwrap().unwrap().result_published);
+    }
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     let once: std::collections::BTreeMap<String, usize> =
-        [("done", 1), ("failed", 1), ("orphan", 1)]
+        [("done", 1), ("failed", 1), ("orphan", 1), ("ahead", 1)]
             .into_iter()
             .map(|(id, n)| (id.to_owned(), n))
             .collect();

@@ -207,14 +207,14 @@ impl Ledger {
         Ok(outcome)
     }
 
-    /// Finishes what a crash left of a job: a complete record not yet ended is assembled, an
-    /// ended one whose result is overdue is published.
+    /// Finishes what a crash left of a job whose partitions are all proved: a record not yet
+    /// ended is assembled. (An ended job's unpublished result is the sweeper's: it times the
+    /// grace on its own clock.)
     pub async fn catch_up(&self, record: &JobRecord) -> Result<(), RecordError> {
         if machine::complete(record) {
-            self.assemble(record).await
-        } else {
-            self.publish_pending(record).await.map(|_| ())
+            self.assemble(record).await?;
         }
+        Ok(())
     }
 
     async fn assemble(&self, record: &JobRecord) -> Result<(), RecordError> {
@@ -357,11 +357,17 @@ impl Ledger {
         self.finish(&JobResult::failed(job_id, reason)).await
     }
 
-    /// Publishes the result of an ended job whose finisher did not get to it within
-    /// [`PUBLISH_GRACE`] (it crashed between the two steps). Returns whether it published.
-    pub async fn publish_pending(&self, record: &JobRecord) -> Result<bool, RecordError> {
-        let overdue =
-            unix_ms().saturating_sub(record.updated_at_ms) >= PUBLISH_GRACE.as_millis() as u64;
+    /// Publishes the result of an ended job whose finisher did not get to it (it crashed
+    /// between the two steps): `unchanged_for` is how long the caller has seen the record as it
+    /// is, on its own clock (another node's `updated_at_ms` is not comparable with it), and
+    /// must be at least `grace`. Returns whether it published.
+    pub async fn publish_pending(
+        &self,
+        record: &JobRecord,
+        unchanged_for: Duration,
+        grace: Duration,
+    ) -> Result<bool, RecordError> {
+        let overdue = unchanged_for >= grace;
         let Some(result) = record.result.as_ref() else {
             return Ok(false);
         };

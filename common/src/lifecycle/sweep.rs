@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::stream::{DirectGetErrorKind, RawMessageErrorKind, Stream};
 use async_nats::jetstream::Context;
 
-use super::{machine, Ledger, RecordError};
+use super::{machine, Ledger, RecordError, PUBLISH_GRACE};
 use crate::topology::{JOBS_BUCKET, JOBS_STREAM, WORK_STREAM};
 use cuzk_wire::job::{JobRecord, PartitionStatus};
 
@@ -120,6 +120,8 @@ struct Watched {
 pub struct Sweeper {
     ledger: Ledger,
     no_progress: Duration,
+    /// How long an ended job's result may stay unpublished, on this sweeper's clock.
+    publish_grace: Duration,
     next: u64,
     /// Jobs not ended, and ended jobs whose result is not yet published.
     watched: HashMap<String, Watched>,
@@ -130,9 +132,16 @@ impl Sweeper {
         Sweeper {
             ledger,
             no_progress,
+            publish_grace: PUBLISH_GRACE,
             next: 1,
             watched: HashMap::new(),
         }
+    }
+
+    /// The sweeper with another grace for unpublished results ([`PUBLISH_GRACE`] by default).
+    pub fn with_publish_grace(mut self, grace: Duration) -> Sweeper {
+        self.publish_grace = grace;
+        self
     }
 
     /// Reads the changes since the last sweep, then settles what has not moved.
@@ -154,15 +163,20 @@ impl Sweeper {
         })
         .await?;
         let mut swept = Swept::default();
-        let still: Vec<JobRecord> = self
+        let still: Vec<(JobRecord, Duration)> = self
             .watched
             .values()
             .filter(|w| w.record.status.is_final() || w.changed.elapsed() >= self.no_progress)
-            .map(|w| w.record.clone())
+            .map(|w| (w.record.clone(), w.changed.elapsed()))
             .collect();
-        for record in still {
+        for (record, unchanged_for) in still {
             if record.status.is_final() {
-                if self.ledger.publish_pending(&record).await? {
+                let grace = self.publish_grace;
+                if self
+                    .ledger
+                    .publish_pending(&record, unchanged_for, grace)
+                    .await?
+                {
                     swept.published += 1;
                     self.watched.remove(&record.job_id);
                 }
