@@ -432,3 +432,32 @@ async fn orphaned_chunks_are_reclaimed_and_live_objects_kept() {
     assert_eq!(back, live);
     assert_eq!(names(&store).await.len(), 2, "{:?}", names(&store).await);
 }
+
+/// The janitor finds every inputs bucket, a submitter's own among them, and reclaims an upload
+/// killed midway there as in the shared one; other buckets are not inputs buckets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_in_a_submitters_inputs_bucket_are_reclaimed() {
+    use cuzk_common::topology::{ensure_inputs_bucket, Limits};
+    let server = NatsServer::start().unwrap();
+    let (_store, _shards, js) = store(&server).await;
+    for bucket in ["cuzk-inputs", "cuzk-inputs-alice"] {
+        ensure_inputs_bucket(&js, bucket, 1, Limits::local())
+            .await
+            .unwrap();
+    }
+    let buckets = objects::janitor::inputs_buckets(&js).await.unwrap();
+    assert_eq!(buckets, ["cuzk-inputs", "cuzk-inputs-alice"]);
+    let killed = "$O.cuzk-inputs-alice.C.upload-killed-midway";
+    js.publish(killed, random(1024).into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let mut janitor = objects::janitor::Janitor::default();
+    let grace = Duration::from_millis(300);
+    assert_eq!(janitor.sweep(&js, &buckets, grace).await.unwrap(), 0);
+    tokio::time::sleep(grace).await;
+    assert_eq!(janitor.sweep(&js, &buckets, grace).await.unwrap(), 1);
+    let stream = js.get_stream("OBJ_cuzk-inputs-alice").await.unwrap();
+    assert!(stream.direct_get_last_for_subject(killed).await.is_err());
+}

@@ -3,13 +3,13 @@
 //! `--synth-no-progress-timeout` whose messages are gone from the queues, deleting the blobs
 //! they left; it also assembles complete jobs and publishes results whose finisher died before
 //! it did. Concurrent sweepers are harmless: the ledger ends a job once. It also reclaims chunks
-//! no object names (an upload killed midway) from the blob buckets and the shared inputs bucket
-//! (`cuzk_common::objects::janitor`).
+//! no object names (an upload killed midway) from the blob buckets and every inputs bucket, the
+//! shared one and each submitter's (`cuzk_common::objects::janitor`).
 
 use std::time::Duration;
 
 use cuzk_common::lifecycle::{sweep::Sweeper, Ledger};
-use cuzk_common::objects::janitor::{Janitor, ORPHAN_GRACE};
+use cuzk_common::objects::janitor::{inputs_buckets, Janitor, ORPHAN_GRACE};
 use cuzk_common::topology::{blob_shard_bucket, Topology, INPUTS_BUCKET};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -36,15 +36,17 @@ pub async fn run(
     let mut ticker = tokio::time::interval(interval(no_progress));
     let mut janitor = Janitor::default();
     let mut janitor_ticker = tokio::time::interval(JANITOR_INTERVAL);
-    // The blob buckets and the shared inputs bucket: what this role writes and deletes in.
-    let buckets: Vec<String> = (0..topology.blobs.count())
-        .map(blob_shard_bucket)
-        .chain([INPUTS_BUCKET.to_owned()])
-        .collect();
+    // The blob buckets and the inputs buckets: what this role writes and deletes in.
+    let blobs: Vec<String> = (0..topology.blobs.count()).map(blob_shard_bucket).collect();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = janitor_ticker.tick() => {
+                let inputs = inputs_buckets(&topology.js).await.unwrap_or_else(|e| {
+                    debug!(err = %e, "listing the inputs buckets failed; the shared one only");
+                    vec![INPUTS_BUCKET.to_owned()]
+                });
+                let buckets: Vec<String> = blobs.iter().cloned().chain(inputs).collect();
                 if let Err(e) = janitor.sweep(&topology.js, &buckets, ORPHAN_GRACE).await {
                     debug!(err = %e, "looking for orphaned chunks failed; trying again next time");
                 }

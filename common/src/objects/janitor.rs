@@ -18,10 +18,30 @@ use futures::TryStreamExt;
 use serde::Deserialize;
 
 use super::ObjectError;
+use cuzk_wire::job::{valid_inputs_bucket, INPUTS_BUCKET};
 
 /// How long a chunk set without an object must stay unchanged before it is purged: far longer
 /// than the gap between two chunks of a live upload.
 pub const ORPHAN_GRACE: Duration = Duration::from_secs(300);
+
+/// Every inputs bucket on the server: the shared one and each submitter's own
+/// (`cuzk-inputs-<submitter>`, made by `cuzk provision` at any time), found by listing the
+/// streams on each look.
+pub async fn inputs_buckets(js: &Context) -> Result<Vec<String>, ObjectError> {
+    let names: Vec<String> = js
+        .stream_names()
+        .try_collect()
+        .await
+        .map_err(|e| fault(INPUTS_BUCKET, e))?;
+    let mut buckets: Vec<String> = names
+        .iter()
+        .filter_map(|n| n.strip_prefix("OBJ_"))
+        .filter(|b| valid_inputs_bucket(b))
+        .map(str::to_owned)
+        .collect();
+    buckets.sort();
+    Ok(buckets)
+}
 
 /// The fields of an object's metadata message that tie it to its chunks.
 #[derive(Deserialize)]
