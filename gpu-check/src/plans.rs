@@ -7,7 +7,9 @@
 //! - the toy circuit (bellperson's parameters) in MSM passes of 2^10 points;
 //! - a MiMC partition of a 2^L domain (`--plan-log`, ≥ 22 on the device) with parameters
 //!   generated on the GPU: streaming everything in passes of 2^18, then a budget between the
-//!   lean minimum and the key's size, where the planner keeps part of the key resident.
+//!   lean minimum and the key's size, where the planner keeps part of the key resident;
+//! - three MiMC partitions of other inputs proved at once, streaming everything, their L, A
+//!   and B MSMs in one batch: each proof equal to its own under the resident plan.
 
 use std::sync::Arc;
 
@@ -25,8 +27,13 @@ use crate::Report;
 
 /// A backend on device 0 with `budget` (None: the device's) and `limits`.
 fn backend(budget: Option<u64>, limits: PlanLimits) -> Arc<CudaBackend> {
+    workers_backend(budget, limits, 1)
+}
+
+/// The same, for `workers` proving at once.
+fn workers_backend(budget: Option<u64>, limits: PlanLimits, workers: usize) -> Arc<CudaBackend> {
     Arc::new(
-        CudaBackend::new(0, budget, 1)
+        CudaBackend::new(0, budget, workers)
             .expect("open CUDA device 0")
             .with_plan_limits(limits),
     )
@@ -114,6 +121,81 @@ fn check_plans(
     println!("  {what}: key {key_gib:.3} GiB");
 }
 
+/// `partitions` (witness, public inputs) proved at once by as many threads under a plan that
+/// streams the whole key in passes of 2^`log` and batches their L, A and B MSMs: each proof
+/// equal to its own under the resident plan and verified, and the batch formed.
+fn check_batch(
+    what: &str,
+    key: &Arc<ProvingKey>,
+    partitions: &[(Witness, Vec<Scalar>)],
+    log: u32,
+    seed: u64,
+    rep: &mut Report,
+) {
+    let mut r = rng_from(seed, 4343);
+    let rs = (Scalar::random(&mut r), Scalar::random(&mut r));
+    let pvk = prepare_verifying_key(&key.info.vk);
+    let resident = backend(None, PlanLimits::default());
+    let loaded = resident.load_key(key.clone()).expect("resident plan loads");
+    let want: Vec<[u8; 192]> = partitions
+        .iter()
+        .map(|(w, _)| {
+            proof_bytes(&prove(&*resident, &loaded, w, rs.0, rs.1).expect("resident proof"))
+        })
+        .collect();
+    drop((loaded, resident));
+    let n = partitions.len();
+    let limits = PlanLimits {
+        max_chunk: Some(1 << log),
+        stream_all: true,
+    };
+    let be = workers_backend(None, limits, n);
+    let loaded = match be.load_key(key.clone()) {
+        Ok(k) => k,
+        Err(e) => return rep.check(&format!("{what}: batching plan loads ({e})"), false),
+    };
+    println!("  {what}: {}", loaded.plan().summary());
+    let got: Vec<Result<[u8; 192], String>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = partitions
+            .iter()
+            .map(|(w, _)| {
+                let (be, loaded) = (&be, &loaded);
+                scope.spawn(move || {
+                    prove(&**be, loaded, w, rs.0, rs.1)
+                        .map(|p| proof_bytes(&p))
+                        .map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("prover thread"))
+            .collect()
+    });
+    let (batches, served) = be.batches();
+    println!("  {what}: {n} partitions at once: {batches} batch(es) served {served}");
+    for (i, ((got, want), (_, inputs))) in got.iter().zip(&want).zip(partitions).enumerate() {
+        let ok = got.as_ref().is_ok_and(|bytes| {
+            bytes == want
+                && bellperson::groth16::Proof::<Bls12>::read(&bytes[..])
+                    .is_ok_and(|p| verify(&pvk, &p, inputs).unwrap_or(false))
+        });
+        if let Err(e) = got {
+            println!("  {what}: partition {i}: {e}");
+        }
+        rep.check(
+            &format!("{what}: partition {i} of {n} proved at once, L, A and B batched: proof = the resident plan's, verifies"),
+            ok,
+        );
+    }
+    rep.check(
+        &format!(
+            "{what}: the partitions met in fewer batches than partitions ({batches} for {served})"
+        ),
+        served == n as u64 && batches < served,
+    );
+}
+
 pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
     // The toy circuit: every part streamed, passes of 2^10 points.
     let mut r = rng_from(seed, 31);
@@ -171,6 +253,23 @@ pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
             (Some(mid), PlanLimits::default(), false),
             (Some(min), PlanLimits::default(), false),
         ],
+        seed,
+        rep,
+    );
+    let partitions: Vec<(Witness, Vec<Scalar>)> = (0..3u8)
+        .map(|i| {
+            let input = [b"cuzk-gpu-check batch ".as_slice(), &[b'0' + i]].concat();
+            let w = fam
+                .witness(&input, 0, Some((m.inputs, m.aux)))
+                .expect("witness");
+            (w, fam.public_inputs(&input, 0).unwrap())
+        })
+        .collect();
+    check_batch(
+        &format!("mimc 2^{plan_log}"),
+        &key,
+        &partitions,
+        18,
         seed,
         rep,
     );

@@ -26,6 +26,10 @@ options (a flag wins over the environment variable in brackets):
   --budgets "15GiB …"   device memory budgets for the step budgets, "whole" for
                         the whole card [BUDGETS] (default: 15GiB whole 22GiB
                         30GiB 75GiB)
+  --budget-workers N    GPU workers per device in the budgets' drains other
+                        than the whole card's: partitions that can share a
+                        streamed pass of L, A and B [BUDGET_WORKERS] (default:
+                        the node's default)
   --synth-in-flight N   partitions the drains synthesize at once
                         [SYNTH_IN_FLIGHT] (default 8; 6 suits 16 cores)
   --bin DIR             the unpacked binaries (default: bin/ beside the packed
@@ -91,13 +95,14 @@ OUT=${OUT:-./cuzk-gpu-results}
 TIME_LIMIT=${TOTAL:-}
 STEPS=${STEPS:-kernels blobs params32 drain32x1 drain32 budgets 2k ss32}
 BUDGETS=${BUDGETS:-15GiB whole 22GiB 30GiB 75GiB}
+BUDGET_WORKERS=${BUDGET_WORKERS:-}
 SYNTH_IN_FLIGHT=${SYNTH_IN_FLIGHT:-8}
 B=
 W=/tmp/cuzk-32g
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --out|--time-limit|--steps|--budgets|--synth-in-flight|--bin|--work)
+    --out|--time-limit|--steps|--budgets|--budget-workers|--synth-in-flight|--bin|--work)
       [ $# -ge 2 ] || die "$1 needs a value (--help)"
       opt=$1 val=$2; shift 2 ;;
     --*=*) opt=${1%%=*} val=${1#*=}; shift ;;
@@ -108,6 +113,7 @@ while [ $# -gt 0 ]; do
     --time-limit) TIME_LIMIT=$val ;;
     --steps) STEPS=$val ;;
     --budgets) BUDGETS=$val ;;
+    --budget-workers) BUDGET_WORKERS=$val ;;
     --synth-in-flight) SYNTH_IN_FLIGHT=$val ;;
     --bin) B=$val ;;
     --work) W=$val ;;
@@ -116,6 +122,7 @@ while [ $# -gt 0 ]; do
 done
 case "$TIME_LIMIT" in ''|*[!0-9]*) [ -z "$TIME_LIMIT" ] || die "--time-limit takes whole seconds, not '$TIME_LIMIT'" ;; esac
 case "$SYNTH_IN_FLIGHT" in ''|*[!0-9]*) die "--synth-in-flight takes a count, not '$SYNTH_IN_FLIGHT'" ;; esac
+case "$BUDGET_WORKERS" in *[!0-9]*) die "--budget-workers takes a count, not '$BUDGET_WORKERS'" ;; esac
 
 . "$(dirname "${BASH_SOURCE[0]}")/gpu-host.sh"
 B=${B:-$PACK/bin}
@@ -314,9 +321,13 @@ if step budgets 150; then
   for b in $BUDGETS; do
     step budgets 120 >/dev/null || { echo "== budget $b skipped: $(left) s left"; continue; }
     echo "== budget $b (t=${SECONDS}s)"
-    flag=(); [ "$b" = whole ] || flag=("--gpu-memory-budget=$b")
+    flag=()
+    if [ "$b" != whole ]; then
+      flag=("--gpu-memory-budget=$b")
+      [ -z "$BUDGET_WORKERS" ] || flag+=("--gpu-workers=$BUDGET_WORKERS")
+    fi
     $B/cuzk gpu-node --allow-test-params --gpu-preload "$preload" "${flag[@]}" --explain-plan 2>&1 | tee $L/plan-$b.log | tail -4
-    gpu_args="--gpu-backend=cuda"; [ "$b" = whole ] || gpu_args="$gpu_args --gpu-memory-budget=$b"
+    gpu_args=$(echo --gpu-backend=cuda "${flag[@]}")
     GPU_ARGS="$gpu_args" drain budget-$b "budget_$b" CUDA_VISIBLE_DEVICES=0
   done
 fi

@@ -164,7 +164,7 @@ def main():
         h[name] = d
         log = f"{logs}/{'drain32x1' if name.endswith('x1') else 'drain32'}.log"
         suffix = "_x1" if name.endswith("x1") else ""
-        msms = debug_times(log, "MSM times")
+        msms = debug_times(log, "MSM time")
         if msms:
             h["msm_32gib_ms" + suffix] = msms
     large = large_sizes(f"{logs}/large.log")
@@ -210,6 +210,8 @@ def main():
             "host_rss_gib": gib(d.get("gpu_node_rss_gib")),
             "gpu_busy_pct": d.get("gpu_busy_pct"),
             "plan": d.get("plan"),
+            # Medians of the node's MSM times: H's a partition, L's, A's and B's a batch.
+            "msms": d.get("msms"),
         }
     if budgets:
         h["budgets"] = budgets

@@ -72,12 +72,24 @@ fn watch_completions(
     Ok(done)
 }
 
-/// The median gap between consecutive completions: what a partition costs a node that is kept
-/// fed, without the first partition's fetch, decode and upload that a sector's wall time holds.
+/// Completions this close together finished in one batch (the GPU node's L, A and B MSMs).
+const TOGETHER: Duration = Duration::from_millis(50);
+
+/// Time per partition from the first completion to the last: what a partition costs a node
+/// that is kept fed, without the first partition's fetch, decode and upload that a sector's
+/// wall time holds. Partitions that finish with the first (one batch) are not counted.
 fn steady_ms(completions: &[Instant]) -> f64 {
-    let mut at = completions.to_vec();
-    at.sort();
-    median(at.windows(2).map(|w| ms(w[1] - w[0])).collect())
+    let (Some(first), Some(last)) = (completions.iter().min(), completions.iter().max()) else {
+        return f64::NAN;
+    };
+    let after = completions
+        .iter()
+        .filter(|&&c| c > *first + TOGETHER)
+        .count();
+    if after == 0 {
+        return f64::NAN;
+    }
+    ms(*last - *first) / after as f64
 }
 
 /// Waits until `name`'s log contains `needle`, failing if the node exits first.
@@ -252,12 +264,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     // The device steps that stalled (kernels/src/gpu/mod.rs `note_slow`), with their partitions,
     // each MSM's time (RUST_LOG=cuzk_kernels=debug) and each blob's and stripe's read
     // (cuzk_common::objects=debug), where the node logs them.
-    const SHOWN: [&str; 4] = [
-        "slow device step",
-        "MSM times",
-        "object read",
-        "stripe read",
-    ];
+    const SHOWN: [&str; 4] = ["slow device step", "MSM time", "object read", "stripe read"];
     for line in gpu_log
         .lines()
         .filter(|l| SHOWN.iter().any(|s| l.contains(s)))
@@ -279,6 +286,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
             rss,
             h2d,
             plan,
+            msms: msm_summary(&gpu_log),
             json: opts.json.as_deref(),
         },
     )
@@ -370,7 +378,36 @@ struct Report<'a> {
     h2d: Option<f64>,
     /// The device memory plan the GPU node logged.
     plan: String,
+    /// The GPU node's MSM times ([`msm_summary`]), where it logged them.
+    msms: Option<String>,
     json: Option<&'a Path>,
+}
+
+/// Medians of the GPU node's MSM times (RUST_LOG=cuzk_kernels=debug): H's per partition, L's,
+/// A's and B's per batch of partitions, and the batches' mean size.
+fn msm_summary(log: &str) -> Option<String> {
+    let values = |what: &str, key: &str| -> Vec<f64> {
+        log.lines()
+            .filter(|l| l.contains(what))
+            .filter_map(|l| field(l, key)?.parse().ok())
+            .collect()
+    };
+    let h = values("H MSM time", "h_ms");
+    let batch = values("MSM times", "batch");
+    if h.is_empty() || batch.is_empty() {
+        return None;
+    }
+    let per_batch: Vec<String> = ["l_ms", "a_ms", "b_g1_ms", "b_g2_ms"]
+        .iter()
+        .map(|k| format!("{:.0}", median(values("MSM times", k))))
+        .collect();
+    Some(format!(
+        "H {:.0} a partition; L / A / B_G1 / B_G2 {} a batch of {:.2} (mean of {})",
+        median(h),
+        per_batch.join(" / "),
+        batch.iter().sum::<f64>() / batch.len() as f64,
+        batch.len()
+    ))
 }
 
 fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()> {
@@ -422,7 +459,7 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             format!("{gpu_ms_per_partition:.0}"),
         ),
         (
-            "steady state ms (median gap between completions)",
+            "steady state ms (per partition, first completion to last)",
             format!("{:.0}", r.steady_ms),
         ),
         ("proofs in flight per GPU (mean)", format!("{in_flight:.2}")),
@@ -440,6 +477,10 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             r.h2d.map_or("-".into(), |b| format!("{:.2}", b / 1e9)),
         ),
         ("device memory plan", r.plan.clone()),
+        (
+            "MSM ms (median)",
+            r.msms.clone().unwrap_or_else(|| "-".into()),
+        ),
         (
             "GPU node peak RSS GiB (resident at the end: anonymous / file)",
             r.rss.map_or("-".into(), |m| {
@@ -486,6 +527,7 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
             "device_mem_peak_gib": r.mem_peak_gib,
             "h2d_bytes_per_partition": r.h2d,
             "plan": r.plan,
+            "msms": r.msms,
             "gpu_node_rss_gib": r.rss.map(|m| m.peak),
             "gpu_node_rss_anon_gib": r.rss.map(|m| m.anon),
             "gpu_node_rss_file_gib": r.rss.map(|m| m.file),
@@ -504,13 +546,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn steady_state_is_the_median_gap_between_completions_in_any_order() {
+    fn steady_state_is_the_time_per_partition_after_the_first_completion() {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        // The first partition's gap to the node's start is not a gap between completions.
+        // The first partition's time from the node's start is not counted, in any order.
         let done = [at(1900), at(400), at(1000), at(1450), at(2600)];
-        assert!((steady_ms(&done) - 600.0).abs() < 1e-6);
+        assert!((steady_ms(&done) - 550.0).abs() < 1e-6);
         assert!(steady_ms(&done[..1]).is_nan());
+        // Batches of two finish together: four partitions after the first batch in 2 s.
+        let batched = [at(400), at(410), at(1400), at(1405), at(2395), at(2400)];
+        assert!((steady_ms(&batched) - 500.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn msm_times_are_summed_up_per_partition_and_per_batch() {
+        let log = "\
+DEBUG cuzk_kernels::backend: H MSM time device=H200 h_ms=1000.5
+DEBUG cuzk_kernels::backend: H MSM time device=H200 h_ms=1040.0
+DEBUG cuzk_kernels::backend: H MSM time device=H200 h_ms=1020.0
+DEBUG cuzk_kernels::backend: MSM times device=H200 batch=2 l_ms=240.0 a_ms=230.0 b_g1_ms=60.0 b_g2_ms=120.0
+DEBUG cuzk_kernels::backend: MSM times device=H200 batch=1 l_ms=200.0 a_ms=190.0 b_g1_ms=50.0 b_g2_ms=100.0
+DEBUG cuzk_kernels::backend: MSM times device=H200 batch=2 l_ms=220.0 a_ms=210.0 b_g1_ms=55.0 b_g2_ms=110.0
+";
+        assert_eq!(
+            msm_summary(log).unwrap(),
+            "H 1020 a partition; L / A / B_G1 / B_G2 220 / 210 / 55 / 110 a batch of 1.67 (mean of 3)"
+        );
+        assert_eq!(msm_summary("nothing logged"), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use cuzk_prover::params::Query;
 use cuzk_prover::r1cs::Matrix;
 use cuzk_prover::{KeyInfo, ProvingKey};
 
+use super::batch::Room;
 use super::CudaBackend;
 use crate::error::CudaError;
 use crate::gpu::{
@@ -27,6 +28,8 @@ pub struct CudaKey {
     pub(super) info: KeyInfo,
     pub(super) plan: Plan,
     pub(super) shape: PlanShape,
+    /// Where its partitions meet for batched L, A and B MSMs, when its plan batches them.
+    pub(super) room: Option<Arc<Room>>,
     accounted: Arc<Mutex<Resident>>,
 }
 
@@ -146,7 +149,7 @@ impl CudaBackend {
             working_gib = format!("{:.2}", gib(plan.working())),
             budget_gib = format!("{:.2}", gib(plan.budget)),
             streamed_gib_per_partition = format!("{:.2}", gib(plan.streamed_bytes(&shape))),
-            chunk = plan.chunk, h_chunk = plan.h_chunk, "device memory plan");
+            chunk = plan.chunk, h_chunk = plan.h_chunk, batch = plan.batch, "device memory plan");
         let section = |i: usize| -> Result<KeyBases, CudaError> {
             let q = Query::ALL[i];
             if plan.srs[i] == Placement::Streamed {
@@ -196,6 +199,7 @@ impl CudaBackend {
             b_vars: (g.upload(as_bytes(&pk.b_vars))?, pk.b_vars.len()),
             info: pk.info.clone(),
             accounted: self.resident.clone(),
+            room: (plan.batch > 1).then(Arc::default),
             plan,
             shape,
         };

@@ -3,16 +3,18 @@
 //! page-locked host memory where it does not; a partition's evaluations, H and the MSM scalars
 //! never leave the device.
 
+mod batch;
 mod key;
 mod witness;
 
 pub use key::CudaKey;
 pub use witness::{DevScalars, DevWitness};
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use blstrs::{G1Affine, G1Projective, G2Affine, Scalar};
 use cuzk_prover::backend::{Backend, BackendError, HostPin, MsmResults};
 use cuzk_prover::setup::FixedBase;
 use cuzk_prover::{KeyInfo, ProvingKey};
@@ -22,6 +24,7 @@ use cuzk_wire::witness::Witness;
 use crate::error::CudaError;
 use crate::gpu::{jac_g1, jac_g2, Curve, DevBuf, Gpu, Scalars};
 use crate::plan::{gib, HStage, PlanLimits};
+use batch::{again, Arrival, Member, Room, WitnessSums};
 use key::Resident;
 use witness::{Data, DeferredC, HostWitness};
 
@@ -78,6 +81,8 @@ pub struct CudaBackend {
     turns: Arc<Gate>,
     /// Workers proving on this device: each may hold an uploaded witness.
     workers: usize,
+    /// Batches of L, A and B MSMs run, and the partitions they served.
+    batches: [AtomicU64; 2],
 }
 
 impl CudaBackend {
@@ -111,6 +116,7 @@ impl CudaBackend {
             job: Mutex::new(()),
             turns: Gate::new(1),
             workers: workers.max(1),
+            batches: Default::default(),
         })
     }
 
@@ -139,6 +145,12 @@ impl CudaBackend {
         self.gpu.memory().peak()
     }
 
+    /// Batches of L, A and B MSMs run so far, and the partitions they served.
+    pub fn batches(&self) -> (u64, u64) {
+        let [b, p] = &self.batches;
+        (b.load(Ordering::Relaxed), p.load(Ordering::Relaxed))
+    }
+
     /// One line of how a loaded key is proved within the budget.
     pub fn plan_summary(&self, key: &CudaKey) -> String {
         key.plan().summary()
@@ -161,18 +173,39 @@ impl CudaBackend {
         }
     }
 
-    /// The five MSMs, H's first: its vector is freed before the witness is expanded for the
-    /// others, so that no MSM pass shares the device with both.
-    fn msms_in_turn(
+    /// H's MSM, first of a partition's MSMs: its vector is freed before the witness is
+    /// expanded for the others, so that no MSM pass shares the device with both.
+    fn h_msm(&self, key: &CudaKey, h: DevScalars) -> Result<G1Projective, BackendError> {
+        let g = &self.gpu;
+        let started = Instant::now();
+        let h_at = h
+            .buf()
+            .map(|b| g.ptr_at(b, 0))
+            .ok_or_else(|| BackendError::Device("H is not on the device".into()))?;
+        let sum = g.msm_passes(
+            key.srs[0].bases(),
+            Scalars::At(h_at),
+            key.info.m - 1,
+            key.plan.section_chunk(0),
+            jac_g1,
+        )?;
+        let h_ms = started.elapsed().as_secs_f64() * 1e3;
+        tracing::debug!(device = %g.name(), h_ms, "H MSM time");
+        Ok(sum)
+    }
+
+    /// The L, A and B MSMs of each expanded witness (its address on the device), every pass
+    /// of bases serving them all.
+    fn witness_sums(
         &self,
         key: &CudaKey,
-        w: &DevWitness,
-        h: DevScalars,
-    ) -> Result<MsmResults, BackendError> {
+        witnesses: &[u64],
+    ) -> Result<Vec<WitnessSums>, BackendError> {
         let g = &self.gpu;
-        let chunk = key.plan.chunk;
+        let info = &key.info;
         let s = |i: usize| key.srs[i].bases();
-        // Each MSM returns its point to the host, so the clocks between them are its time.
+        let chunk = |i: usize| key.plan.section_chunk(i);
+        // Each MSM returns its points to the host, so the clocks between them are its time.
         let mut clock = Instant::now();
         let mut lap = || {
             let now = Instant::now();
@@ -180,43 +213,125 @@ impl CudaBackend {
             clock = now;
             ms
         };
-        let h_at = h
-            .buf()
-            .map(|b| g.ptr_at(b, 0))
-            .ok_or_else(|| BackendError::Device("H is not on the device".into()))?;
-        let h_sum: G1Projective = g.msm_passes(
-            s(0),
-            Scalars::At(h_at),
-            key.info.m - 1,
-            key.plan.h_chunk,
-            jac_g1,
-        )?;
-        drop(h);
-        let h_ms = lap();
-        w.with_expanded(g, false, |wb| {
-            let (witness, inputs) = (g.ptr_at(wb, 0), (w.inputs * 32) as u64);
-            let gather = |idx: &DevBuf| Scalars::Gather {
-                witness,
-                indices: g.ptr_at(idx, 0),
-            };
-            let l = g.msm_passes(s(1), Scalars::At(witness + inputs), w.aux, chunk, jac_g1)?;
-            let l_ms = lap();
-            let a = g.msm_passes(s(2), gather(&key.a_vars.0), key.a_vars.1, chunk, jac_g1)?;
-            let a_ms = lap();
-            let b_g1 = g.msm_passes(s(3), gather(&key.b_vars.0), key.b_vars.1, chunk, jac_g1)?;
-            let b_g1_ms = lap();
-            let b_g2: G2Projective =
-                g.msm_passes(s(4), gather(&key.b_vars.0), key.b_vars.1, chunk, jac_g2)?;
-            let b_g2_ms = lap();
-            tracing::debug!(device = %g.name(), h_ms, l_ms, a_ms, b_g1_ms, b_g2_ms, "MSM times");
-            Ok(MsmResults {
-                h: h_sum,
-                l,
-                a,
-                b_g1,
-                b_g2,
+        let inputs = (info.inputs * 32) as u64;
+        let aux: Vec<Scalars> = witnesses.iter().map(|&w| Scalars::At(w + inputs)).collect();
+        let gather = |idx: &DevBuf| -> Vec<Scalars> {
+            let indices = g.ptr_at(idx, 0);
+            witnesses
+                .iter()
+                .map(|&witness| Scalars::Gather { witness, indices })
+                .collect()
+        };
+        let l = g.msm_batch(s(1), &aux, info.aux, chunk(1), jac_g1)?;
+        let l_ms = lap();
+        let a = g.msm_batch(s(2), &gather(&key.a_vars.0), key.a_vars.1, chunk(2), jac_g1)?;
+        let a_ms = lap();
+        let b = gather(&key.b_vars.0);
+        let b_g1 = g.msm_batch(s(3), &b, key.b_vars.1, chunk(3), jac_g1)?;
+        let b_g1_ms = lap();
+        let b_g2 = g.msm_batch(s(4), &b, key.b_vars.1, chunk(4), jac_g2)?;
+        let b_g2_ms = lap();
+        tracing::debug!(device = %g.name(), batch = witnesses.len(), l_ms, a_ms, b_g1_ms, b_g2_ms,
+            "MSM times");
+        Ok((0..witnesses.len())
+            .map(|i| WitnessSums {
+                l: l[i],
+                a: a[i],
+                b_g1: b_g1[i],
+                b_g2: b_g2[i],
             })
-        })
+            .collect())
+    }
+
+    /// A partition's five MSMs alone.
+    fn msms_alone(
+        &self,
+        key: &CudaKey,
+        w: &DevWitness,
+        h: DevScalars,
+    ) -> Result<MsmResults, BackendError> {
+        let _job = self.lock();
+        let h = self.h_msm(key, h)?;
+        let mut sums = w.with_expanded(&self.gpu, false, |wb| {
+            self.witness_sums(key, &[self.gpu.ptr_at(wb, 0)])
+        })?;
+        let own = sums.pop().expect("one witness, one set of sums");
+        Ok(own.with_h(h))
+    }
+
+    /// A partition's H MSM, then its L, A and B MSMs in a batch of its key's partitions.
+    fn msms_batched(
+        &self,
+        key: &CudaKey,
+        room: &Room,
+        w: &DevWitness,
+        h: DevScalars,
+    ) -> Result<MsmResults, BackendError> {
+        let h = {
+            let _job = self.lock();
+            self.h_msm(key, h)?
+        };
+        let witness = w.host.clone().ok_or_else(|| {
+            BackendError::Device("a batched partition's witness is not in host memory".into())
+        })?;
+        let member = Member { witness };
+        let counted = w.coming.swap(false, Ordering::SeqCst);
+        let release = || drop(w.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
+        let take = || self.turns.take();
+        let run = |members: &[Member]| self.run_batch(key, members);
+        let how = Arrival {
+            release_turn: &release,
+            take_turn: &take,
+            run: &run,
+        };
+        let own = room.arrive(member, counted, key.plan.batch, how)?;
+        Ok(own.with_h(h))
+    }
+
+    /// A batch's L, A and B MSMs: each witness expanded (one that the device refuses fails
+    /// alone), then every pass shared.
+    fn run_batch(
+        &self,
+        key: &CudaKey,
+        members: &[Member],
+    ) -> Vec<Result<WitnessSums, BackendError>> {
+        let _job = self.lock();
+        let g = &self.gpu;
+        self.batches[0].fetch_add(1, Ordering::Relaxed);
+        self.batches[1].fetch_add(members.len() as u64, Ordering::Relaxed);
+        let mut bufs = Vec::with_capacity(members.len());
+        let mut refused = Vec::with_capacity(members.len());
+        for m in members {
+            match m.witness.expand(g) {
+                Ok(b) => {
+                    bufs.push(b);
+                    refused.push(None);
+                }
+                Err(e) => refused.push(Some(e)),
+            }
+        }
+        let at: Vec<u64> = bufs.iter().map(|b| g.ptr_at(b, 0)).collect();
+        let shared = match at.is_empty() {
+            true => Ok(Vec::new()),
+            false => self.witness_sums(key, &at),
+        };
+        // The witnesses were made on the copy stream: the kernels reading them are done
+        // before they are freed.
+        let synced = g.synchronize();
+        drop(bufs);
+        let shared = shared.and_then(|s| synced.map(|()| s).map_err(BackendError::from));
+        let mut sums = match shared {
+            Ok(s) => s.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(e) => at.iter().map(|_| Err(again(&e))).collect(),
+        }
+        .into_iter();
+        refused
+            .into_iter()
+            .map(|r| match r {
+                Some(e) => Err(e),
+                None => sums.next().expect("sums for each expanded witness"),
+            })
+            .collect()
     }
 
     /// A new evaluation vector: matrix `i` times the witness.
@@ -282,16 +397,14 @@ impl Backend for CudaBackend {
     /// On the copy stream, without the device lock: a worker's upload overlaps another
     /// worker's kernels. Under a lean plan the witness stays on the host until its turn.
     fn upload(&self, key: &CudaKey, w: &Witness) -> Result<DevWitness, BackendError> {
-        let (inputs, aux) = (w.input.len(), w.aux.len());
+        // The MSMs read the key's numbers of variables from the expanded witness.
+        key.info.check_lens((w.input.len(), w.aux.len()))?;
         if self.expands_at_turn(key) {
-            return Ok(DevWitness::on_host(
-                HostWitness::scalars(&self.gpu, w),
-                inputs,
-                aux,
-            ));
+            let host = HostWitness::scalars(&self.gpu, w);
+            return Ok(DevWitness::on_host(host).in_room(key.room.clone()));
         }
         let buf = self.gpu.upload_concat(&[&w.input, &w.aux])?;
-        Ok(DevWitness::expanded(buf, inputs, aux))
+        Ok(DevWitness::expanded(buf))
     }
 
     /// As `upload`, the aux's compact bytes expanded on the device; a chunk it refuses is
@@ -301,24 +414,23 @@ impl Backend for CudaBackend {
         key: &CudaKey,
         w: &CompactWitness,
     ) -> Result<DevWitness, BackendError> {
-        let (inputs, aux) = (w.input.len(), w.aux.len());
+        key.info.check_lens((w.input.len(), w.aux.len()))?;
         if self.expands_at_turn(key) {
-            return Ok(DevWitness::on_host(
-                HostWitness::compact(&self.gpu, w),
-                inputs,
-                aux,
-            ));
+            let host = HostWitness::compact(&self.gpu, w);
+            return Ok(DevWitness::on_host(host).in_room(key.room.clone()));
         }
         let buf = self
             .gpu
             .upload_compact(&w.input, &w.aux)
             .map_err(|e| witness::refused(&w.aux, e))?;
-        Ok(DevWitness::expanded(buf, inputs, aux))
+        Ok(DevWitness::expanded(buf))
     }
 
     fn wait_turn(&self, w: &DevWitness) -> Result<(), BackendError> {
         let mut turn = w.turn.lock().unwrap_or_else(|e| e.into_inner());
         if turn.is_none() {
+            // A batch does not close while a partition of its key waits for a turn.
+            w.count_coming();
             *turn = Some(self.turns.take());
         }
         Ok(())
@@ -389,8 +501,10 @@ impl Backend for CudaBackend {
         w: &DevWitness,
         h: DevScalars,
     ) -> Result<MsmResults, BackendError> {
-        let _job = self.lock();
-        let results = self.msms_in_turn(key, w, h);
+        let results = match &w.room {
+            Some(room) => self.msms_batched(key, room, w, h),
+            None => self.msms_alone(key, w, h),
+        };
         // The next partition's evaluation may start.
         drop(w.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
         results

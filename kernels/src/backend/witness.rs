@@ -5,6 +5,7 @@
 //! evaluation to the end of its MSMs, a lean plan expands it again for each step that reads
 //! it, so the 4.2 GB of scalars are not held while H's vectors need the room.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use blstrs::Scalar;
@@ -12,6 +13,7 @@ use cuzk_prover::backend::BackendError;
 use cuzk_wire::blob::{CompactAux, CompactWitness};
 use cuzk_wire::witness::Witness;
 
+use super::batch::Room;
 use super::key::KeyMatrix;
 use super::Turn;
 use crate::error::CudaError;
@@ -19,8 +21,6 @@ use crate::gpu::{as_bytes, DevBuf, Gpu, HostPin};
 
 /// A witness on the device: inputs then aux, contiguous, when expanded.
 pub struct DevWitness {
-    pub(super) inputs: usize,
-    pub(super) aux: usize,
     /// Expanded at upload: until dropped. Expanded at its turn: under a full plan from its
     /// evaluation to the end of its MSMs, under a lean one for each step that needs it.
     pub(super) expanded: Mutex<Option<DevBuf>>,
@@ -28,26 +28,55 @@ pub struct DevWitness {
     pub(super) host: Option<Arc<HostWitness>>,
     /// The device's turn, from its evaluation to the end of its MSMs (or until it is dropped).
     pub(super) turn: Mutex<Option<Turn>>,
+    /// Where its L, A and B MSMs meet other partitions' (a key whose plan batches them).
+    pub(super) room: Option<Arc<Room>>,
+    /// Counted in the room as on its way: from asking for its turn until it arrives.
+    pub(super) coming: AtomicBool,
+}
+
+impl Drop for DevWitness {
+    fn drop(&mut self) {
+        if let Some(room) = &self.room {
+            if self.coming.swap(false, Ordering::SeqCst) {
+                room.gone();
+            }
+        }
+    }
 }
 
 impl DevWitness {
-    pub(super) fn expanded(buf: DevBuf, inputs: usize, aux: usize) -> Self {
+    pub(super) fn expanded(buf: DevBuf) -> Self {
         DevWitness {
-            inputs,
-            aux,
             expanded: Mutex::new(Some(buf)),
             host: None,
             turn: Mutex::new(None),
+            room: None,
+            coming: AtomicBool::new(false),
         }
     }
 
-    pub(super) fn on_host(host: HostWitness, inputs: usize, aux: usize) -> Self {
+    pub(super) fn on_host(host: HostWitness) -> Self {
         DevWitness {
-            inputs,
-            aux,
             expanded: Mutex::new(None),
             host: Some(Arc::new(host)),
             turn: Mutex::new(None),
+            room: None,
+            coming: AtomicBool::new(false),
+        }
+    }
+
+    /// Its L, A and B MSMs in batches of `room`'s key.
+    pub(super) fn in_room(mut self, room: Option<Arc<Room>>) -> Self {
+        self.room = room;
+        self
+    }
+
+    /// Counts it in its room as on its way, once.
+    pub(super) fn count_coming(&self) {
+        if let Some(room) = &self.room {
+            if !self.coming.swap(true, Ordering::SeqCst) {
+                room.coming();
+            }
         }
     }
 
@@ -110,6 +139,15 @@ impl HostWitness {
         HostWitness {
             _pin: pin,
             form: HostForm::Scalars(all),
+        }
+    }
+
+    /// No witness, for the batching tests.
+    #[cfg(test)]
+    pub(super) fn empty() -> Self {
+        HostWitness {
+            _pin: None,
+            form: HostForm::Scalars(Vec::new()),
         }
     }
 

@@ -147,12 +147,7 @@ impl Gpu {
         })
     }
 
-    /// `sum_i s_i P_i` over `n` points, `chunk` points a pass; the passes share one set of
-    /// buckets where the scalars are dense (`Gpu::msm_accumulate`). Bases in host memory go up
-    /// a pass at a time into two device buffers: the copy of pass i+1 runs on the copy stream
-    /// while pass i's MSM runs (each pass waits on the host until its accumulation, the one
-    /// kernel reading the bases, is done, so when pass i starts, the buffer pass i-1 read is
-    /// free to be filled again).
+    /// `sum_i s_i P_i` over `n` points, `chunk` points a pass ([`Gpu::msm_batch`] of one).
     pub(crate) fn msm_passes<G: Group>(
         &self,
         bases: Bases<'_>,
@@ -161,10 +156,29 @@ impl Gpu {
         chunk: usize,
         conv: fn(&[u8]) -> G,
     ) -> Result<G> {
+        let mut sums = self.msm_batch(bases, &[scalars], n, chunk, conv)?;
+        Ok(sums.pop().expect("one sum for one set of scalars"))
+    }
+
+    /// `sum_i s_i P_i` over `n` points for each set of scalars of `batch`, `chunk` points a
+    /// pass, every pass's bases serving the whole batch; the passes of each set share one set
+    /// of buckets where its scalars are dense (`Gpu::msm_accumulate`). Bases in host memory go
+    /// up a pass at a time into two device buffers: the copy of pass i+1 runs on the copy
+    /// stream while pass i's MSMs run (each waits on the host until its accumulation, the one
+    /// kernel reading the bases, is done, so when pass i starts, the buffer pass i-1 read is
+    /// free to be filled again).
+    pub(crate) fn msm_batch<G: Group>(
+        &self,
+        bases: Bases<'_>,
+        batch: &[Scalars],
+        n: usize,
+        chunk: usize,
+        conv: fn(&[u8]) -> G,
+    ) -> Result<Vec<G>> {
         let (curve, len) = bases.curve_len();
         check_bases((curve, len), curve, n)?;
-        if n == 0 {
-            return Ok(G::identity());
+        if n == 0 || batch.is_empty() {
+            return Ok(vec![G::identity(); batch.len()]);
         }
         let chunk = chunk.clamp(1, n);
         let pb = curve.affine_bytes();
@@ -184,16 +198,18 @@ impl Gpu {
                 Source::Host(h, bufs, [Some(first), None])
             }
         };
-        let gathered = match scalars {
-            Scalars::Gather { .. } => Some(self.alloc(chunk * 32)?),
-            Scalars::At(_) => None,
+        // One buffer for gathered scalars: the batch's MSMs of a pass run one after another.
+        let gathered = match batch.iter().any(|s| matches!(s, Scalars::Gather { .. })) {
+            true => Some(self.alloc(chunk * 32)?),
+            false => None,
         };
         let s = &self.stream;
         let reduce = |acc: MsmBuckets| -> Result<G> {
             let (raw, c, nwin) = self.msm_reduce(acc)?;
             Ok(combine(&raw, c, nwin, conv))
         };
-        let (mut sum, mut buckets) = (G::identity(), None);
+        let mut sums = vec![G::identity(); batch.len()];
+        let mut buckets: Vec<Option<MsmBuckets>> = batch.iter().map(|_| None).collect();
         for i in 0..passes {
             let r = range(i);
             let at = match &mut source {
@@ -209,25 +225,29 @@ impl Gpu {
                     bufs[i % 2].ptr(s)
                 }
             };
-            let sc = match scalars {
-                Scalars::At(p) => p + (r.start * 32) as u64,
-                Scalars::Gather { witness, indices } => {
-                    let out = gathered.as_ref().expect("made for gathered scalars");
-                    let m = r.len() as u64;
-                    launch!(self, self.f.gather_fr, cfg(grid(m, 256).min(1 << 16), 256, 0);
-                        witness, indices + (r.start * 4) as u64, out.ptr(s), m)?;
-                    out.ptr(s)
+            for ((scalars, sum), acc) in batch.iter().zip(&mut sums).zip(&mut buckets) {
+                let sc = match *scalars {
+                    Scalars::At(p) => p + (r.start * 32) as u64,
+                    Scalars::Gather { witness, indices } => {
+                        let out = gathered.as_ref().expect("made for gathered scalars");
+                        let m = r.len() as u64;
+                        launch!(self, self.f.gather_fr, cfg(grid(m, 256).min(1 << 16), 256, 0);
+                            witness, indices + (r.start * 4) as u64, out.ptr(s), m)?;
+                        out.ptr(s)
+                    }
+                };
+                self.msm_accumulate((at, curve), sc, r.len(), passes, acc)?;
+                if let Some(alone) = acc.take_if(|b| !b.shared()) {
+                    *sum += reduce(alone)?;
                 }
-            };
-            self.msm_accumulate((at, curve), sc, r.len(), passes, &mut buckets)?;
-            if let Some(alone) = buckets.take_if(|b| !b.shared()) {
-                sum += reduce(alone)?;
             }
         }
-        if let Some(shared) = buckets {
-            sum += reduce(shared)?;
+        for (sum, acc) in sums.iter_mut().zip(buckets) {
+            if let Some(shared) = acc {
+                *sum += reduce(shared)?;
+            }
         }
-        Ok(sum)
+        Ok(sums)
     }
 
     /// A G1 MSM in passes of `chunk` points, as a streaming plan runs it (here over resident

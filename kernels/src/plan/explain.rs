@@ -47,7 +47,7 @@ impl Plan {
             ));
         }
         out.push_str(&format!(
-            "device: {:.2} GiB resident + {:.2} GiB working = {:.2} GiB of {:.2}; key bytes streamed per partition: {:.2} GiB\n",
+            "device: {:.2} GiB resident + {:.2} GiB working = {:.2} GiB of {:.2}; key bytes streamed per partition: {:.2} GiB (in a full batch)\n",
             gib(self.resident),
             gib(self.working()),
             gib(self.total()),
@@ -80,6 +80,12 @@ impl Plan {
             .collect();
         if streamed.is_empty() {
             format!("{stage}, key resident")
+        } else if self.batch > 1 {
+            format!(
+                "{stage}, streaming {}; L, A and B passes shared by up to {} partitions",
+                streamed.join(", "),
+                self.batch
+            )
         } else {
             format!("{stage}, streaming {}", streamed.join(", "))
         }

@@ -14,7 +14,9 @@
 //!    again for each transform stage), and every part of the key that does not fit streams from
 //!    pinned host memory in double-buffered passes. The parts kept resident are chosen greedily,
 //!    those whose streaming would hide least behind compute first; among pass sizes, the one
-//!    the cost model below finds cheapest.
+//!    the cost model below finds cheapest. With room left, several partitions waiting on the
+//!    device share each streamed pass of L, A and B ([`Plan::batch`]): their witnesses are
+//!    expanded side by side and each pass's bases serve all of them.
 
 mod explain;
 mod memory;
@@ -30,6 +32,12 @@ pub const MIN_CHUNK: usize = 1 << 20;
 
 /// Largest pass of a streamed section: two of its buffers and its scratch must leave room.
 pub const MAX_STREAM_CHUNK: usize = 1 << 24;
+
+/// Most partitions whose L, A and B MSMs share streamed passes. Each partition of a batch has
+/// its whole witness expanded on the device, and the passes' fixed costs grow with the batch:
+/// on the H200 batches of three, which stream more of the key to make room, were slower than
+/// batches of two at 22 and 30 GiB (docs/gpu.md, "At each device memory budget").
+pub const MAX_BATCH: usize = 2;
 
 /// Bytes of a streamed matrix's entries (columns and coefficients) per pass.
 pub const MATRIX_CHUNK: u64 = 256 << 20;
@@ -117,11 +125,16 @@ pub struct Plan {
     pub srs: [Placement; 5],
     /// The A, B and C matrices.
     pub matrices: [Placement; 3],
-    /// Points an MSM takes at a time (a streamed section's pass).
+    /// Points a G1 MSM of the witness takes at a time (a streamed section's pass); B in G2
+    /// takes half as many ([`Plan::section_chunk`]).
     pub chunk: usize,
     /// Points H's MSM takes at a time: at least `chunk`; more where the budget has room for
     /// them while the witness is not on the device (H's MSM comes first).
     pub h_chunk: usize,
+    /// Partitions whose L, A and B MSMs share each streamed pass (1: each its own): under a
+    /// lean plan that streams one of them, as many expanded witnesses as the MSM phase has
+    /// room for beside the passes, at most one per worker.
+    pub batch: usize,
     /// Device bytes of the resident parts.
     pub resident: u64,
     pub phases: Vec<Phase>,
@@ -141,21 +154,33 @@ impl Plan {
         self.srs.contains(&Placement::Streamed) || self.matrices.contains(&Placement::Streamed)
     }
 
-    /// Key bytes that cross to the device for every partition.
+    /// Key bytes that cross to the device for every partition, with a full batch (L's, A's
+    /// and B's passes shared by [`Plan::batch`] partitions).
     pub fn streamed_bytes(&self, shape: &PlanShape) -> u64 {
+        let section = |i: usize| match i {
+            0 => shape.section_bytes(0),
+            _ => shape.section_bytes(i).div_ceil(self.batch as u64),
+        };
         let srs = (0..5).filter(|&i| self.srs[i] == Placement::Streamed);
         let mats = (0..3).filter(|&i| self.matrices[i] == Placement::Streamed);
-        srs.map(|i| shape.section_bytes(i)).sum::<u64>()
-            + mats.map(|i| shape.matrices[i]).sum::<u64>()
+        srs.map(section).sum::<u64>() + mats.map(|i| shape.matrices[i]).sum::<u64>()
+    }
+
+    /// Whether L's, A's or B's bases stream (what a batch shares).
+    pub fn streams_witness_sections(&self) -> bool {
+        self.srs[1..].contains(&Placement::Streamed)
+    }
+
+    /// Points an MSM over SRS section `i` ([`Query::ALL`] order) takes at a time.
+    pub fn section_chunk(&self, i: usize) -> usize {
+        section_chunk(i, self.chunk, self.h_chunk)
     }
 
     /// MSM passes per partition.
     pub fn passes(&self, shape: &PlanShape) -> usize {
-        shape.points[0].div_ceil(self.h_chunk)
-            + shape.points[1..]
-                .iter()
-                .map(|&n| n.div_ceil(self.chunk))
-                .sum::<usize>()
+        (0..5)
+            .map(|i| shape.points[i].div_ceil(self.section_chunk(i)))
+            .sum()
     }
 
     /// The cost model's seconds of this plan beyond a resident one's.
@@ -230,6 +255,7 @@ pub fn choose(
                     HStage::Full { witnesses: w },
                     (chunk, chunk),
                     [true; 8],
+                    1,
                 );
                 if plan.total() <= budget {
                     return Ok(widen(plan));
@@ -240,7 +266,7 @@ pub fn choose(
     chunks
         .iter()
         .filter(|&&c| c <= MAX_STREAM_CHUNK || limits.max_chunk.is_some())
-        .filter_map(|&chunk| lean(shape, budget, chunk, limits.stream_all))
+        .filter_map(|&chunk| lean(shape, budget, chunk, limits.stream_all, workers))
         .min_by(|a, b| a.cost(shape).total_cmp(&b.cost(shape)))
         .map(widen)
         .ok_or_else(|| PlanError::TooSmall {
@@ -260,6 +286,7 @@ pub fn minimum(shape: &PlanShape, limits: PlanLimits) -> u64 {
         HStage::Lean,
         (smallest, smallest),
         [false; 8],
+        1,
     )
     .total()
 }
@@ -281,9 +308,28 @@ fn widen_h(shape: &PlanShape, plan: Plan, chunks: &[usize], limits: PlanLimits) 
     chunks
         .iter()
         .filter(|&&c| c > plan.chunk && c <= cap)
-        .map(|&c| build(shape, plan.budget, plan.h_stage, (plan.chunk, c), resident))
+        .map(|&c| {
+            build(
+                shape,
+                plan.budget,
+                plan.h_stage,
+                (plan.chunk, c),
+                resident,
+                plan.batch,
+            )
+        })
         .find(|p| p.total() <= p.budget)
         .unwrap_or(plan)
+}
+
+/// Points a pass over section `i` takes: H's own, and B in G2 half of the other sections' (its
+/// points are twice as large, so its buffers are as large as theirs).
+fn section_chunk(i: usize, chunk: usize, h_chunk: usize) -> usize {
+    match Query::ALL[i] {
+        Query::H => h_chunk,
+        Query::BG2 => (chunk / 2).max(1),
+        _ => chunk,
+    }
 }
 
 /// Pass sizes from one pass for the largest MSM down to [`MIN_CHUNK`] (or `max_chunk`).
@@ -296,28 +342,49 @@ fn candidate_chunks(shape: &PlanShape, max_chunk: Option<usize>) -> Vec<usize> {
     std::iter::successors(Some(top), |&c| (c / 2 >= bottom).then_some(c / 2)).collect()
 }
 
-/// The lean plan with pass size `chunk` that keeps the most of the key resident greedily
-/// ([`RESIDENT_FIRST`]), if even streaming everything fits.
-fn lean(shape: &PlanShape, budget: u64, chunk: usize, stream_all: bool) -> Option<Plan> {
-    let mut resident = [false; 8];
-    let mut plan = build(shape, budget, HStage::Lean, (chunk, chunk), resident);
-    if plan.total() > budget {
-        return None;
-    }
-    if stream_all {
-        return Some(plan);
-    }
-    for part in RESIDENT_FIRST {
-        let i = index(part);
-        resident[i] = true;
-        let tried = build(shape, budget, HStage::Lean, (chunk, chunk), resident);
-        if tried.total() <= budget {
-            plan = tried;
-        } else {
-            resident[i] = false;
+/// The cheapest lean plan with pass size `chunk`, if even streaming everything fits: for each
+/// batch of up to `workers` partitions, the one that keeps the most of the key resident
+/// greedily ([`RESIDENT_FIRST`]) beside the batch's witnesses; a batch only where L, A or B
+/// then streams (a larger batch can be worth more than a resident matrix).
+fn lean(
+    shape: &PlanShape,
+    budget: u64,
+    chunk: usize,
+    stream_all: bool,
+    workers: usize,
+) -> Option<Plan> {
+    let lean =
+        |resident, batch| build(shape, budget, HStage::Lean, (chunk, chunk), resident, batch);
+    let greedy = |batch: usize| -> Option<Plan> {
+        let mut resident = [false; 8];
+        let mut plan = lean(resident, batch);
+        if plan.total() > budget {
+            return None;
+        }
+        if !stream_all {
+            for part in RESIDENT_FIRST {
+                let i = index(part);
+                resident[i] = true;
+                let tried = lean(resident, batch);
+                if tried.total() <= budget {
+                    plan = tried;
+                } else {
+                    resident[i] = false;
+                }
+            }
+        }
+        (batch == 1 || plan.streams_witness_sections()).then_some(plan)
+    };
+    let mut best: Option<Plan> = None;
+    for plan in (1..=workers.clamp(1, MAX_BATCH)).map_while(greedy) {
+        if best
+            .as_ref()
+            .is_none_or(|b| plan.cost(shape) < b.cost(shape))
+        {
+            best = Some(plan);
         }
     }
-    Some(plan)
+    best
 }
 
 /// Index of a part in a plan's residency flags: the SRS sections, then the matrices.
@@ -329,13 +396,14 @@ fn index(part: Part) -> usize {
 }
 
 /// A plan and its phases' bytes, for residency flags in [`index`] order, MSM passes of
-/// `chunk` points and H's of `h_chunk`.
+/// `chunk` points and H's of `h_chunk`, and `batch` witnesses expanded for L, A and B.
 fn build(
     shape: &PlanShape,
     budget: u64,
     h_stage: HStage,
     (chunk, h_chunk): (usize, usize),
     resident: [bool; 8],
+    batch: usize,
 ) -> Plan {
     let place = |r: bool| {
         if r {
@@ -372,8 +440,9 @@ fn build(
     // An MSM pass over sections `of`: the largest one's sort and buckets, the A and B scalars
     // gathered for it, and a streamed section's two buffers of a pass (one when a single pass
     // covers it).
-    let pass = |of: std::ops::Range<usize>, chunk: usize| {
+    let pass = |of: std::ops::Range<usize>| {
         of.map(|i| {
+            let chunk = section_chunk(i, chunk, h_chunk);
             let n = chunk.min(shape.points[i]);
             let q = Query::ALL[i];
             let gathered = if matches!(q, Query::A | Query::BG1 | Query::BG2) {
@@ -394,7 +463,7 @@ fn build(
         .unwrap_or(0)
     };
     // H's MSM comes first and frees H before the witness is needed again (backend/mod.rs).
-    let (h_pass, others) = (pass(0..1, h_chunk), pass(1..5, chunk));
+    let (h_pass, others) = (pass(0..1), pass(1..5));
     let phase = |name, bytes| Phase { name, bytes };
     let phases = match h_stage {
         HStage::Full { witnesses } => {
@@ -412,7 +481,8 @@ fn build(
             phase("C·w", 2 * v + w + m_s.max(e)),
             phase("H", 2 * v + t),
             phase("H, its MSM pass", v + h_pass),
-            phase("witness, MSM pass", w + others.max(e)),
+            // A batch's witnesses are expanded one after another, each through the staging.
+            phase("witnesses, MSM pass", batch as u64 * w + others.max(e)),
         ],
     };
     Plan {
@@ -422,6 +492,7 @@ fn build(
         matrices,
         chunk,
         h_chunk,
+        batch,
         resident: resident_bytes,
         phases,
     }

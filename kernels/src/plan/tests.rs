@@ -55,7 +55,7 @@ fn a_whole_h200_keeps_everything_and_proves_in_one_pass() {
 #[test]
 fn every_card_class_gets_a_plan_within_its_budget() {
     let shape = porep_32g();
-    let mut last_streamed = u64::MAX;
+    let mut last_cost = f64::MAX;
     for budget in [15.0, 22.0, 30.0, 44.0, 75.0, 139.0] {
         let p = plan(&shape, budget).unwrap();
         assert!(
@@ -63,14 +63,14 @@ fn every_card_class_gets_a_plan_within_its_budget() {
             "{budget}: {}",
             p.explain(&shape, "32 GiB")
         );
-        // More memory never streams more of the key.
-        let streamed = p.streamed_bytes(&shape);
+        // More memory never costs more (it may stream a matrix more to batch more partitions).
+        let cost = p.cost(&shape);
         assert!(
-            streamed <= last_streamed,
-            "{budget}: {}",
+            cost <= last_cost,
+            "{budget}: {cost} {}",
             p.explain(&shape, "32 GiB")
         );
-        last_streamed = streamed;
+        last_cost = cost;
     }
     // An 80 GB card holds the key and one witness at a time; a 16 GB card streams most of it.
     let p75 = plan(&shape, 75.0).unwrap();
@@ -102,20 +102,25 @@ fn h_takes_the_largest_passes_its_phase_has_room_for() {
     let p15 = plan(&shape, 15.0).unwrap();
     assert!(p15.h_chunk > p15.chunk, "{}", p15.explain(&shape, "32 GiB"));
     assert_eq!(p15.h_chunk, MAX_STREAM_CHUNK);
+    // B in G2 takes half the points of the other sections a pass (as many bytes).
+    assert_eq!(p15.section_chunk(4), p15.chunk / 2);
     assert_eq!(
         p15.passes(&shape),
         shape.points[0].div_ceil(p15.h_chunk)
-            + shape.points[1..]
+            + shape.points[1..4]
                 .iter()
                 .map(|n| n.div_ceil(p15.chunk))
                 .sum::<usize>()
+            + shape.points[4].div_ceil(p15.chunk / 2)
     );
 }
 
 #[test]
 fn lean_plans_keep_the_parts_that_hide_least_first() {
     let shape = porep_32g();
-    let p = plan(&shape, 30.0).unwrap();
+    // One worker: no batch competes with the key for the room.
+    let p = choose(&shape, 30 * GIB, 1, PlanLimits::default()).unwrap();
+    assert_eq!(p.batch, 1);
     assert_eq!(p.h_stage, HStage::Lean);
     // The matrices before any SRS section; H, whose MSM hides its copies best, streams.
     assert!(p.matrices.iter().all(|&m| m == Placement::Resident));
@@ -202,4 +207,50 @@ fn the_explanation_names_every_part() {
         "{}",
         p.summary()
     );
+}
+
+#[test]
+fn partitions_share_streamed_passes_where_the_budget_has_room() {
+    let shape = porep_32g();
+    let w = shape.vars() as u64 * FR;
+    for budget in [15, 22, 30] {
+        let alone = choose(&shape, budget * GIB, 1, PlanLimits::default()).unwrap();
+        for workers in [2, 3, 4] {
+            let p = choose(&shape, budget * GIB, workers, PlanLimits::default()).unwrap();
+            let text = p.explain(&shape, "32 GiB");
+            assert_eq!(
+                p.batch,
+                workers.min(MAX_BATCH),
+                "{budget} GiB, {workers} workers: {text}"
+            );
+            assert!(p.streams_witness_sections(), "{text}");
+            assert!(p.total() <= p.budget, "{text}");
+            // The batch's witnesses are on the device together for its MSMs ...
+            assert!(p.working() >= p.batch as u64 * w, "{text}");
+            // ... and a partition's share of the streamed key is smaller.
+            assert!(
+                p.streamed_bytes(&shape) < alone.streamed_bytes(&shape),
+                "{text}"
+            );
+            assert!(p.cost(&shape) < alone.cost(&shape), "{text}");
+            assert!(
+                text.contains(&format!("up to {} partitions", p.batch)),
+                "{text}"
+            );
+        }
+    }
+    // A key kept whole batches nothing.
+    for budget in [75, 139] {
+        assert_eq!(
+            choose(&shape, budget * GIB, 4, PlanLimits::default())
+                .unwrap()
+                .batch,
+            1
+        );
+    }
+    // Batching never raises the smallest budget: two witnesses take less room than the H
+    // stage's three domain vectors.
+    let min = minimum(&shape, PlanLimits::default());
+    let at_min = choose(&shape, min, 4, PlanLimits::default()).unwrap();
+    assert!(at_min.total() <= min && at_min.batch >= 2);
 }
