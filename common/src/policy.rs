@@ -21,6 +21,10 @@ pub enum StepError {
     /// The node is stopping: the message is handed back for another node.
     #[error("shutting down")]
     Shutdown,
+    /// A later delivery of the message holds the job now (this node's hold lapsed): this node
+    /// stops and leaves the message to its holder.
+    #[error("{0}")]
+    Superseded(String),
 }
 
 impl StepError {
@@ -56,13 +60,17 @@ pub enum Settle {
     Ack,
     /// Handed back, redelivered after the delay (at once without one).
     Nak(Option<Duration>),
+    /// Neither: a later delivery holds it, and settles it.
+    Leave,
 }
 
 impl Settle {
-    pub fn ack_kind(self) -> AckKind {
+    /// What to tell the server; nothing for a message left to a later delivery.
+    pub fn ack_kind(self) -> Option<AckKind> {
         match self {
-            Settle::Ack => AckKind::Ack,
-            Settle::Nak(delay) => AckKind::Nak(delay),
+            Settle::Ack => Some(AckKind::Ack),
+            Settle::Nak(delay) => Some(AckKind::Nak(delay)),
+            Settle::Leave => None,
         }
     }
 }
@@ -87,6 +95,7 @@ pub fn decide(outcome: Result<(), StepError>, delivered: i64, max_deliver: i64) 
     match outcome {
         Ok(()) => Decision::Settle(Settle::Ack),
         Err(StepError::Shutdown) => Decision::Settle(Settle::Nak(None)),
+        Err(StepError::Superseded(_)) => Decision::Settle(Settle::Leave),
         Err(StepError::Retry(_)) if delivered < max_deliver => Decision::Settle(Settle::Nak(Some(
             RetryPolicy::NETWORK.delay(delivered.max(0) as u32 + 2),
         ))),
@@ -122,6 +131,14 @@ mod tests {
             decide(Err(StepError::Shutdown), 5, 5),
             Decision::Settle(Settle::Nak(None))
         );
+        // A later delivery holds the job: this one is neither acknowledged nor handed back.
+        let superseded = decide(
+            Err(StepError::Superseded("delivery 2 holds it".into())),
+            1,
+            5,
+        );
+        assert_eq!(superseded, Decision::Settle(Settle::Leave));
+        assert!(Settle::Leave.ack_kind().is_none());
     }
 
     #[test]

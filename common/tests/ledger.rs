@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, Context};
 use cuzk_common::lifecycle::{
-    sweep::Sweeper, Admission, JobShape, Ledger, ProvedPartition, PUBLISH_GRACE,
+    machine, sweep::Sweeper, Admission, JobShape, Ledger, ProvedPartition, PUBLISH_GRACE,
 };
 use cuzk_common::local_nats::NatsServer;
 use cuzk_common::objects;
@@ -18,7 +18,8 @@ use cuzk_common::topology::{
 };
 use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::job::{
-    unix_ms, JobInput, JobResult, JobSpec, JobStatus, PartitionTimings, Priority, JOB_SPEC_VERSION,
+    unix_ms, JobInput, JobResult, JobSpec, JobStatus, PartitionStatus, PartitionTimings, Priority,
+    JOB_SPEC_VERSION,
 };
 
 async fn cluster(server: &NatsServer, limits: Limits) -> (Context, Topology) {
@@ -64,7 +65,7 @@ async fn admitted(ledger: &Ledger, spec: &JobSpec, seq: u64) {
             ..Default::default()
         };
         ledger
-            .queued(&spec.job_id, k as usize, timings, 1_000_000 + k)
+            .queued(&spec.job_id, k as usize, timings, 1_000_000 + k, 1)
             .await
             .unwrap();
     }
@@ -432,4 +433,40 @@ async fn cancels_of_unknown_ids_do_not_scan_the_queue() {
     let (outcome, _) = ledger.cancel(&last, "by request").await.unwrap();
     assert_eq!(outcome, CancelOutcome::Cancelled);
     println!("{QUEUED} cancels of unknown ids behind {QUEUED} waiting jobs: {took:?}");
+}
+
+/// A job resumed by a later delivery of its message (the first holder's hold lapsed) is that
+/// delivery's: the first holder's record writes are refused, and it learns so from the record
+/// they return; the new holder's are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_delivery_fences_the_first_holders_writes() {
+    let server = NatsServer::start().unwrap();
+    let (_js, topology) = cluster(&server, Limits::local()).await;
+    let ledger = Ledger::new(&topology);
+    let spec = porep_32gib("fenced", JobInput::None);
+    let first = ledger.admit(&spec, SHAPE, 7, unix_ms(), 1).await.unwrap();
+    assert!(matches!(first, Admission::New(_)), "{first:?}");
+    let second = ledger.admit(&spec, SHAPE, 7, unix_ms(), 2).await.unwrap();
+    assert!(matches!(second, Admission::Resume(_)), "{second:?}");
+    let timings = PartitionTimings::default();
+    let stale = ledger
+        .queued("fenced", 0, timings, 100, 1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        machine::superseded(&stale, 1),
+        "the first holder was not told"
+    );
+    assert_eq!(stale.partitions[0].status, PartitionStatus::Pending);
+    let held = ledger
+        .queued("fenced", 0, timings, 200, 2)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!machine::superseded(&held, 2));
+    assert_eq!(
+        (held.partitions[0].status, held.partitions[0].work_seq),
+        (PartitionStatus::Queued, 200)
+    );
 }

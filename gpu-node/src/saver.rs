@@ -72,9 +72,10 @@ async fn delete_blob(topology: &Topology, item: &WorkItem) {
 /// Acknowledges (confirmed by the server, so a lost ack does not look like a lost partition)
 /// or hands the item back.
 pub async fn settle_message(message: &jetstream::Message, item: &WorkItem, settle: Settle) {
-    let settled = match settle {
-        Settle::Ack => message.double_ack().await,
-        other => message.ack_with(other.ack_kind()).await,
+    let settled = match (settle, settle.ack_kind()) {
+        (Settle::Ack, _) => message.double_ack().await,
+        (_, Some(kind)) => message.ack_with(kind).await,
+        (_, None) => Ok(()),
     };
     if let Err(e) = settled {
         warn!(err = %e, job_id = %item.job_id, partition = item.partition,

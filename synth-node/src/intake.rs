@@ -52,6 +52,9 @@ pub struct Admitted {
     pub labels: JobLabels,
     pub input: Arc<Vec<u8>>,
     pub seq: u64,
+    /// The delivery of the job's message this node holds it by: its record writes are refused
+    /// once a later delivery resumes the job.
+    pub attempt: u32,
     /// Partitions still to synthesize (all of them, unless the job is resumed).
     pub pending: Vec<usize>,
     /// Bytes each partition holds at its peak.
@@ -151,6 +154,7 @@ pub async fn claim(
         labels: job_labels,
         input: Arc::default(),
         seq: submission.seq,
+        attempt: submission.delivered as u32,
         pending,
         partition_bytes: bytes,
     }))))

@@ -264,8 +264,17 @@ impl SynthNode {
         .await;
         // A refusal is recorded (and so holds the id) before the next message is claimed.
         drop(claimed);
-        if let Err(e) = message.ack_with(settle.ack_kind()).await {
-            warn!(err = %e, seq = submission.seq, "acknowledging job message failed; it will be redelivered");
+        match settle.ack_kind() {
+            Some(kind) => {
+                if let Err(e) = message.ack_with(kind).await {
+                    warn!(err = %e, seq = submission.seq, "acknowledging job message failed; it will be redelivered");
+                }
+            }
+            None => info!(
+                job_id = job_id.as_deref().unwrap_or("?"),
+                seq = submission.seq,
+                "a later delivery holds this job; left to it"
+            ),
         }
     }
 

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use async_nats::jetstream::message::PublishMessage;
-use cuzk_common::lifecycle::Ledger;
+use cuzk_common::lifecycle::{machine, Ledger};
 use cuzk_common::metrics::metrics;
 use cuzk_common::objects;
 use cuzk_common::policy::StepError;
@@ -68,7 +68,15 @@ pub async fn save(
         timings,
     };
     let work_seq = publish_work(topology, &item, job.spec.priority, job.seq).await?;
-    ledger.queued(job_id, index, timings, work_seq).await?;
+    let stored = ledger
+        .queued(job_id, index, timings, work_seq, job.attempt)
+        .await?;
+    if let Some(holder) = stored.filter(|r| machine::superseded(r, job.attempt)) {
+        return Err(StepError::Superseded(format!(
+            "delivery {} of job {job_id}'s message holds it now (this node's was {})",
+            holder.intake_attempts, job.attempt
+        )));
+    }
     info!(
         synth_ms = timings.synth_ms,
         encode_ms = timings.encode_ms,

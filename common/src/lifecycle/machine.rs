@@ -109,14 +109,17 @@ pub fn resumed(record: &mut JobRecord, delivered: u32) -> bool {
     true
 }
 
-/// Partition `index` was synthesized and its work item published.
+/// Partition `index` was synthesized and its work item published, by the holder of delivery
+/// `attempt` of the job's message: refused once a later delivery has resumed the job (the
+/// record is that holder's).
 pub fn queued(
     record: &mut JobRecord,
     index: usize,
     timings: PartitionTimings,
     work_seq: u64,
+    attempt: u32,
 ) -> bool {
-    if record.status.is_final() {
+    if record.status.is_final() || superseded(record, attempt) {
         return false;
     }
     match record.partitions.get_mut(index) {
@@ -128,6 +131,11 @@ pub fn queued(
         }
         _ => false,
     }
+}
+
+/// Whether a later delivery than `attempt` of the job's message has resumed the job.
+pub fn superseded(record: &JobRecord, attempt: u32) -> bool {
+    record.intake_attempts > attempt
 }
 
 /// Every partition is queued: the job waits for the GPUs.
@@ -328,14 +336,14 @@ mod tests {
     fn a_job_runs_through_every_state_once() {
         let mut r = admitted(&spec(), shape(2), 7, 100, 1, 150);
         assert_eq!((r.status, r.partitions.len()), (JobStatus::Synthesizing, 2));
-        assert!(queued(&mut r, 0, PartitionTimings::default(), 40));
+        assert!(queued(&mut r, 0, PartitionTimings::default(), 40, 1));
         assert!(
-            !queued(&mut r, 0, PartitionTimings::default(), 40),
+            !queued(&mut r, 0, PartitionTimings::default(), 40, 1),
             "queued twice"
         );
-        assert!(queued(&mut r, 1, PartitionTimings::default(), 41));
+        assert!(queued(&mut r, 1, PartitionTimings::default(), 41, 1));
         assert!(
-            !queued(&mut r, 2, PartitionTimings::default(), 42),
+            !queued(&mut r, 2, PartitionTimings::default(), 42, 1),
             "no such partition"
         );
         assert!(synthesized(&mut r));
@@ -373,20 +381,20 @@ mod tests {
         assert!(finish(&mut r, &JobResult::failed("j", "first")));
         assert!(!finish(&mut r, &JobResult::failed("j", "second")));
         assert_eq!(r.error.as_deref(), Some("first"));
-        assert!(!queued(&mut r, 0, PartitionTimings::default(), 40));
+        assert!(!queued(&mut r, 0, PartitionTimings::default(), 40, 1));
         assert!(!resumed(&mut r, 3));
     }
 
     #[test]
     fn a_cancelled_job_ignores_late_proofs() {
         let mut r = admitted(&spec(), shape(2), 7, 100, 1, 150);
-        assert!(queued(&mut r, 0, PartitionTimings::default(), 40));
+        assert!(queued(&mut r, 0, PartitionTimings::default(), 40, 1));
         assert!(finish(&mut r, &JobResult::cancelled("j", "by request")));
         assert_eq!(r.status, JobStatus::Cancelled);
         assert_eq!(partition_state(&r, 1), Proved::JobEnded);
         assert_eq!(proved(&mut r, 0, &proof(1)), Proved::JobEnded);
         assert_eq!(r.partitions[0].status, PartitionStatus::Queued);
-        assert!(!queued(&mut r, 1, PartitionTimings::default(), 41));
+        assert!(!queued(&mut r, 1, PartitionTimings::default(), 41, 1));
         assert!(!synthesized(&mut r));
         assert!(!complete(&r));
         assert!(!finish(&mut r, &JobResult::failed("j", "late")));
@@ -447,7 +455,7 @@ mod tests {
                 raw_bytes: 16_912_345_678 + k * 67_890,
                 ..Default::default()
             };
-            assert!(queued(&mut r, k as usize, synth, 100 + k));
+            assert!(queued(&mut r, k as usize, synth, 100 + k, 1));
         }
         assert!(synthesized(&mut r));
         for k in 0..10u64 {

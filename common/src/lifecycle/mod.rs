@@ -157,17 +157,20 @@ impl Ledger {
         }
     }
 
-    /// Partition `index` is synthesized and its work item published. Returns the record (`None`
-    /// if the job has none).
+    /// Partition `index` is synthesized and its work item published by the holder of delivery
+    /// `attempt` of the job's message (not recorded once a later delivery holds the job:
+    /// [`machine::superseded`] on the returned record). Returns the record (`None` if the job
+    /// has none).
     pub async fn queued(
         &self,
         job_id: &str,
         index: usize,
         timings: PartitionTimings,
         work_seq: u64,
+        attempt: u32,
     ) -> Result<Option<JobRecord>, RecordError> {
         let updated = store::update(&self.kv, job_id, |r| {
-            machine::queued(r, index, timings, work_seq)
+            machine::queued(r, index, timings, work_seq, attempt)
         });
         Ok(updated.await?.map(|(r, _)| r))
     }
