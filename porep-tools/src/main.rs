@@ -71,6 +71,18 @@ impl From<PostKindArg> for cuzk_circuits::post::PostKind {
     }
 }
 
+/// The proof whose circuit test parameters are made for, as a flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ParamsProof {
+    /// PoRep Commit-2 (`porep-c2`).
+    Porep,
+    /// WindowPoSt, the version the network uses.
+    WindowPost,
+    WinningPost,
+    /// SnapDeals' sector update.
+    SnapDeals,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Seal a sector of random data and write c1.json (the C1 output) and job.json (a
@@ -93,6 +105,9 @@ enum Command {
     Params {
         #[arg(long, value_parser = clap::value_parser!(SectorSize))]
         sector_size: SectorSize,
+        /// The circuit: PoRep's, or a PoSt's or SnapDeals' (under its published file name).
+        #[arg(long, value_enum, default_value_t = ParamsProof::Porep)]
+        proof: ParamsProof,
         /// The parameter directory (`cuzk gpu-node --param-cache`); else
         /// $FIL_PROOFS_PARAMETER_CACHE, else ~/.cache/cuzk/params.
         #[arg(long, env = cuzk_circuits::CACHE_ENV)]
@@ -245,10 +260,11 @@ fn main() -> Result<()> {
         } => fixture(sector_size, &out, sector_id, prover_id),
         Command::Params {
             sector_size,
+            proof,
             engine,
             force_insecure,
             ..
-        } => params(sector_size, engine, force_insecure),
+        } => params(proof, sector_size, engine, force_insecure),
         Command::Stats {
             sector_size,
             sector,
@@ -348,20 +364,29 @@ pub fn use_cuda(engine: Engine) -> Result<bool> {
     })
 }
 
-fn params(size: SectorSize, engine: Engine, force: bool) -> Result<()> {
+fn params(proof: ParamsProof, size: SectorSize, engine: Engine, force: bool) -> Result<()> {
+    use cuzk_circuits::post::{PostKind, PostProof};
     let started = Instant::now();
     // The matrices land in the node's shape cache too, so its GPU nodes need not capture them.
     let shapes = cuzk_circuits::ShapeCache::open_default(false)?;
+    let generate = |engine: &dyn cuzk_prover::setup::FixedBase| match proof {
+        ParamsProof::Porep => generate_test_parameters(size, &shapes, engine, force),
+        ParamsProof::WindowPost | ParamsProof::WinningPost => {
+            let kind = match proof {
+                ParamsProof::WindowPost => PostKind::Window,
+                _ => PostKind::Winning,
+            };
+            let post = PostProof::current(kind, size);
+            cuzk_circuits::post::generate_test_parameters(post, &shapes, engine, force)
+        }
+        ParamsProof::SnapDeals => {
+            cuzk_circuits::snap::generate_test_parameters(size, &shapes, engine, force)
+        }
+    };
     let path = if use_cuda(engine)? {
-        let gpu = cuzk_kernels::CudaBackend::new(0, None, 1)?;
-        generate_test_parameters(size, &shapes, &gpu, force)?
+        generate(&cuzk_kernels::CudaBackend::new(0, None, 1)?)?
     } else {
-        generate_test_parameters(
-            size,
-            &shapes,
-            &cuzk_prover::setup::CpuFixedBase::new(),
-            force,
-        )?
+        generate(&cuzk_prover::setup::CpuFixedBase::new())?
     };
     tracing::info!(secs = started.elapsed().as_secs_f64(), "parameters ready");
     println!("{}", path.display());
