@@ -10,7 +10,6 @@ use async_nats::{Client, ConnectOptions, Event};
 use futures::StreamExt;
 
 use crate::config::NatsConfig;
-// Re-exported for the nodes and tools that import them from here.
 use crate::retry::{retry, RetryPolicy};
 
 #[derive(Debug, thiserror::Error)]

@@ -369,16 +369,14 @@ fn params(proof: ParamsProof, size: SectorSize, engine: Engine, force: bool) -> 
     let started = Instant::now();
     // The matrices land in the node's shape cache too, so its GPU nodes need not capture them.
     let shapes = cuzk_circuits::ShapeCache::open_default(false)?;
+    let post = |kind: PostKind, engine: &dyn cuzk_prover::setup::FixedBase| {
+        let proof = PostProof::current(kind, size);
+        cuzk_circuits::post::generate_test_parameters(proof, &shapes, engine, force)
+    };
     let generate = |engine: &dyn cuzk_prover::setup::FixedBase| match proof {
         ParamsProof::Porep => generate_test_parameters(size, &shapes, engine, force),
-        ParamsProof::WindowPost | ParamsProof::WinningPost => {
-            let kind = match proof {
-                ParamsProof::WindowPost => PostKind::Window,
-                _ => PostKind::Winning,
-            };
-            let post = PostProof::current(kind, size);
-            cuzk_circuits::post::generate_test_parameters(post, &shapes, engine, force)
-        }
+        ParamsProof::WindowPost => post(PostKind::Window, engine),
+        ParamsProof::WinningPost => post(PostKind::Winning, engine),
         ParamsProof::SnapDeals => {
             cuzk_circuits::snap::generate_test_parameters(size, &shapes, engine, force)
         }

@@ -6,7 +6,7 @@ use cuzk_wire::blob::BlobError;
 
 /// Errors a backend reports. `retryable` tells the caller whether the same work may succeed on
 /// another attempt (a transient device condition) or never will (bad input, wrong parameters).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum BackendError {
     #[error("out of device memory: {0}")]
     OutOfMemory(String),

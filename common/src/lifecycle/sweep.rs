@@ -166,17 +166,15 @@ impl Sweeper {
         let still: Vec<(JobRecord, Duration)> = self
             .watched
             .values()
-            .filter(|w| w.record.status.is_final() || w.changed.elapsed() >= self.no_progress)
             .map(|w| (w.record.clone(), w.changed.elapsed()))
+            .filter(|(r, unchanged_for)| r.status.is_final() || *unchanged_for >= self.no_progress)
             .collect();
         for (record, unchanged_for) in still {
             if record.status.is_final() {
-                let grace = self.publish_grace;
-                if self
-                    .ledger
-                    .publish_pending(&record, unchanged_for, grace)
-                    .await?
-                {
+                let published =
+                    self.ledger
+                        .publish_pending(&record, unchanged_for, self.publish_grace);
+                if published.await? {
                     swept.published += 1;
                     self.watched.remove(&record.job_id);
                 }

@@ -139,18 +139,6 @@ impl Room {
     }
 }
 
-/// `e` again, for each partition of a batch whose shared step failed.
-pub(super) fn again(e: &BackendError) -> BackendError {
-    match e {
-        BackendError::OutOfMemory(s) => BackendError::OutOfMemory(s.clone()),
-        BackendError::Shape(s) => BackendError::Shape(s.clone()),
-        BackendError::Unavailable(s) => BackendError::Unavailable(s.clone()),
-        BackendError::Mismatch(s) => BackendError::Mismatch(s.clone()),
-        BackendError::Device(s) => BackendError::Device(s.clone()),
-        BackendError::Witness(w) => BackendError::Device(format!("in a batch: {w}")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

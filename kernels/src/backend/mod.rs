@@ -24,7 +24,7 @@ use cuzk_wire::witness::Witness;
 use crate::error::CudaError;
 use crate::gpu::{jac_g1, jac_g2, Curve, DevBuf, Gpu, Scalars};
 use crate::plan::{gib, HStage, PlanLimits};
-use batch::{again, Arrival, Member, Room, WitnessSums};
+use batch::{Arrival, Member, Room, WitnessSums};
 use key::Resident;
 use witness::{Data, DeferredC, HostWitness};
 
@@ -322,7 +322,7 @@ impl CudaBackend {
         let shared = shared.and_then(|s| synced.map(|()| s).map_err(BackendError::from));
         let mut sums = match shared {
             Ok(s) => s.into_iter().map(Ok).collect::<Vec<_>>(),
-            Err(e) => at.iter().map(|_| Err(again(&e))).collect(),
+            Err(e) => at.iter().map(|_| Err(e.clone())).collect(),
         }
         .into_iter();
         refused

@@ -242,7 +242,7 @@ impl BlobStats {
 
 /// Why a blob was rejected. Every variant is fatal: a blob is immutable content, and the object
 /// store already verified the transfer, so decoding the same bytes again fails the same way.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum BlobError {
     #[error("blob truncated: {got} bytes, at least {expected} needed")]
     Truncated { expected: u64, got: u64 },
