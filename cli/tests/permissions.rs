@@ -1,4 +1,4 @@
-//! The shipped least-privilege config (deploy/nats/auth.conf): each role's credentials can do
+//! The shipped least-privilege config (deploy/nats/auth.conf and the users it includes): each role's credentials can do
 //! its job — a whole job, its input uploaded to the inputs bucket by the submitter, runs
 //! through synth and GPU nodes connected as `synth` and `gpu`, and a gateway connected as
 //! `gateway` serves Curio's calls (a PoSt job submitted at high priority with its input staged,
@@ -61,11 +61,10 @@ async fn quick_js(url: &str, user: &str) -> jetstream::Context {
 /// user's permissions with all subjects.
 fn server(dir: &Path, loosened: bool) -> (NatsServer, String) {
     let port = free_port().unwrap();
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/nats/auth.conf"
-    ))
-    .unwrap();
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nats");
+    let read = |name: &str| std::fs::read_to_string(deploy.join(name)).unwrap();
+    // One file, the users inlined where the shipped config includes them.
+    let shipped = read("auth.conf").replace("include ./accounts.conf", &read("accounts.conf"));
     let mut config = shipped
         .replace(
             "/var/lib/cuzk/nats",

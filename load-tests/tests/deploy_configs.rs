@@ -25,8 +25,8 @@ impl Drop for Server {
     }
 }
 
-/// Copies `config` into `dir` with its store directory moved to `store`, so the copy can be
-/// run as is. (nats-server 2.9 refuses `-sd` next to a `store_dir` in the file.)
+/// Copies `config` (and the users it includes) into `dir` with its store directory moved to
+/// `store`, so the copy can be run as is. (nats-server 2.9 refuses `-sd` next to a `store_dir` in the file.)
 fn with_store(config: &Path, dir: &Path, store: &Path) -> PathBuf {
     let text = std::fs::read_to_string(config).unwrap();
     assert!(
@@ -35,6 +35,13 @@ fn with_store(config: &Path, dir: &Path, store: &Path) -> PathBuf {
         config.display()
     );
     let copy = dir.join(config.file_name().unwrap());
+    if text
+        .lines()
+        .any(|line| line.trim() == "include ./accounts.conf")
+    {
+        let users = config.with_file_name("accounts.conf");
+        std::fs::copy(users, dir.join("accounts.conf")).unwrap();
+    }
     std::fs::write(
         &copy,
         text.replace("/var/lib/cuzk/nats", &store.display().to_string()),
