@@ -295,9 +295,10 @@ pub async fn provision(
     for k in 0..BLOB_SHARDS {
         let bucket = blob_shard_bucket(k);
         let max_bytes = blob_shard_max_bytes(limits.blobs_max_bytes, k);
-        blobs.push(ensure_object_store(js, &bucket, BLOB_MAX_AGE, max_bytes, replicas).await?);
+        let store = ensure_object_store(js, &bucket, BLOB_MAX_AGE, max_bytes, replicas).await?;
+        blobs.push((bucket, store));
     }
-    let blobs = Shards::new(blobs)
+    let blobs = Shards::named(js, blobs)
         .ok_or_else(|| failed("blob buckets")(format!("{BLOB_SHARDS} is over {MAX_SHARDS}")))?;
     let inputs = ensure_inputs_bucket(js, INPUTS_BUCKET, replicas, limits).await?;
     Ok(Topology {
@@ -478,10 +479,12 @@ impl Topology {
         for k in 0..self.blobs.count() {
             let bucket = blob_shard_bucket(k);
             let store = js.get_object_store(&bucket).await;
-            stores
-                .push(store.map_err(|e| failed(format!("object store {bucket}"))(e.to_string()))?);
+            let store =
+                store.map_err(|e| failed(format!("object store {bucket}"))(e.to_string()))?;
+            stores.push((bucket, store));
         }
-        let shards = Shards::new(stores).ok_or_else(|| failed("blob buckets")("none".into()))?;
+        let shards =
+            Shards::named(&js, stores).ok_or_else(|| failed("blob buckets")("none".into()))?;
         self.blob_writers.push(shards);
         self.blob_readers.push(js);
         Ok(())

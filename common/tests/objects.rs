@@ -461,3 +461,68 @@ async fn orphans_in_a_submitters_inputs_bucket_are_reclaimed() {
     let stream = js.get_stream("OBJ_cuzk-inputs-alice").await.unwrap();
     assert!(stream.direct_get_last_for_subject(killed).await.is_err());
 }
+
+/// A server that answers direct gets for a bucket without holding its newest objects — a
+/// replica catching up after a restart — stood in for by a mirror that serves direct gets
+/// (`mirror_direct`) and holds nothing (it starts past the end). Reads and deletes of objects it
+/// cannot see must still find them on the stream's leader: before, a read failed "not found"
+/// and a delete took the object for gone and left it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_a_lagging_server_does_not_see_are_read_and_deleted() {
+    use async_nats::jetstream::stream::{Config as StreamConfig, Source};
+    let server = NatsServer::start().unwrap();
+    let (mut stores, js) = buckets(&server, 1).await;
+    let store = stores.remove(0);
+    js.create_stream(StreamConfig {
+        name: "LAGGING".into(),
+        mirror: Some(Source {
+            name: "OBJ_t".into(),
+            start_sequence: Some(1 << 40),
+            ..Default::default()
+        }),
+        mirror_direct: true,
+        allow_direct: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let shards = Shards::named(&js, vec![("t".to_owned(), store.clone())]).unwrap();
+    let bytes = random(1000);
+    let count = 24;
+    for i in 0..count {
+        objects::put(&shards, &format!("o{i}"), &bytes)
+            .await
+            .unwrap();
+    }
+    // Direct gets go to one of the two at random: without the leader's word about one in two
+    // lookups would miss.
+    let mut unseen = 0;
+    for i in 0..count {
+        unseen += usize::from(store.info(format!("o{i}")).await.is_err());
+    }
+    assert!(
+        unseen > 0,
+        "the mirror answered no direct get: nothing is tested"
+    );
+    for i in 0..count {
+        let back = objects::read_bounded(
+            &shards,
+            std::slice::from_ref(&js),
+            &format!("o{i}"),
+            1 << 20,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("o{i}: {e}"));
+        assert_eq!(back, bytes);
+    }
+    for i in 0..count {
+        objects::delete(&shards, &format!("o{i}")).await.unwrap();
+    }
+    let stream = js.get_stream("OBJ_t").await.unwrap();
+    let mut subjects = stream.info_with_subjects("$O.t.C.>").await.unwrap();
+    let mut chunks = 0;
+    while let Some(entry) = subjects.next().await {
+        chunks += entry.unwrap().1;
+    }
+    assert_eq!(chunks, 0, "chunks left behind by deletes");
+}

@@ -64,38 +64,68 @@ impl cuzk_wire::Retryable for ObjectError {
 /// blobs use several (topology.rs, `BLOB_SHARDS`): nats-server 2.9 sends all of one stream's
 /// messages from one goroutine, which caps one bucket's reads. Inputs use one.
 #[derive(Clone)]
-pub struct Shards(Vec<ObjectStore>);
+pub struct Shards {
+    stores: Vec<ObjectStore>,
+    /// The connection the buckets were opened on and their names, where known: an object a
+    /// replica's direct get does not find is then looked up on the stream's leader (see
+    /// [`info`]).
+    leader: Option<(Context, Vec<String>)>,
+}
+
+/// Where a "not found" from a direct get is confirmed: a bucket's stream by name, through a
+/// connection.
+type Leader<'a> = Option<(&'a Context, &'a str)>;
 
 impl Shards {
     /// The set, head bucket first; `None` unless it holds 1 to [`MAX_SHARDS`] buckets.
     pub fn new(stores: Vec<ObjectStore>) -> Option<Shards> {
-        (1..=MAX_SHARDS)
-            .contains(&stores.len())
-            .then_some(Shards(stores))
+        (1..=MAX_SHARDS).contains(&stores.len()).then_some(Shards {
+            stores,
+            leader: None,
+        })
+    }
+
+    /// The set of the buckets `names`, opened on `js` (head first), whose missing objects are
+    /// confirmed missing by each stream's leader.
+    pub fn named(js: &Context, buckets: Vec<(String, ObjectStore)>) -> Option<Shards> {
+        let (names, stores) = buckets.into_iter().unzip();
+        let mut shards = Shards::new(stores)?;
+        shards.leader = Some((js.clone(), names));
+        Some(shards)
     }
 
     pub fn one(store: ObjectStore) -> Shards {
-        Shards(vec![store])
+        Shards {
+            stores: vec![store],
+            leader: None,
+        }
     }
 
     /// How many buckets: what this node writes over, and the most it can read from.
     pub fn count(&self) -> usize {
-        self.0.len()
+        self.stores.len()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &ObjectStore> {
-        self.0.iter()
+        self.stores.iter()
     }
 
     /// The first bucket: every object's head, and every object of one stripe.
     pub fn head(&self) -> &ObjectStore {
-        &self.0[0]
+        &self.stores[0]
     }
 
     /// The bucket holding `stripe`; `layout` is this set's own (`Layout::for_len`) or one
     /// `Layout::from_info` checked against it, so the index is in range.
     fn of(&self, layout: &Layout, stripe: usize) -> &ObjectStore {
-        &self.0[layout.shard(stripe)]
+        &self.stores[layout.shard(stripe)]
+    }
+
+    /// Where bucket `index`'s missing objects are confirmed, if anywhere.
+    fn leader(&self, index: usize) -> Leader<'_> {
+        self.leader
+            .as_ref()
+            .map(|(js, names)| (js, names[index].as_str()))
     }
 }
 
@@ -145,19 +175,54 @@ fn unavailable(name: &str, e: impl std::fmt::Display) -> ObjectError {
     }
 }
 
-async fn info(store: &ObjectStore, name: &str) -> Result<ObjectInfo, ObjectError> {
+async fn info(
+    store: &ObjectStore,
+    leader: Leader<'_>,
+    name: &str,
+) -> Result<ObjectInfo, ObjectError> {
     retry("object info", RetryPolicy::NETWORK, || async {
         match store.info(name).await {
             // A deleted object's info is its tombstone.
             Ok(info) if info.deleted => Err(ObjectError::NotFound(name.into())),
             Ok(info) => Ok(info),
-            Err(e) if e.kind() == InfoErrorKind::NotFound => {
-                Err(ObjectError::NotFound(name.into()))
-            }
+            Err(e) if e.kind() == InfoErrorKind::NotFound => match leader {
+                Some((js, bucket)) => leader_info(js, bucket, name).await,
+                None => Err(ObjectError::NotFound(name.into())),
+            },
             Err(e) => Err(unavailable(name, e)),
         }
     })
     .await
+}
+
+/// An object's info as the bucket stream's leader has it. A direct get is answered by any
+/// server holding the stream, one that is still catching up after a restart too, and that one
+/// answers "not found" for an object written while it was down: a blob read then failed its
+/// job, and a delete took the object for gone and leaked it (docs/reliability.md, "Soak").
+async fn leader_info(js: &Context, bucket: &str, name: &str) -> Result<ObjectInfo, ObjectError> {
+    use async_nats::jetstream::stream::LastRawMessageErrorKind;
+    let stream = js
+        .get_stream_no_info(format!("OBJ_{bucket}"))
+        .await
+        .map_err(|e| unavailable(name, e))?;
+    // The object store's own subject for an object's metadata (async-nats names it so).
+    let encoded = base64::engine::general_purpose::URL_SAFE.encode(name);
+    let subject = format!("$O.{bucket}.M.{encoded}");
+    match stream.get_last_raw_message_by_subject(&subject).await {
+        Ok(message) => {
+            let info: ObjectInfo = serde_json::from_slice(&message.payload)
+                .map_err(|e| unavailable(name, format!("metadata: {e}")))?;
+            if info.deleted {
+                Err(ObjectError::NotFound(name.into()))
+            } else {
+                Ok(info)
+            }
+        }
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
+            Err(ObjectError::NotFound(name.into()))
+        }
+        Err(e) => Err(unavailable(name, e)),
+    }
 }
 
 /// Stripes of one object read through one connection at once. Each is an ordered consumer
@@ -197,7 +262,8 @@ pub async fn read_bounded_into(
         return Err(unavailable(name, "no connection to read it through"));
     }
     let started = std::time::Instant::now();
-    let layout = Layout::from_info(&info(shards.head(), name).await?, shards.count())?;
+    let head = info(shards.head(), shards.leader(0), name).await?;
+    let layout = Layout::from_info(&head, shards.count())?;
     if layout.total() as u64 > limit {
         return Err(ObjectError::TooLarge {
             name: name.into(),
@@ -218,11 +284,15 @@ pub async fn read_bounded_into(
             shards.of(&layout, i).clone(),
             readers[i % readers.len()].clone(),
         );
+        let leader = shards
+            .leader(layout.shard(i))
+            .map(|(js, bucket)| (js.clone(), bucket.to_owned()));
         let slot = slots[i % readers.len()].clone();
         let (stripe, size) = (stripe_name(name, i), layout.range(i).len());
         tasks.spawn(async move {
             let _slot = slot.acquire_owned().await;
-            (i, read_stripe(&store, &js, &stripe, size).await)
+            let leader = leader.as_ref().map(|(js, bucket)| (js, bucket.as_str()));
+            (i, read_stripe(&store, leader, &js, &stripe, size).await)
         });
     }
     // Stripes are appended in order as they complete, so `out` grows with the bytes actually
@@ -266,13 +336,14 @@ pub async fn read_bounded_into(
 /// A stripe's chunks, `size` bytes in all.
 async fn read_stripe(
     store: &ObjectStore,
+    leader: Leader<'_>,
     js: &Context,
     name: &str,
     size: usize,
 ) -> Result<Vec<Bytes>, ObjectError> {
     retry("read object", RetryPolicy::NETWORK, || {
         bounded(name, size as u64, async {
-            let info = info(store, name).await?;
+            let info = info(store, leader, name).await?;
             if info.size != size {
                 return Err(unavailable(
                     name,
@@ -529,27 +600,73 @@ async fn put_stripe(
 /// read, of which only the head is deleted) expire with their bucket's age limit.
 pub async fn delete(shards: &impl AsShards, name: &str) -> Result<(), ObjectError> {
     let shards = shards.as_shards();
-    let layout = match info(shards.head(), name).await {
+    let layout = match info(shards.head(), shards.leader(0), name).await {
         Ok(info) => Layout::from_info(&info, shards.count()).ok(),
         Err(ObjectError::NotFound(_)) => return Ok(()),
         Err(e) => return Err(e),
     };
     let Some(layout) = layout else {
-        return delete_one(shards.head(), name).await;
+        return delete_one(shards.head(), shards.leader(0), name).await;
     };
     for stripe in (0..layout.stripes()).rev() {
-        delete_one(shards.of(&layout, stripe), &stripe_name(name, stripe)).await?;
+        let (store, leader) = (
+            shards.of(&layout, stripe),
+            shards.leader(layout.shard(stripe)),
+        );
+        delete_one(store, leader, &stripe_name(name, stripe)).await?;
     }
     Ok(())
 }
 
-async fn delete_one(store: &ObjectStore, name: &str) -> Result<(), ObjectError> {
+async fn delete_one(
+    store: &ObjectStore,
+    leader: Leader<'_>,
+    name: &str,
+) -> Result<(), ObjectError> {
     retry("delete object", RetryPolicy::NETWORK, || async {
         match store.delete(name).await {
             Ok(()) => Ok(()),
-            Err(e) if e.kind() == DeleteErrorKind::NotFound => Ok(()),
+            // The object store looks the object up by a direct get first (see `leader_info`).
+            Err(e) if e.kind() == DeleteErrorKind::NotFound => match leader {
+                Some((js, bucket)) => match leader_info(js, bucket, name).await {
+                    Ok(info) => tombstone(js, bucket, info).await,
+                    Err(ObjectError::NotFound(_)) => Ok(()),
+                    Err(e) => Err(e),
+                },
+                None => Ok(()),
+            },
             Err(e) => Err(unavailable(name, e)),
         }
     })
     .await
+}
+
+/// Deletes an object as the object store does (its metadata replaced by a tombstone, then its
+/// chunks purged), from `info` as the stream's leader has it.
+async fn tombstone(js: &Context, bucket: &str, mut info: ObjectInfo) -> Result<(), ObjectError> {
+    let name = info.name.clone();
+    let nuid = std::mem::take(&mut info.nuid);
+    info.chunks = 0;
+    info.size = 0;
+    info.deleted = true;
+    info.nuid = nuid.clone();
+    let body = serde_json::to_vec(&info).map_err(|e| unavailable(&name, e))?;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(async_nats::header::NATS_ROLLUP, "sub");
+    let encoded = base64::engine::general_purpose::URL_SAFE.encode(&name);
+    let ack = js
+        .publish_with_headers(format!("$O.{bucket}.M.{encoded}"), headers, body.into())
+        .await
+        .map_err(|e| unavailable(&name, e))?;
+    ack.await.map_err(|e| unavailable(&name, e))?;
+    let stream = js
+        .get_stream_no_info(format!("OBJ_{bucket}"))
+        .await
+        .map_err(|e| unavailable(&name, e))?;
+    stream
+        .purge()
+        .filter(format!("$O.{bucket}.C.{nuid}"))
+        .await
+        .map_err(|e| unavailable(&name, e))?;
+    Ok(())
 }
