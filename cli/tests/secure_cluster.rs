@@ -2,12 +2,12 @@
 //! deploy/nats/accounts.conf they include) is secure as written, and a job runs through it. The
 //! three servers start from those files with only their store directories, certificate
 //! directories, ports and routes made local (certificates made here with openssl, one per server
-//! as on three hosts). A plaintext client is refused even with the admin's password, the
-//! monitoring port answers on loopback only, and then `cuzk provision` as `admin`, a synth node
-//! as `synth`, a GPU node on the CPU backend as `gpu` and `cuzk submit --wait` as `submitter`,
-//! all over TLS, run a job whose proof verifies, in R3 streams led by one of the three servers.
-//! Mutual TLS for clients, turned on as docs/deploy.md says, admits only clients with a
-//! certificate from the CA.
+//! as on three hosts). A plaintext client is refused even with the admin's password, routes
+//! require a certificate from the CA, the monitoring port answers on loopback only, and then `cuzk
+//! provision` as `admin`, a synth node as `synth`, a GPU node on the CPU backend as `gpu` and
+//! `cuzk submit --wait` as `submitter`, all over TLS, run a job whose proof verifies, in R3
+//! streams led by one of the three servers. Mutual TLS for clients, turned on as docs/deploy.md
+//! says, admits only clients with a certificate from the CA.
 
 use std::net::{IpAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -263,6 +263,13 @@ async fn a_job_runs_through_the_shipped_cluster_over_tls_only() {
         let varz = http_get((loopback, server.monitor), "/varz").await.unwrap();
         let varz: serde_json::Value = serde_json::from_str(&varz).unwrap();
         assert_eq!(varz["http_host"], "127.0.0.1", "{varz}");
+        // Routes take only servers that show a certificate from the CA.
+        let routes = &varz["cluster"];
+        assert_eq!(
+            (&routes["tls_required"], &routes["tls_verify"]),
+            (&true.into(), &true.into()),
+            "{routes}"
+        );
         let Some(ip) = non_loopback_address() else {
             eprintln!("no address besides loopback: monitoring checked on loopback only");
             continue;
