@@ -1,8 +1,9 @@
-//! The nats-server configurations in `deploy/nats` start and do what they promise: the dev
-//! server and the auth server come up with JetStream, the three cluster nodes route to each
-//! other, elect a JetStream meta leader and hold an R3 stream. Each config is used as written
-//! except for its store directory and ports (moved to temporary ones so tests can run side by
-//! side); the permissions themselves are tested in `cli/tests/permissions.rs`.
+//! The one-server nats-server configurations in `deploy/nats` start and do what they promise:
+//! the dev server and the auth server come up with JetStream. Each config is used as written
+//! except for its store directory and port (moved to temporary ones so tests can run side by
+//! side); the permissions themselves are tested in `cli/tests/permissions.rs`, and the
+//! three-node cluster of `deploy/nats/cluster`, which needs certificates and runs a job, in
+//! `cli/tests/secure_cluster.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -162,99 +163,4 @@ async fn auth_config_starts_and_admits_only_known_users() {
         .await
         .expect("connect answers");
     assert!(wrong.is_err(), "a wrong password must not log in");
-}
-
-#[tokio::test]
-async fn three_node_cluster_elects_a_leader_and_holds_r3_streams() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster_ports: Vec<u16> = (0..3).map(|_| free_port().unwrap()).collect();
-    let routes = cluster_ports
-        .iter()
-        .map(|p| format!("nats://127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut servers = Vec::new();
-    let mut client_ports = Vec::new();
-    let mut monitor_ports = Vec::new();
-    for (index, cluster_port) in cluster_ports.iter().enumerate() {
-        let node_dir = dir.path().join(format!("n{}", index + 1));
-        std::fs::create_dir_all(&node_dir).unwrap();
-        let source = deploy_dir().join(format!("cluster/n{}.conf", index + 1));
-        let config = with_store(&source, &node_dir, &node_dir.join("store"));
-        let (port, monitor) = (free_port().unwrap(), free_port().unwrap());
-        // Ports and routes on loopback instead of the hosts cuzk-nats-1..3.
-        let args = [
-            "-p".to_owned(),
-            port.to_string(),
-            "-m".to_owned(),
-            monitor.to_string(),
-            "--cluster".to_owned(),
-            format!("nats://127.0.0.1:{cluster_port}"),
-            "--routes".to_owned(),
-            routes.clone(),
-        ];
-        servers.push(start(&config, &args, &[], port));
-        client_ports.push(port);
-        monitor_ports.push(monitor);
-    }
-    let urls: Vec<async_nats::ServerAddr> = client_ports
-        .iter()
-        .map(|p| format!("nats://127.0.0.1:{p}").parse().unwrap())
-        .collect();
-    let client = async_nats::connect(urls).await.unwrap();
-    let js = jetstream::new(client);
-    let mut stream = create_stream(&js, 3).await;
-    let info = stream.info().await.unwrap();
-    let cluster = info
-        .cluster
-        .clone()
-        .expect("an R3 stream reports its cluster");
-    assert_eq!(cluster.name.as_deref(), Some("cuzk"));
-    assert!(
-        cluster
-            .leader
-            .as_deref()
-            .is_some_and(|l| l.starts_with("cuzk-nats-")),
-        "{cluster:?}"
-    );
-    assert_eq!(cluster.replicas.len(), 2, "{cluster:?}");
-    js.publish("deploy.check", "x".into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-
-    // Every server sees the same JetStream meta leader over its monitoring port.
-    let mut leaders = Vec::new();
-    for monitor in &monitor_ports {
-        let jsz = http_get(*monitor, "/jsz").await;
-        let jsz: serde_json::Value = serde_json::from_str(&jsz).unwrap();
-        leaders.push(
-            jsz["meta_cluster"]["leader"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-        );
-    }
-    assert!(
-        leaders[0].starts_with("cuzk-nats-") && leaders.iter().all(|l| *l == leaders[0]),
-        "{leaders:?}"
-    );
-}
-
-async fn http_get(port: u16, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default()
 }

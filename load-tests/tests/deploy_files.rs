@@ -106,18 +106,19 @@ fn deploy_files_name_only_paths_that_exist() {
     // The scan finds what it should (a scan that finds nothing proves nothing).
     assert!(checked > 30, "only {checked} paths found");
     let probe = named_paths(
-        "see deploy/nats/accounts.conf and deploy/nats/cluster/n{1,2}.conf",
+        "see deploy/nats/missing.conf and deploy/nats/cluster/n{1,2}.conf",
         &top_level,
     );
     assert_eq!(
         probe,
         [
-            "deploy/nats/accounts.conf",
+            "deploy/nats/missing.conf",
             "deploy/nats/cluster/n1.conf",
             "deploy/nats/cluster/n2.conf"
         ]
     );
     assert!(!exists(&repo().join(&probe[0])));
+    assert!(exists(&repo().join(&probe[1])));
 }
 
 /// The Prometheus names the code exports: every instrument recorded once into a registry.
