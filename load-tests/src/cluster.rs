@@ -156,6 +156,11 @@ impl Target {
             .unwrap_or_default()
     }
 
+    /// The started cluster, to kill and restart its processes.
+    pub fn cluster_mut(&mut self) -> Option<&mut ProcessCluster> {
+        self.cluster.as_mut()
+    }
+
     /// Stops a started cluster (processes are killed: the run is over).
     pub fn stop(self) {
         drop(self.cluster);

@@ -11,6 +11,8 @@
 //! - `blobs`: witness-blob transfer MB/s, one object per blob beside striped objects in one
 //!   bucket and spread over several.
 //! - `gateway`: the latency `cuzk gateway` adds per proof over a direct NATS submission.
+//! - `soak`: a mixed job stream for a set time while nodes of every role are killed and
+//!   restarted; lost, twice-answered, wrong, failed and leaked counts, and nodes' memory.
 
 mod blobs;
 mod cluster;
@@ -18,6 +20,7 @@ mod gateway;
 mod load;
 mod report;
 mod single_box;
+mod soak;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -65,6 +68,18 @@ enum Command {
     /// Submit-acknowledgement and end-to-end latency of the same jobs sent directly through
     /// NATS and through `cuzk gateway` (gRPC), side by side.
     Gateway(gateway::GatewayArgs),
+    /// A mixed job stream for a set time while synth nodes, GPU nodes and nats-servers are
+    /// killed (SIGKILL) and restarted at random; then lost, answered twice, wrong, failed and
+    /// leaked counts, and each node's resident memory after the warm-up and at the end.
+    Soak(SoakArgs),
+}
+
+#[derive(Args)]
+struct SoakArgs {
+    #[command(flatten)]
+    soak: soak::SoakArgs,
+    #[command(flatten)]
+    launch: LaunchArgs,
 }
 
 /// What to submit and how hard.
@@ -325,6 +340,10 @@ fn main() -> anyhow::Result<()> {
             Command::Flood(args) => flood(args).await,
             Command::Blobs(args) => blobs::run(args).await,
             Command::Gateway(args) => gateway::run(args).await,
+            Command::Soak(args) => {
+                let shape = args.launch.shape(args.launch.gpu)?;
+                soak::soak(args.soak, shape).await
+            }
         }
     })
 }

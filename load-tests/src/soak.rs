@@ -1,0 +1,586 @@
+//! `cuzk-load soak`: a mixed job stream against a cluster of real processes for a set time while
+//! nodes of every role are killed (SIGKILL) and restarted at random, then an idle wait; prints
+//! what a farm's operator asks of a week: jobs lost, answered twice, answered wrongly, failed,
+//! blobs and inputs leaked, and each node's resident memory over the run.
+//!
+//! Answers are counted where clients listen (a core subscription to `cuzk.results.>`) and on
+//! the ledger's raw publications (`cuzk.ledger.results.>`), before the results stream
+//! deduplicates them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use cuzk_circuits::ShapeCache;
+use cuzk_cli::launcher::{ProcessCluster, Role};
+use cuzk_common::config::{NatsArgs, Span};
+use cuzk_common::local_nats::free_port;
+use cuzk_common::topology::{
+    blob_shard_bucket, ledger_results_subject, Topology, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH,
+};
+use cuzk_wire::job::{
+    JobInput, JobResult, JobSpec, JobStatus, Priority, INPUTS_BUCKET, JOB_SPEC_VERSION,
+};
+use futures::StreamExt;
+use rand::Rng;
+
+use crate::cluster::{ClusterShape, Target};
+
+#[derive(Args)]
+pub struct SoakArgs {
+    /// How long to submit jobs and kill nodes (`2h`, `10m`, seconds).
+    #[arg(long, env = "CUZK_SOAK_DURATION", default_value = "10m")]
+    duration: Span,
+    /// Jobs submitted per second (open loop), spread over the submitters.
+    #[arg(long, env = "CUZK_SOAK_RATE", default_value_t = 3.0)]
+    rate: f64,
+    /// Client connections submitting side by side, each with its own job ids.
+    #[arg(long, env = "CUZK_SOAK_SUBMITTERS", default_value_t = 3)]
+    submitters: usize,
+    /// Shortest time between two kills.
+    #[arg(long, env = "CUZK_SOAK_KILL_MIN", default_value = "2m")]
+    kill_min: Span,
+    /// Longest time between two kills.
+    #[arg(long, env = "CUZK_SOAK_KILL_MAX", default_value = "5m")]
+    kill_max: Span,
+    /// How long a killed node or server stays down before it is started again.
+    #[arg(long, env = "CUZK_SOAK_DOWN", default_value = "5s")]
+    down: Span,
+    /// After the last submission: how long every job has to be answered.
+    #[arg(long, env = "CUZK_SOAK_DRAIN", default_value = "10m")]
+    drain: Span,
+    /// After the last answer: how long the cluster idles before leaks are counted.
+    #[arg(long, env = "CUZK_SOAK_IDLE", default_value = "10m")]
+    idle: Span,
+    /// Resident memory before this point of the run is warm-up, not growth.
+    #[arg(long, env = "CUZK_SOAK_WARMUP", default_value = "5m")]
+    warmup: Span,
+    /// One job in this many is malformed (an unknown circuit) and must be answered failed.
+    #[arg(long, env = "CUZK_SOAK_BAD_EVERY", default_value_t = 50)]
+    bad_every: usize,
+}
+
+/// The job shapes a soak cycles through: small and multi-partition, two circuits.
+fn mix() -> Vec<(&'static str, serde_json::Value)> {
+    vec![
+        ("sha256", serde_json::json!({"blocks": 1, "partitions": 1})),
+        ("mimc", serde_json::json!({"rounds": 2000, "partitions": 3})),
+        ("sha256", serde_json::json!({"blocks": 2, "partitions": 2})),
+        (
+            "mimc",
+            serde_json::json!({"rounds": 20000, "partitions": 2}),
+        ),
+    ]
+}
+
+/// What clients heard and what the ledger published, per job id.
+#[derive(Default)]
+struct Heard {
+    answers: HashMap<String, (usize, JobResult)>,
+    /// The ledger's publications per job: how many, and how many differed from the first (a
+    /// publish retried after its acknowledgement was lost repeats the same bytes).
+    raw: HashMap<String, (usize, usize)>,
+}
+
+/// Each node's resident memory over the run: (seconds from the start, bytes).
+type Rss = BTreeMap<String, Vec<(f64, u64)>>;
+
+pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.rate > 0.0 && args.rate.is_finite(),
+        "--rate must be positive"
+    );
+    anyhow::ensure!(args.submitters > 0, "--submitters must be positive");
+    anyhow::ensure!(
+        args.kill_min.0 <= args.kill_max.0,
+        "--kill-min exceeds --kill-max"
+    );
+    let cache = ShapeCache::open_default(true)?;
+    for (circuit, params) in mix() {
+        cache.proving_key(&*cuzk_circuits::resolve(circuit, &params)?)?;
+    }
+    let mut target = Target::launch(shape.clone()).await?;
+    let urls = target.cluster_mut().context("a started cluster")?.urls();
+    let nats = NatsArgs {
+        urls: Some(urls.split(',').map(str::to_owned).collect()),
+        limits: Some(cuzk_common::config::LimitsProfile::Local),
+        replicas: Some(shape.servers),
+        ..Default::default()
+    };
+    let config = nats.resolve("cuzk-soak")?;
+    let (listener, topology) = cuzk_cli::connect(&config).await?;
+    let mut submitters = Vec::new();
+    for _ in 0..args.submitters {
+        submitters.push(cuzk_cli::connect(&config).await?.1.js);
+    }
+    let heard = listen(&listener).await?;
+
+    let start = Instant::now();
+    let mut rss = Rss::new();
+    let mut specs: HashMap<String, JobSpec> = HashMap::new();
+    let mut kills: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut rng = rand::thread_rng();
+    let between_kills = |rng: &mut rand::rngs::ThreadRng| {
+        rng.gen_range(args.kill_min.0.as_secs_f64()..=args.kill_max.0.as_secs_f64())
+    };
+    let mut next_kill = start + Duration::from_secs_f64(between_kills(&mut rng));
+    let mut next_sample = start;
+    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate));
+    let templates = mix();
+    let tag = format!("{:08x}", rand::random::<u32>());
+    let cluster = target.cluster_mut().context("a started cluster")?;
+    let mut index = 0;
+    while start.elapsed() < args.duration.0 {
+        ticker.tick().await;
+        let spec = job(&tag, index, &templates, args.bad_every);
+        let js = &submitters[index % submitters.len()];
+        index += 1;
+        // Through JetStream, as `cuzk submit` sends: a job counts as submitted once the jobs
+        // stream has acknowledged it (a core publish into a restarting server is simply gone).
+        // An unacknowledged one is left out of the counts, and its id is never reused.
+        let body = serde_json::to_vec(&spec)?;
+        let subject = match spec.priority {
+            Priority::High => SUBJECT_SUBMIT_HIGH,
+            Priority::Normal => SUBJECT_SUBMIT,
+        };
+        if let Ok(ack) = js.publish(subject, body.into()).await {
+            if ack.await.is_ok() {
+                specs.insert(spec.job_id.clone(), spec);
+            }
+        }
+        if Instant::now() >= next_kill {
+            let victim = kill_one(cluster, &shape, args.down.0, &mut rng).await?;
+            *kills.entry(victim).or_default() += 1;
+            next_kill = Instant::now() + Duration::from_secs_f64(between_kills(&mut rng));
+        }
+        if Instant::now() >= next_sample {
+            sample_rss(cluster, start, &mut rss);
+            next_sample += Duration::from_secs(10);
+        }
+    }
+    let submitted_s = start.elapsed().as_secs_f64();
+    eprintln!(
+        "soak: {} jobs submitted in {submitted_s:.0} s; draining",
+        specs.len()
+    );
+    let drain_until = Instant::now() + args.drain.0;
+    while Instant::now() < drain_until && answered(&heard, &specs) < specs.len() {
+        sample_rss(cluster, start, &mut rss);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    let drained_s = start.elapsed().as_secs_f64();
+    eprintln!(
+        "soak: answers in; idling {:?} before counting leaks",
+        args.idle.0
+    );
+    let idle_until = Instant::now() + args.idle.0;
+    while Instant::now() < idle_until {
+        sample_rss(cluster, start, &mut rss);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    let leaks = leaks(&topology).await;
+    let alive = cluster.all_nodes_running();
+    let tally = tally(&heard, &specs, &cache);
+    let growth = growth(&rss, args.warmup.0.as_secs_f64());
+    print!(
+        "{}",
+        report(&tally, &kills, &leaks, &growth, submitted_s, drained_s)
+    );
+    if let Err(exited) = alive {
+        println!("a node exited on its own: {exited}");
+    }
+    target.stop();
+    Ok(())
+}
+
+fn job(
+    tag: &str,
+    index: usize,
+    templates: &[(&str, serde_json::Value)],
+    bad_every: usize,
+) -> JobSpec {
+    let (circuit, params) = &templates[index % templates.len()];
+    let bad = bad_every > 0 && index % bad_every == bad_every - 1;
+    JobSpec {
+        version: JOB_SPEC_VERSION,
+        job_id: format!("soak-{tag}-{index}"),
+        circuit: if bad { "no-such-circuit" } else { circuit }.to_owned(),
+        params: params.clone(),
+        input: JobInput::Utf8(format!("soak input {index}")),
+        priority: if index.is_multiple_of(7) {
+            Priority::High
+        } else {
+            Priority::Normal
+        },
+    }
+}
+
+/// Subscribes to the answers clients hear and to the ledger's raw publications.
+async fn listen(client: &async_nats::Client) -> anyhow::Result<Arc<Mutex<Heard>>> {
+    let mut answers = client.subscribe("cuzk.results.>").await?;
+    let mut raw = client.subscribe(ledger_results_subject(">")).await?;
+    client.flush().await?;
+    let heard = Arc::new(Mutex::new(Heard::default()));
+    let into = heard.clone();
+    tokio::spawn(async move {
+        while let Some(message) = answers.next().await {
+            let Ok(result) = serde_json::from_slice::<JobResult>(&message.payload) else {
+                continue;
+            };
+            let mut heard = into.lock().unwrap_or_else(|e| e.into_inner());
+            let entry = heard
+                .answers
+                .entry(result.job_id.clone())
+                .or_insert((0, result));
+            entry.0 += 1;
+        }
+    });
+    let into = heard.clone();
+    let prefix = ledger_results_subject("");
+    tokio::spawn(async move {
+        let mut first: HashMap<String, bytes::Bytes> = HashMap::new();
+        while let Some(message) = raw.next().await {
+            let id = message.subject.trim_start_matches(&prefix).to_owned();
+            let same =
+                first.entry(id.clone()).or_insert(message.payload.clone()) == &message.payload;
+            let mut heard = into.lock().unwrap_or_else(|e| e.into_inner());
+            let entry = heard.raw.entry(id).or_default();
+            entry.0 += 1;
+            entry.1 += usize::from(!same);
+        }
+    });
+    Ok(heard)
+}
+
+fn answered(heard: &Mutex<Heard>, specs: &HashMap<String, JobSpec>) -> usize {
+    let heard = heard.lock().unwrap_or_else(|e| e.into_inner());
+    specs
+        .keys()
+        .filter(|id| heard.answers.contains_key(*id))
+        .count()
+}
+
+/// Kills a synth node, a GPU node or a nats-server at random (SIGKILL), waits `down` and
+/// starts it again. Returns the victim's role.
+async fn kill_one(
+    cluster: &mut ProcessCluster,
+    shape: &ClusterShape,
+    down: Duration,
+    rng: &mut rand::rngs::ThreadRng,
+) -> anyhow::Result<&'static str> {
+    let choice = rng.gen_range(0..3);
+    let role = match choice {
+        0 => Role::Synth,
+        1 => Role::Gpu,
+        _ => {
+            let index = rng.gen_range(0..cluster.servers.len());
+            eprintln!("soak: killing nats-server {index}");
+            cluster.servers[index].kill();
+            tokio::time::sleep(down).await;
+            cluster.servers[index]
+                .restart()
+                .context("restarting a nats-server")?;
+            return Ok("nats-server");
+        }
+    };
+    let nodes = cluster.nodes(role);
+    let victim = &nodes[rng.gen_range(0..nodes.len())];
+    eprintln!("soak: killing {victim}");
+    cluster.kill_node(victim)?;
+    tokio::time::sleep(down).await;
+    // A fresh metrics port: the killed node's may not be free yet.
+    let metrics = vec![
+        "--metrics-addr".to_owned(),
+        format!("127.0.0.1:{}", free_port()?),
+    ];
+    match role {
+        Role::Synth => {
+            cluster.spec.synth_args = [shape.synth_args.clone(), metrics].concat();
+            cluster.add_node(Role::Synth)?;
+            Ok("synth node")
+        }
+        Role::Gpu => {
+            let own = [
+                "--gpu-backend",
+                &shape.gpu_backend,
+                "--gpu-workers",
+                &shape.gpu_workers.to_string(),
+            ]
+            .map(str::to_owned);
+            cluster.spec.gpu_args = [shape.gpu_args.clone(), own.to_vec(), metrics].concat();
+            cluster.add_node(Role::Gpu)?;
+            Ok("GPU node")
+        }
+    }
+}
+
+fn sample_rss(cluster: &ProcessCluster, start: Instant, rss: &mut Rss) {
+    let t = start.elapsed().as_secs_f64();
+    for name in cluster
+        .nodes(Role::Synth)
+        .into_iter()
+        .chain(cluster.nodes(Role::Gpu))
+    {
+        let Some(pid) = cluster.pid(&name) else {
+            continue;
+        };
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let kib = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok());
+        if let Some(kib) = kib {
+            rss.entry(name).or_default().push((t, kib * 1024));
+        }
+    }
+}
+
+/// Per node that lived past its own warm-up (counted from its first sample: a restarted node
+/// warms up again): its resident memory at the first sample after the warm-up and at its last.
+fn growth(rss: &Rss, warmup_s: f64) -> Vec<(String, u64, u64)> {
+    rss.iter()
+        .filter_map(|(name, samples)| {
+            let born = samples.first()?.0;
+            let after = samples.iter().find(|(t, _)| *t >= born + warmup_s)?;
+            let last = samples.last()?;
+            (last.0 > after.0).then(|| (name.clone(), after.1, last.1))
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Tally {
+    submitted: usize,
+    done: usize,
+    failed_as_expected: usize,
+    lost: usize,
+    heard_twice: usize,
+    published_twice: usize,
+    published_differently: usize,
+    wrong: Vec<String>,
+    failed: Vec<String>,
+}
+
+fn tally(heard: &Mutex<Heard>, specs: &HashMap<String, JobSpec>, cache: &ShapeCache) -> Tally {
+    let heard = heard.lock().unwrap_or_else(|e| e.into_inner());
+    let mut t = Tally {
+        submitted: specs.len(),
+        ..Default::default()
+    };
+    for (id, spec) in specs {
+        if let Some(&(count, differing)) = heard.raw.get(id) {
+            t.published_twice += usize::from(count > 1);
+            t.published_differently += usize::from(differing > 0);
+        }
+        let Some((count, result)) = heard.answers.get(id) else {
+            t.lost += 1;
+            continue;
+        };
+        t.heard_twice += usize::from(*count > 1);
+        let bad = spec.circuit == "no-such-circuit";
+        match (result.status, bad) {
+            (JobStatus::Done, false) => match cuzk_cli::verify_job_proof(spec, result, cache) {
+                Ok(()) => t.done += 1,
+                Err(why) => t.wrong.push(format!("{id}: {why:#}")),
+            },
+            (JobStatus::Done, true) => t.wrong.push(format!("{id}: a malformed job answered done")),
+            (_, true) => t.failed_as_expected += 1,
+            (_, false) => t
+                .failed
+                .push(format!("{id}: {:?} {:?}", result.status, result.error)),
+        }
+    }
+    t
+}
+
+/// Live blob and staged-input objects, and chunk messages no object names (orphans), left in
+/// the buckets.
+#[derive(Default)]
+struct Leaks {
+    objects: usize,
+    chunks: u64,
+    errors: Vec<String>,
+}
+
+async fn leaks(topology: &Topology) -> Leaks {
+    let mut out = Leaks::default();
+    let buckets = (0..topology.blobs.count())
+        .map(blob_shard_bucket)
+        .chain(std::iter::once(INPUTS_BUCKET.to_owned()));
+    for bucket in buckets {
+        match bucket_contents(&topology.js, &bucket).await {
+            Ok((objects, chunks)) => {
+                out.objects += objects;
+                out.chunks += chunks;
+            }
+            Err(why) => out.errors.push(format!("{bucket}: {why}")),
+        }
+    }
+    out
+}
+
+/// A bucket's live objects and chunk messages, from its stream (no listing consumer).
+async fn bucket_contents(
+    js: &async_nats::jetstream::Context,
+    bucket: &str,
+) -> Result<(usize, u64), async_nats::Error> {
+    let stream = js.get_stream(format!("OBJ_{bucket}")).await?;
+    let mut subjects = Vec::new();
+    let mut info = stream.info_with_subjects(format!("$O.{bucket}.>")).await?;
+    while let Some(entry) = info.next().await {
+        subjects.push(entry?);
+    }
+    let mut objects = 0;
+    let mut chunks = 0;
+    for (subject, count) in subjects {
+        if subject.starts_with(&format!("$O.{bucket}.C.")) {
+            chunks += count as u64;
+            continue;
+        }
+        let message = stream.get_last_raw_message_by_subject(&subject).await?;
+        let info: async_nats::jetstream::object_store::ObjectInfo =
+            serde_json::from_slice(&message.payload)?;
+        objects += usize::from(!info.deleted);
+    }
+    Ok((objects, chunks))
+}
+
+fn report(
+    t: &Tally,
+    kills: &BTreeMap<&'static str, usize>,
+    leaks: &Leaks,
+    growth: &[(String, u64, u64)],
+    submitted_s: f64,
+    drained_s: f64,
+) -> String {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    let mut out = String::new();
+    let kills_text = kills
+        .iter()
+        .map(|(role, n)| format!("{n} {role}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    out.push_str(&format!(
+        "\n| soak | |\n|---|---|\n\
+         | submitted | {} jobs in {submitted_s:.0} s ({:.2}/s); all answered by {drained_s:.0} s |\n\
+         | kills (SIGKILL, then restarted) | {} |\n\
+         | done, proof verified here | {} |\n\
+         | malformed, answered failed | {} |\n\
+         | **lost** (no answer) | **{}** |\n\
+         | **answered twice** (core subscription) | **{}** |\n\
+         | published more than once (ledger, before deduplication): all / with other contents | {} / **{}** |\n\
+         | **wrong answers** | **{}** |\n\
+         | **failed** (good jobs) | **{}** |\n\
+         | **leaked** after idle: live objects / chunk messages | **{} / {}** |\n",
+        t.submitted,
+        t.submitted as f64 / submitted_s.max(1e-9),
+        if kills_text.is_empty() { "none".into() } else { kills_text },
+        t.done,
+        t.failed_as_expected,
+        t.lost,
+        t.heard_twice,
+        t.published_twice,
+        t.published_differently,
+        t.wrong.len(),
+        t.failed.len(),
+        leaks.objects,
+        leaks.chunks,
+    ));
+    for why in t
+        .wrong
+        .iter()
+        .chain(&t.failed)
+        .chain(&leaks.errors)
+        .take(20)
+    {
+        out.push_str(&format!("  {why}\n"));
+    }
+    out.push_str("\n| node (alive past its warm-up) | RSS after warm-up MiB | at end MiB | growth |\n|---|---|---|---|\n");
+    for (name, after, last) in growth {
+        let pct = (*last as f64 / (*after).max(1) as f64 - 1.0) * 100.0;
+        out.push_str(&format!(
+            "| {name} | {:.0} | {:.0} | {pct:+.1} % |\n",
+            mib(*after),
+            mib(*last)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_job_in_bad_every_is_malformed_and_the_mix_cycles() {
+        let templates = mix();
+        let jobs: Vec<JobSpec> = (0..100).map(|i| job("t", i, &templates, 50)).collect();
+        let bad = jobs.iter().filter(|j| j.circuit == "no-such-circuit");
+        assert_eq!(bad.count(), 2);
+        assert_eq!(jobs[0].circuit, "sha256");
+        assert_eq!(jobs[1].circuit, "mimc");
+        assert_ne!(jobs[0].job_id, jobs[4].job_id);
+    }
+
+    fn answer(id: &str, status: JobStatus) -> JobResult {
+        JobResult {
+            version: 1,
+            job_id: id.into(),
+            status,
+            circuit: None,
+            proof: None,
+            partitions: 1,
+            verified: false,
+            synthetic: false,
+            error: None,
+            timings: Default::default(),
+            partition_timings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn lost_twice_wrong_and_failed_are_told_apart() {
+        let templates = mix();
+        let specs: HashMap<String, JobSpec> = (0..50)
+            .map(|i| job("t", i, &templates, 50))
+            .map(|j| (j.job_id.clone(), j))
+            .collect();
+        let mut heard = Heard::default();
+        // Job 0 lost; job 1 heard twice and failed; job 2 published twice and failed; the
+        // malformed job 49 answered done (wrong); every other one failed.
+        for i in 1..50 {
+            let id = format!("soak-t-{i}");
+            let status = if i == 49 {
+                JobStatus::Done
+            } else {
+                JobStatus::Failed
+            };
+            heard
+                .answers
+                .insert(id.clone(), (1 + usize::from(i == 1), answer(&id, status)));
+            heard.raw.insert(id, (1 + usize::from(i == 2), 0));
+        }
+        let cache = ShapeCache::new(std::env::temp_dir(), false, 0);
+        let t = tally(&Mutex::new(heard), &specs, &cache);
+        assert_eq!(
+            (t.submitted, t.lost, t.heard_twice, t.published_twice),
+            (50, 1, 1, 1)
+        );
+        assert_eq!((t.wrong.len(), t.failed.len(), t.done), (1, 48, 0));
+        assert!(t.wrong[0].contains("malformed"), "{:?}", t.wrong);
+    }
+
+    #[test]
+    fn growth_is_measured_after_the_warm_up_on_nodes_that_lived_past_it() {
+        let mut rss = Rss::new();
+        rss.insert("a".into(), vec![(0.0, 10), (60.0, 100), (600.0, 105)]);
+        rss.insert("b".into(), vec![(0.0, 10), (30.0, 20)]);
+        rss.insert("c".into(), vec![(100.0, 1), (170.0, 50), (400.0, 55)]);
+        assert_eq!(
+            growth(&rss, 60.0),
+            vec![("a".into(), 100, 105), ("c".into(), 50, 55)]
+        );
+    }
+}
