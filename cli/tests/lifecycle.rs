@@ -453,3 +453,84 @@ async fn a_job_no_synth_node_has_taken_is_cancelled_once() {
     node.await.unwrap().unwrap();
     answering.await.unwrap();
 }
+
+/// A synth node claims a new job with one KV round trip: the record is created, nothing is read
+/// first. Counted where the server sees it: every record write (`$KV.cuzk-jobs.<id>`) and every
+/// read (a direct get or a get through the stream's leader) of the job's key, on a core
+/// subscription, up to the claim's create.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_costs_one_kv_round_trip() {
+    let cluster = cluster_with_synth(&[]).await;
+    let client = &cluster.client;
+    // One subscription to everything, so writes and reads keep the order the server saw them
+    // in (separate subscriptions each keep their own order only).
+    let mut spy = client.subscribe(">").await.unwrap();
+    client.flush().await.unwrap();
+    let jobs = 12;
+    let mut listeners = Vec::new();
+    for i in 0..jobs {
+        let id = format!("claim-{i}");
+        listeners.push(Listener::new(client, &id).await);
+        let spec = job(&id, "mimc", json!({"rounds": 16, "partitions": 1}), "x");
+        publish(client, serde_json::to_vec(&spec).unwrap()).await;
+    }
+    for listener in &mut listeners {
+        assert_eq!(
+            listener.next(TIMEOUT).await.expect("a result").status,
+            JobStatus::Done
+        );
+    }
+    // Per job: the reads of its key before its first write, and that write.
+    let mut trips: std::collections::HashMap<String, (usize, bool)> = Default::default();
+    while let Ok(Some(message)) = tokio::time::timeout(Duration::from_millis(500), spy.next()).await
+    {
+        let subject = message.subject.as_str();
+        let read = subject.starts_with("$JS.API.DIRECT.GET.KV_cuzk-jobs")
+            || subject == "$JS.API.STREAM.MSG.GET.KV_cuzk-jobs";
+        if !read && !subject.starts_with("$KV.cuzk-jobs.") {
+            continue;
+        }
+        let (key, write) = match subject.strip_prefix("$KV.cuzk-jobs.") {
+            Some(key) => (key.to_owned(), true),
+            None => {
+                // A read names its key in the subject (direct get of the last message) or in
+                // its request body (`last_by_subj`).
+                let named = subject
+                    .split_once("$KV.cuzk-jobs.")
+                    .map(|(_, key)| key.to_owned())
+                    .or_else(|| {
+                        let body: serde_json::Value =
+                            serde_json::from_slice(&message.payload).ok()?;
+                        let subj = body["last_by_subj"].as_str()?;
+                        Some(subj.strip_prefix("$KV.cuzk-jobs.")?.to_owned())
+                    });
+                match named {
+                    Some(key) => (key, false),
+                    None => continue,
+                }
+            }
+        };
+        let entry = trips.entry(key).or_default();
+        if !entry.1 {
+            entry.0 += 1;
+            entry.1 = write;
+        }
+    }
+    let mut per_claim: Vec<usize> = (0..jobs)
+        .map(|i| {
+            let (count, created) = trips[&format!("claim-{i}")];
+            assert!(created, "claim-{i}: no record write seen");
+            count
+        })
+        .collect();
+    per_claim.sort_unstable();
+    assert_eq!(
+        per_claim[jobs / 2],
+        1,
+        "median KV round trips per claim (each claim's: {per_claim:?})"
+    );
+    assert!(
+        per_claim.iter().all(|&n| n == 1),
+        "KV round trips per claim: {per_claim:?}"
+    );
+}
