@@ -203,7 +203,8 @@ async fn inject_partition(
     objects::put(&cluster.topology.blobs, &object, blob)
         .await
         .unwrap();
-    support::queue_work(cluster, (job_id, 0, 1), family, &params, &object).await;
+    let job_input = (family, &params, &b""[..]);
+    support::queue_work(cluster, (job_id, 0, 1), job_input, &object).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
