@@ -203,7 +203,8 @@ async fn inject_partition(
     objects::put(&cluster.topology.blobs, &object, blob)
         .await
         .unwrap();
-    support::queue_work(cluster, (job_id, 0, 1), family, &params, &object).await;
+    let job_input = (family, &params, &b""[..]);
+    support::queue_work(cluster, (job_id, 0, 1), job_input, &object).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -418,4 +419,42 @@ async fn a_forged_input_head_allocates_nothing() {
         grown >> 20
     );
     synth.kill().await.unwrap();
+}
+
+/// A valid, self-consistent blob synthesized from another input than the job's (what a
+/// synthesis bug makes): its proof verifies against the blob's own public inputs, but those are
+/// not the job's, so the partition fails and the job never reads `verified`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blob_proving_another_statement_fails_the_job() {
+    let cluster = cluster().await;
+    let params = json!({"rounds": 100, "partitions": 1});
+    let family = cuzk_circuits::resolve("mimc", &params).unwrap();
+    let job_id = "other-statement";
+    let witness = family.witness(b"not the job's input", 0, None).unwrap();
+    let hash = ShapeCache::open_default(true)
+        .unwrap()
+        .shape_id(&*family)
+        .unwrap()
+        .hash;
+    let info = BlobHeaderInfo::new(job_id, 0, family.shape_key(), hash).unwrap();
+    let blob = encode_blob(
+        &info,
+        &witness.input,
+        &witness.aux,
+        &EncodeOptions::default(),
+    );
+    let mut results = cluster
+        .client
+        .subscribe(results_subject(job_id))
+        .await
+        .unwrap();
+    inject_partition(&cluster, job_id, &blob, &*family, params).await;
+    let message = tokio::time::timeout(TIMEOUT, results.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let result: cuzk_wire::job::JobResult = serde_json::from_slice(&message.payload).unwrap();
+    assert_failed(&result, "differ from those derived from the job");
+    assert!(!result.verified);
+    cluster.stop().await.unwrap();
 }

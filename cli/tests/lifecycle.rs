@@ -229,7 +229,8 @@ async fn a_redelivered_proved_partition_is_skipped() {
     for partition in [0u32, 1] {
         let blob_object = format!("reproved/0/{partition}");
         let item = (job_id, partition, 2);
-        support::queue_work(&cluster, item, &*family, &params, &blob_object).await;
+        let job_input = (&*family, &params, &b"in"[..]);
+        support::queue_work(&cluster, item, job_input, &blob_object).await;
     }
     let result = listener.only(Duration::from_secs(5)).await;
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);

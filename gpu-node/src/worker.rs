@@ -22,7 +22,7 @@ use tracing::{info, info_span, warn, Instrument};
 
 use crate::buffers::WitnessBuf;
 use crate::control::{BackendKeys, OnBackend};
-use crate::executor;
+use crate::executor::{self, Verify, VerifyError};
 use crate::fetch_turn::FetchTurn;
 use crate::keys::Keys;
 use crate::picker::{Prepared, Taken};
@@ -160,6 +160,14 @@ impl<B: Backend> Worker<B> {
             (backend.clone(), shape.clone(), node.prove_pool.clone());
         // A synthetic witness satisfies no constraint: its proof cannot verify.
         let verified = node.config.verify && !synthetic;
+        let job_inputs = match item.public_inputs {
+            _ if !verified => None,
+            Some(inputs) => Some(inputs),
+            None => {
+                let partition = item.partition;
+                return Err(VerifyError::NoJobInputs { partition }.into());
+            }
+        };
         let (partition, job) = (item.partition, labels(item));
         // Spans do not follow work onto other threads: enter `prove` on the pool thread so the
         // prover's stage spans are its children.
@@ -169,9 +177,20 @@ impl<B: Backend> Worker<B> {
             witness.repin(&*backend_ref);
             let proved = pool.install(|| {
                 span.in_scope(|| {
-                    let pvk = verified.then_some(&shape_ref.pvk);
+                    let verify = job_inputs.as_ref().map(|job_inputs| Verify {
+                        pvk: &shape_ref.pvk,
+                        job_inputs,
+                    });
                     let key = &shape_ref.key;
-                    executor::prove(&*backend_ref, key, pvk, &witness.w, (r, s), partition, &job)
+                    executor::prove(
+                        &*backend_ref,
+                        key,
+                        verify,
+                        &witness.w,
+                        (r, s),
+                        partition,
+                        &job,
+                    )
                 })
             });
             (proved, witness)
@@ -257,6 +276,7 @@ mod tests {
             params_json: "{}".into(),
             shape_key: "mimc-r64".into(),
             blob_object: format!("{job_id}/0/{partition}"),
+            public_inputs: None,
             published_at_ms: 0,
             timings: Default::default(),
         }

@@ -9,6 +9,7 @@ use cuzk_circuits::{CircuitFamily, ShapeCache};
 use cuzk_common::metrics::{metrics, JobLabels, KeyValue};
 use cuzk_common::policy::StepError;
 use cuzk_wire::blob::{self, BlobHeaderInfo, EncodeOptions};
+use cuzk_wire::inputs::InputsDigest;
 use cuzk_wire::job::{PartitionTimings, Stage};
 use tracing::info_span;
 
@@ -16,6 +17,9 @@ use tracing::info_span;
 pub struct Encoded {
     pub blob: Vec<u8>,
     pub timings: PartitionTimings,
+    /// The partition's public inputs derived from the job, for its work item; `None` for a
+    /// synthetic job, whose proof is never verified.
+    pub public_inputs: Option<InputsDigest>,
 }
 
 /// What the executor needs besides the partition: the shapes' identities (the constraint
@@ -27,7 +31,8 @@ pub struct Context<'a> {
     pub labels: &'a JobLabels,
 }
 
-/// Synthesizes partition `index` of `job_id` (witness only) and encodes its blob.
+/// Synthesizes partition `index` of `job_id` (witness only), encodes its blob and derives its
+/// public inputs from the job.
 pub fn run(
     circuit: &dyn CircuitFamily,
     input: &[u8],
@@ -67,6 +72,17 @@ fn synthesize_and_encode(
         .in_scope(|| circuit.witness(input, index, capacity))
         .map_err(fatal)?;
     metrics().partition_stage(&mut timings, Stage::Synth, cx.labels, started.elapsed());
+    // From the job's public values by the proof system's own derivation, never from the
+    // witness: what the GPU node verifies the proof against. After synthesis, so that the
+    // input's parse, which synthesis caches, stays timed as synthesis.
+    let public_inputs = if circuit.synthetic() {
+        None
+    } else {
+        let inputs = info_span!("public_inputs")
+            .in_scope(|| circuit.public_inputs(input, index))
+            .map_err(fatal)?;
+        Some(InputsDigest::of(&inputs))
+    };
 
     let started = Instant::now();
     let header = BlobHeaderInfo::new(job_id, index as u32, circuit.shape_key(), shape.hash)
@@ -93,7 +109,11 @@ fn synthesize_and_encode(
         timings.raw_bytes as f64 / timings.blob_bytes.max(1) as f64,
         &cx.labels.with(&[]),
     );
-    Ok(Encoded { blob, timings })
+    Ok(Encoded {
+        blob,
+        timings,
+        public_inputs,
+    })
 }
 
 #[cfg(test)]
@@ -185,5 +205,7 @@ mod tests {
         assert_eq!((header.job_id.as_str(), header.partition), ("j", 0));
         assert_eq!(witness.input.len() + witness.aux.len(), 35);
         assert_eq!(done.timings.blob_bytes, done.blob.len() as u64);
+        let job = family.public_inputs(b"in", 0).unwrap();
+        assert_eq!(done.public_inputs, Some(InputsDigest::of(&job)));
     }
 }

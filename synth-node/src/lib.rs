@@ -430,15 +430,7 @@ impl SynthNode {
             })
             .await??;
         drop(slot);
-        saver::save(
-            &self.topology,
-            &self.ledger,
-            job,
-            index,
-            done.blob,
-            done.timings,
-        )
-        .await
+        saver::save(&self.topology, &self.ledger, job, index, done).await
     }
 
     /// Waits while the blob buckets hold `max_queued_bytes` or more (together, or the fullest

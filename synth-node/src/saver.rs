@@ -13,11 +13,11 @@ use cuzk_common::retry::{retry, RetryPolicy};
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL};
 use cuzk_wire::job::{
-    unix_ms, JobRecord, PartitionStatus, PartitionTimings, Priority, Stage, WorkItem,
-    WORK_ITEM_VERSION,
+    unix_ms, JobRecord, PartitionStatus, Priority, Stage, WorkItem, WORK_ITEM_VERSION,
 };
 use tracing::{info, info_span, warn, Instrument};
 
+use crate::executor::Encoded;
 use crate::intake::Admitted;
 
 /// Blob names carry the submission sequence so a resubmitted job id never meets stale blobs.
@@ -43,9 +43,13 @@ pub async fn save(
     ledger: &Ledger,
     job: &Admitted,
     index: usize,
-    blob: Vec<u8>,
-    mut timings: PartitionTimings,
+    done: Encoded,
 ) -> Result<(), StepError> {
+    let Encoded {
+        blob,
+        mut timings,
+        public_inputs,
+    } = done;
     let job_id = job.spec.job_id.as_str();
     let started = Instant::now();
     let object = blob_object_name(job_id, index, job.seq);
@@ -64,6 +68,7 @@ pub async fn save(
         params_json: job.spec.params.to_string(),
         shape_key: job.circuit.shape_key(),
         blob_object: object,
+        public_inputs,
         published_at_ms: unix_ms(),
         timings,
     };

@@ -7,11 +7,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bincode::Options;
 use serde::{Deserialize, Serialize};
 
+use crate::inputs::InputsDigest;
 pub use crate::stage::{JobTimings, PartitionTimings, Stage};
 
 /// The only job spec version this build understands.
 pub const JOB_SPEC_VERSION: u32 = 1;
-pub const WORK_ITEM_VERSION: u16 = 1;
+pub const WORK_ITEM_VERSION: u16 = 2;
 pub const RESULT_VERSION: u32 = 1;
 pub const MAX_JOB_ID_LEN: usize = 64;
 /// A work item is a few hundred bytes; anything larger is not ours.
@@ -195,6 +196,9 @@ pub struct WorkItem {
     pub params_json: String,
     pub shape_key: String,
     pub blob_object: String,
+    /// The partition's public inputs as derived from the job: what its proof is verified
+    /// against. `None` for a synthetic job, whose proof is never verified.
+    pub public_inputs: Option<InputsDigest>,
     pub published_at_ms: u64,
     pub timings: PartitionTimings,
 }
@@ -295,9 +299,11 @@ pub struct PartitionRecord {
     /// Number of times a GPU worker took this partition (at-least-once delivery shows here).
     #[serde(default)]
     pub attempts: u32,
-    /// Which node proved it, and whether that node checked the proof against the verifying key.
+    /// Which node proved it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prover: Option<String>,
+    /// Whether that node verified the proof with the shape's verifying key against the public
+    /// inputs derived from the job ([`WorkItem::public_inputs`]), not merely the blob's.
     #[serde(default)]
     pub verified: bool,
     /// Stream sequence of the partition's work item once queued: while that message exists
@@ -375,7 +381,8 @@ pub struct JobResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
     pub partitions: u32,
-    /// Whether the assembling node checked every partition proof with the verifying key.
+    /// Whether every partition proof was verified against the public inputs derived from the
+    /// job (see [`PartitionRecord::verified`]): the proof is of the job's statement.
     #[serde(default)]
     pub verified: bool,
     /// The job proved synthetic input (random data of a real shape, for timings): its proof
@@ -557,6 +564,7 @@ mod tests {
             params_json: "{}".into(),
             shape_key: "sha256-b1".into(),
             blob_object: "j/1".into(),
+            public_inputs: Some(InputsDigest::of(&[blstrs::Scalar::from(7u64)])),
             published_at_ms: 5,
             timings: PartitionTimings {
                 synth_ms: 1.5,

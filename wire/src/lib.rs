@@ -1,10 +1,12 @@
 //! What crosses the wire between cuzk's processes, as plain data: job specs, work items and
 //! results (`job`), per-partition witness blobs (`blob`) with their compact scalar codec
-//! (`codec`), and the witness they carry (`witness`). Nothing here talks to NATS.
+//! (`codec`), the witness they carry (`witness`) and the digest of a partition's public inputs
+//! (`inputs`). Nothing here talks to NATS.
 
 pub mod blob;
 pub mod codec;
 pub mod control;
+pub mod inputs;
 pub mod job;
 pub mod stage;
 pub mod witness;

@@ -216,6 +216,30 @@ fn synthesizes_real_vanilla_proofs_and_refuses_bad_ones() {
     assert_eq!(w.input[1..], f.public_inputs(&one, 0).unwrap()[..]);
 }
 
+/// The public inputs derived from the job, which the GPU node verifies proofs against, are
+/// the circuit's own — its gadgets' and the shipped (native) witness's — for WindowPoSt
+/// partitions 0 and 1 (the same sectors stand in either chunk: challenges of `V1_2` do not
+/// depend on the partition) and for WinningPoSt.
+#[test]
+fn job_derived_inputs_are_the_circuits_own_in_each_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let sectors = sectors(dir.path());
+    let jobs = [
+        (PostKind::Window, json!({"partition_index": 0})),
+        (PostKind::Window, json!({"partition_index": 1})),
+        (PostKind::Winning, json!({})),
+    ];
+    for (kind, extra) in jobs {
+        let good = input(&proofs_for(kind, &sectors, RANDOMNESS));
+        let f = family(kind, params(extra.clone())).unwrap();
+        let job = f.public_inputs(&good, 0).unwrap();
+        let gadgets = f.gadget_witness(&good, 0, None).unwrap();
+        let shipped = f.witness(&good, 0, None).unwrap();
+        assert_eq!(gadgets.public_inputs(), &job[..], "{kind:?} {extra}");
+        assert_eq!(shipped.public_inputs(), &job[..], "{kind:?} {extra}");
+    }
+}
+
 /// Our prover (witness-only synthesis, captured matrices, CPU backend) gives bellperson's
 /// `create_proof_batch` proof byte for byte with the same r, s — and another s gives another
 /// proof, so the comparison can fail.

@@ -50,6 +50,9 @@ fn real_8mib_partitions_equal_the_gadget_witness() {
             .expect("8 MiB has a native generator");
         let gadget = f.gadget_witness(&good, k, None).unwrap();
         assert_eq!(first_difference(&native, &gadget), None, "partition {k}");
+        // What the GPU node verifies against: derived from the commitments alone.
+        let job = f.public_inputs(&good, k).unwrap();
+        assert_eq!(native.public_inputs(), &job[..], "partition {k}");
     }
     eprintln!(
         "8 MiB fixture and two partitions: {:.1} s",

@@ -162,14 +162,15 @@ async fn subjects(
     Ok(found)
 }
 
-/// Publishes a partition's work item as a synth node does, its blob at `blob_object`.
+/// Publishes a partition's work item as a synth node does, its blob at `blob_object`, with
+/// the public inputs derived from the job's `input`.
 pub async fn queue_work(
     cluster: &cuzk_cli::LocalCluster,
     (job_id, partition, partitions): (&str, u32, u32),
-    family: &dyn cuzk_circuits::CircuitFamily,
-    params: &serde_json::Value,
+    (family, params, input): (&dyn cuzk_circuits::CircuitFamily, &serde_json::Value, &[u8]),
     blob_object: &str,
 ) {
+    let inputs = family.public_inputs(input, partition as usize).unwrap();
     let item = cuzk_wire::job::WorkItem {
         version: cuzk_wire::job::WORK_ITEM_VERSION,
         job_id: job_id.into(),
@@ -179,6 +180,7 @@ pub async fn queue_work(
         params_json: params.to_string(),
         shape_key: family.shape_key(),
         blob_object: blob_object.into(),
+        public_inputs: Some(cuzk_wire::inputs::InputsDigest::of(&inputs)),
         published_at_ms: cuzk_wire::job::unix_ms(),
         timings: Default::default(),
     };

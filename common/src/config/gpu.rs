@@ -49,7 +49,8 @@ settings! {
         #[arg(long = "gpu-memory-budget", env = "CUZK_GPU_MEMORY_BUDGET")]
         memory_budget: Bytes => Option<u64> = None,
             shown "the device's memory less 2GiB, also the most";
-        /// Verify every partition proof before reporting the job (cheap: a few pairings).
+        /// Verify every partition proof, against the public inputs derived from the job, before
+        /// reporting the job (cheap: a few pairings); off, results say `verified: false`.
         #[arg(long = "gpu-verify", env = "CUZK_GPU_VERIFY")]
         verify: bool = true, shown "true";
         /// On SIGTERM, time to finish the partitions being proved before exiting anyway
