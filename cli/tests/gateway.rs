@@ -123,19 +123,7 @@ struct Certificates {
 }
 
 fn certificates(dir: &Path) -> Certificates {
-    let openssl = |args: &[&str]| {
-        let output = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("run openssl");
-        assert!(
-            output.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
+    let openssl = |args: &[&str]| support::openssl(dir, args);
     let key = [
         "-newkey",
         "ec",

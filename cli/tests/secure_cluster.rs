@@ -9,6 +9,8 @@
 //! streams led by one of the three servers. Mutual TLS for clients, turned on as docs/deploy.md
 //! says, admits only clients with a certificate from the CA.
 
+mod support;
+
 use std::net::{IpAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,6 +20,7 @@ use cuzk_common::config::{LimitsProfile, NatsArgs, ParamArgs};
 use cuzk_common::local_nats::{free_port, nats_server_binary};
 use cuzk_common::topology::JOBS_STREAM;
 use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
+use support::openssl;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const CUZK: &str = env!("CARGO_BIN_EXE_cuzk");
@@ -33,19 +36,6 @@ impl Drop for Process {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let output = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run openssl");
-    assert!(
-        output.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 /// A CA in `dir`, and for each server a directory laid out as the configs expect

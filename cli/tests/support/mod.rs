@@ -215,3 +215,18 @@ pub fn peak_rss(pid: u32) -> u64 {
         .expect("VmHWM in the process status");
     kib << 10
 }
+
+/// Runs `openssl` in `dir` (certificates made at test time) and returns what it printed.
+pub fn openssl(dir: &std::path::Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
