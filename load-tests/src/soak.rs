@@ -172,7 +172,9 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
     }
     let drained_s = start.elapsed().as_secs_f64();
     eprintln!(
-        "soak: answers in; idling {:?} before counting leaks",
+        "soak: {} of {} answered; idling {:?} before counting leaks",
+        answered(&heard, &specs),
+        specs.len(),
         args.idle.0
     );
     let idle_until = Instant::now() + args.idle.0;
@@ -464,7 +466,7 @@ fn report(
         .join(", ");
     out.push_str(&format!(
         "\n| soak | |\n|---|---|\n\
-         | submitted | {} jobs in {submitted_s:.0} s ({:.2}/s); all answered by {drained_s:.0} s |\n\
+         | submitted | {} jobs in {submitted_s:.0} s ({:.2}/s); answers awaited until {drained_s:.0} s |\n\
          | kills (SIGKILL, then restarted) | {} |\n\
          | done, proof verified here | {} |\n\
          | malformed, answered failed | {} |\n\
