@@ -334,6 +334,7 @@ async fn one_job_is_one_trace_across_both_nodes() {
             child_names(&spans, partition),
             [
                 "encode",
+                "public_inputs",
                 "queue_room_wait",
                 SEND_WORK,
                 "shape",
