@@ -27,6 +27,27 @@ pub struct ClusterShape {
 }
 
 impl ClusterShape {
+    /// Starts one node of `role` in `cluster` with this shape's arguments and a metrics
+    /// endpoint on a port of its own.
+    pub fn start_node(&self, cluster: &mut ProcessCluster, role: Role) -> anyhow::Result<Endpoint> {
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        let metrics = vec!["--metrics-addr".to_owned(), addr.clone()];
+        match role {
+            Role::Synth => cluster.spec.synth_args = [self.synth_args.clone(), metrics].concat(),
+            Role::Gpu => {
+                let own = vec![
+                    "--gpu-backend".to_owned(),
+                    self.gpu_backend.clone(),
+                    "--gpu-workers".to_owned(),
+                    self.gpu_workers.to_string(),
+                ];
+                cluster.spec.gpu_args = [self.gpu_args.clone(), metrics, own].concat();
+            }
+        }
+        let node = cluster.add_node(role)?;
+        Ok(Endpoint { node, addr })
+    }
+
     pub fn describe(&self) -> String {
         format!(
             "{} nats-server(s), {} synth node(s), {} GPU node(s) × {} worker(s) ({} backend), {} threads per node",
@@ -88,29 +109,11 @@ impl Target {
         // the next node started.
         let mut ready = Vec::new();
         for _ in 0..shape.synth {
-            let addr = format!("127.0.0.1:{}", free_port()?);
-            cluster.spec.synth_args = [
-                shape.synth_args.clone(),
-                vec!["--metrics-addr".into(), addr.clone()],
-            ]
-            .concat();
-            let node = cluster.add_node(Role::Synth)?;
-            ready.push(Endpoint { node, addr });
+            ready.push(shape.start_node(&mut cluster, Role::Synth)?);
         }
         let mut gpu_metrics = Vec::new();
         for _ in 0..shape.gpu {
-            let addr = format!("127.0.0.1:{}", free_port()?);
-            let own = vec![
-                "--metrics-addr".into(),
-                addr.clone(),
-                "--gpu-backend".into(),
-                shape.gpu_backend.clone(),
-                "--gpu-workers".into(),
-                shape.gpu_workers.to_string(),
-            ];
-            cluster.spec.gpu_args = [shape.gpu_args.clone(), own].concat();
-            let node = cluster.add_node(Role::Gpu)?;
-            gpu_metrics.push(Endpoint { node, addr });
+            gpu_metrics.push(shape.start_node(&mut cluster, Role::Gpu)?);
         }
         ready.extend(gpu_metrics.iter().cloned());
         let deadline = Instant::now() + Duration::from_secs(60);

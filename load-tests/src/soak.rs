@@ -16,7 +16,6 @@ use clap::Args;
 use cuzk_circuits::ShapeCache;
 use cuzk_cli::launcher::{ProcessCluster, Role};
 use cuzk_common::config::{NatsArgs, Span};
-use cuzk_common::local_nats::free_port;
 use cuzk_common::topology::{
     blob_shard_bucket, ledger_results_subject, Topology, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH,
 };
@@ -292,30 +291,11 @@ async fn kill_one(
     eprintln!("soak: killing {victim}");
     cluster.kill_node(victim)?;
     tokio::time::sleep(down).await;
-    // A fresh metrics port: the killed node's may not be free yet.
-    let metrics = vec![
-        "--metrics-addr".to_owned(),
-        format!("127.0.0.1:{}", free_port()?),
-    ];
-    match role {
-        Role::Synth => {
-            cluster.spec.synth_args = [shape.synth_args.clone(), metrics].concat();
-            cluster.add_node(Role::Synth)?;
-            Ok("synth node")
-        }
-        Role::Gpu => {
-            let own = [
-                "--gpu-backend",
-                &shape.gpu_backend,
-                "--gpu-workers",
-                &shape.gpu_workers.to_string(),
-            ]
-            .map(str::to_owned);
-            cluster.spec.gpu_args = [shape.gpu_args.clone(), own.to_vec(), metrics].concat();
-            cluster.add_node(Role::Gpu)?;
-            Ok("GPU node")
-        }
-    }
+    shape.start_node(cluster, role)?;
+    Ok(match role {
+        Role::Synth => "synth node",
+        Role::Gpu => "GPU node",
+    })
 }
 
 fn sample_rss(cluster: &ProcessCluster, start: Instant, rss: &mut Rss) {

@@ -201,14 +201,11 @@ async fn info(
 /// job, and a delete took the object for gone and leaked it (docs/reliability.md, "Soak").
 async fn leader_info(js: &Context, bucket: &str, name: &str) -> Result<ObjectInfo, ObjectError> {
     use async_nats::jetstream::stream::LastRawMessageErrorKind;
-    let stream = js
-        .get_stream_no_info(format!("OBJ_{bucket}"))
+    let stream = bucket_stream(js, bucket, name).await?;
+    match stream
+        .get_last_raw_message_by_subject(&meta_subject(bucket, name))
         .await
-        .map_err(|e| unavailable(name, e))?;
-    // The object store's own subject for an object's metadata (async-nats names it so).
-    let encoded = base64::engine::general_purpose::URL_SAFE.encode(name);
-    let subject = format!("$O.{bucket}.M.{encoded}");
-    match stream.get_last_raw_message_by_subject(&subject).await {
+    {
         Ok(message) => {
             let info: ObjectInfo = serde_json::from_slice(&message.payload)
                 .map_err(|e| unavailable(name, format!("metadata: {e}")))?;
@@ -223,6 +220,23 @@ async fn leader_info(js: &Context, bucket: &str, name: &str) -> Result<ObjectInf
         }
         Err(e) => Err(unavailable(name, e)),
     }
+}
+
+/// A bucket's stream, without a round trip for its info.
+async fn bucket_stream(
+    js: &Context,
+    bucket: &str,
+    name: &str,
+) -> Result<async_nats::jetstream::stream::Stream<()>, ObjectError> {
+    js.get_stream_no_info(format!("OBJ_{bucket}"))
+        .await
+        .map_err(|e| unavailable(name, e))
+}
+
+/// The subject of an object's metadata, as the object store names it.
+fn meta_subject(bucket: &str, name: &str) -> String {
+    let encoded = base64::engine::general_purpose::URL_SAFE.encode(name);
+    format!("$O.{bucket}.M.{encoded}")
 }
 
 /// Stripes of one object read through one connection at once. Each is an ordered consumer
@@ -441,10 +455,7 @@ async fn read_chunks(js: &Context, info: &ObjectInfo) -> Result<Vec<Bytes>, Obje
 /// answered by any live server holding the stream, with no consumer to place.
 async fn read_chunks_direct(js: &Context, info: &ObjectInfo) -> Result<Vec<Bytes>, ObjectError> {
     let name = info.name.as_str();
-    let stream = js
-        .get_stream_no_info(format!("OBJ_{}", info.bucket))
-        .await
-        .map_err(|e| unavailable(name, e))?;
+    let stream = bucket_stream(js, &info.bucket, name).await?;
     let subject = format!("$O.{}.C.{}", info.bucket, info.nuid);
     let mut chunks = Chunks::new(info);
     let mut next = 1;
@@ -645,27 +656,21 @@ async fn delete_one(
 /// chunks purged), from `info` as the stream's leader has it.
 async fn tombstone(js: &Context, bucket: &str, mut info: ObjectInfo) -> Result<(), ObjectError> {
     let name = info.name.clone();
-    let nuid = std::mem::take(&mut info.nuid);
     info.chunks = 0;
     info.size = 0;
     info.deleted = true;
-    info.nuid = nuid.clone();
     let body = serde_json::to_vec(&info).map_err(|e| unavailable(&name, e))?;
     let mut headers = async_nats::HeaderMap::new();
     headers.insert(async_nats::header::NATS_ROLLUP, "sub");
-    let encoded = base64::engine::general_purpose::URL_SAFE.encode(&name);
     let ack = js
-        .publish_with_headers(format!("$O.{bucket}.M.{encoded}"), headers, body.into())
+        .publish_with_headers(meta_subject(bucket, &name), headers, body.into())
         .await
         .map_err(|e| unavailable(&name, e))?;
     ack.await.map_err(|e| unavailable(&name, e))?;
-    let stream = js
-        .get_stream_no_info(format!("OBJ_{bucket}"))
-        .await
-        .map_err(|e| unavailable(&name, e))?;
-    stream
+    bucket_stream(js, bucket, &name)
+        .await?
         .purge()
-        .filter(format!("$O.{bucket}.C.{nuid}"))
+        .filter(format!("$O.{bucket}.C.{}", info.nuid))
         .await
         .map_err(|e| unavailable(&name, e))?;
     Ok(())
