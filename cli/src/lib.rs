@@ -94,7 +94,7 @@ pub async fn provision_all(config: &cuzk_common::config::NatsConfig) -> anyhow::
 /// The local limits with the blobs bucket as large as the private server's disk allows beside
 /// the other buckets, up to the production default: a synth node keeps room in the bucket for
 /// one blob as large as its raw witness (4 GB at 32 GiB), so a shape that large queues nothing
-/// in the local 1 GiB.
+/// in the local 256 MiB.
 pub fn roomy_local_limits() -> anyhow::Result<topology::Limits> {
     let local = topology::Limits::local();
     let others = local.reserved_bytes() - local.blobs_max_bytes as u64;

@@ -66,7 +66,7 @@ settings! {
                 => "must be at least 3s (progress acks go every third)",
             was "nats-ack-wait-secs" "CUZK_NATS_ACK_WAIT_SECS" "ack_wait_secs";
         /// Sizes of the streams and buckets this process creates: `production` (24.1 GiB
-        /// reserved per server) or `local` (2.1 GiB, for private servers and tests); the
+        /// reserved per server) or `local` (0.5 GiB, for private servers and tests); the
         /// settings below override parts of it. Set when a stream is first created.
         #[arg(long = "nats-limits", env = "CUZK_NATS_LIMITS", value_enum)]
         limits: LimitsProfile = LimitsProfile::Production, shown "production";
