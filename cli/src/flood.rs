@@ -103,7 +103,7 @@ pub async fn run(
             headers.insert(async_nats::header::NATS_MESSAGE_ID, job.job_id.as_str());
             let body = serde_json::to_vec(&job)?;
             let ack = js
-                .publish_with_headers(submit_subject(&job), headers, body.into())
+                .publish_with_headers(submit_subject(None, &job), headers, body.into())
                 .await?;
             acks.push((job.job_id.clone(), ack));
             expected.insert(job.job_id, expect);

@@ -1,13 +1,18 @@
 //! `cuzk gateway`'s cluster: jobs submitted as `cuzk submit` submits them (the input staged in
 //! the inputs bucket when large, the job published with the server's acknowledgement), results
-//! read where every client reads them (the results stream and subject, and the job's record once
-//! the stream has dropped them), and the cluster's state as `cuzk status` reads it.
+//! read where every client reads them (the results subject, and the job's record; the results
+//! stream too on the untenanted path), and the cluster's state as `cuzk status` reads it. A
+//! gateway with a tenant (`--nats-tenant`) submits, cancels, reads and lists its own jobs only
+//! — what the server lets its user do — and lists them through a synth node
+//! (`cuzk.control.jobs.<tenant>`).
 
 use std::time::Duration;
 
 use async_nats::Client;
 use bytes::Bytes;
-use cuzk_common::topology::{results_subject, Topology, JOBS_STREAM, SUBJECT_SRS, WORK_STREAM};
+use cuzk_common::topology::{
+    job_key, results_subject, Topology, JOBS_STREAM, SUBJECT_SRS, WORK_STREAM,
+};
 use cuzk_gateway::{Cluster, ClusterError, ClusterView};
 use cuzk_wire::control::{CancelReply, SrsReply, SrsRequest};
 use cuzk_wire::job::{JobResult, JobSpec, JobStatus};
@@ -21,30 +26,45 @@ pub struct NatsCluster {
     timeout: Duration,
     /// Where inputs too large for a job message are staged.
     inputs_bucket: String,
+    /// The tenant it submits as (`None`: the untenanted path).
+    tenant: Option<String>,
 }
 
 impl NatsCluster {
+    /// A cluster client submitting as `tenant` (`None`: the untenanted path), staging large
+    /// inputs in `inputs_bucket` (the tenant's own).
     pub fn new(
         client: Client,
         topology: Topology,
         timeout: Duration,
         inputs_bucket: String,
+        tenant: Option<String>,
     ) -> NatsCluster {
         NatsCluster {
             client,
             topology,
             timeout,
             inputs_bucket,
+            tenant,
         }
     }
 
-    /// The job's result if it has ended: from the results stream, else from the job's record
-    /// (the stream drops its oldest results when full).
+    /// The key of this gateway's job `job_id`.
+    fn key(&self, job_id: &str) -> String {
+        job_key(self.tenant.as_deref(), job_id)
+    }
+
+    /// The job's result if it has ended: from its record (a tenant may read its own), and on
+    /// the untenanted path from the results stream first (the record keeps the result's timing
+    /// sums only).
     async fn stored_result(&self, job_id: &str) -> Result<Option<JobResult>, ClusterError> {
-        cuzk_common::lifecycle::Ledger::new(&self.topology)
-            .answer(job_id)
-            .await
-            .map_err(unavailable)
+        let ledger = cuzk_common::lifecycle::Ledger::new(&self.topology);
+        let key = self.key(job_id);
+        let answer = match self.tenant {
+            Some(_) => ledger.recorded_answer(&key).await,
+            None => ledger.answer(&key).await,
+        };
+        answer.map_err(unavailable)
     }
 }
 
@@ -107,9 +127,10 @@ impl Cluster for NatsCluster {
             input: staged,
             ..spec
         };
-        let span = crate::submit::send_span(&spec);
+        let tenant = self.tenant.as_deref();
+        let span = crate::submit::send_span(tenant, &spec);
         let js = cuzk_common::topology::jetstream_context(self.client.clone(), self.timeout);
-        crate::submit::publish_job(&js, &spec)
+        crate::submit::publish_job(&js, tenant, &spec)
             .instrument(span)
             .await
             .map(|_| ())
@@ -124,7 +145,7 @@ impl Cluster for NatsCluster {
         // Subscribed before looking, so a result published in between is not missed.
         let mut live = self
             .client
-            .subscribe(results_subject(job_id))
+            .subscribe(results_subject(&self.key(job_id)))
             .await
             .map_err(unavailable)?;
         crate::submit::await_result(&mut live, wait, || self.stored_result(job_id), parse).await
@@ -132,7 +153,7 @@ impl Cluster for NatsCluster {
 
     async fn status(&self, job_id: &str) -> Result<Option<JobStatus>, ClusterError> {
         let ledger = cuzk_common::lifecycle::Ledger::new(&self.topology);
-        if let Some(record) = ledger.get(job_id).await.map_err(unavailable)? {
+        if let Some(record) = ledger.get(&self.key(job_id)).await.map_err(unavailable)? {
             return Ok(Some(record.status));
         }
         // A job refused before it had a record has only its result.
@@ -140,7 +161,7 @@ impl Cluster for NatsCluster {
     }
 
     async fn cancel(&self, job_id: &str) -> Result<CancelReply, ClusterError> {
-        crate::cancel::cancel(&self.client, job_id, self.timeout)
+        crate::cancel::cancel(&self.client, self.tenant.as_deref(), job_id, self.timeout)
             .await
             .map_err(unavailable)
     }
@@ -159,10 +180,16 @@ impl Cluster for NatsCluster {
                 .stream_depth(WORK_STREAM)
                 .await
                 .map_err(unavailable)?,
-            recent_jobs: cuzk_common::lifecycle::Ledger::new(topology)
-                .recent(crate::status::STATUS_SCAN)
-                .await
-                .map_err(unavailable)?,
+            recent_jobs: match &self.tenant {
+                // Its own jobs, listed by a synth node: the bucket cannot be scanned by prefix.
+                Some(tenant) => crate::status::listing(&self.client, Some(tenant), self.timeout)
+                    .await
+                    .map_err(unavailable)?,
+                None => cuzk_common::lifecycle::Ledger::new(topology)
+                    .recent(crate::status::STATUS_SCAN)
+                    .await
+                    .map_err(unavailable)?,
+            },
         })
     }
 

@@ -210,7 +210,7 @@ pub async fn submit_and_wait(
     spec: &JobSpec,
     timeout: Duration,
 ) -> anyhow::Result<JobResult> {
-    submit::submit_and_wait(client, spec, submit::Via::Core, timeout).await
+    submit::submit_and_wait(client, None, spec, submit::Via::Core, timeout).await
 }
 
 /// The job's input bytes, for inputs carried in the job itself.

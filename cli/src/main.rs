@@ -10,7 +10,7 @@ use cuzk_cli::{submit, submit_and_wait, timings_table, verify_job_proof, LocalCl
 use cuzk_common::config::{ConfigFile, GpuArgs, NatsArgs, ParamArgs, SynthArgs};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::telemetry::{self, TelemetryArgs, TelemetryOptions};
-use cuzk_common::topology::{jetstream_context, JOBS_BUCKET};
+use cuzk_common::topology::{jetstream_context, job_key, JOBS_BUCKET};
 use cuzk_wire::job::{JobInput, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, Instrument};
@@ -225,7 +225,8 @@ struct SubmitArgs {
 struct StatusArgs {
     #[command(flatten)]
     nats: NatsArgs,
-    /// A job id; without one, the cluster.
+    /// A job id (one of `--nats-tenant`'s; without a tenant, `<tenant>.<job_id>` names a
+    /// tenant's job); without one, the cluster.
     job_id: Option<String>,
 }
 
@@ -233,6 +234,8 @@ struct StatusArgs {
 struct WatchArgs {
     #[command(flatten)]
     nats: NatsArgs,
+    /// A job id (one of `--nats-tenant`'s; without a tenant, `<tenant>.<job_id>` names a
+    /// tenant's job).
     job_id: String,
     /// Give up after this long.
     #[arg(
@@ -247,6 +250,8 @@ struct WatchArgs {
 struct CancelArgs {
     #[command(flatten)]
     nats: NatsArgs,
+    /// A job id (one of `--nats-tenant`'s; without a tenant, `<tenant>.<job_id>` names a
+    /// tenant's job).
     job_id: String,
 }
 
@@ -472,7 +477,7 @@ async fn local(args: LocalArgs, file: ConfigFile) -> anyhow::Result<()> {
         &spec,
         Duration::from_secs(args.timeout_secs),
     )
-    .instrument(cuzk_cli::submit::send_span(&spec))
+    .instrument(cuzk_cli::submit::send_span(None, &spec))
     .await;
     cluster.stop().await?;
     let result = outcome?;
@@ -542,10 +547,13 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     let input =
         cuzk_cli::submit::stage_input(&client, nats.timeout, bucket, &spec.job_id, &input).await?;
     let spec = JobSpec { input, ..spec };
-    let span = cuzk_cli::submit::send_span(&spec);
+    let tenant = nats.tenant.as_deref();
+    let span = cuzk_cli::submit::send_span(tenant, &spec);
     let js = jetstream_context(client.clone(), nats.timeout);
     if !(args.wait || args.out.is_some() || args.c1.is_some()) {
-        let accepted = submit::publish_job(&js, &spec).instrument(span).await?;
+        let accepted = submit::publish_job(&js, tenant, &spec)
+            .instrument(span)
+            .await?;
         match accepted {
             submit::Accepted::Stored(_) => println!("{}", spec.job_id),
             submit::Accepted::Duplicate => println!(
@@ -558,9 +566,9 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
     // Progress from the job's record, where this user may read the jobs bucket.
     let progress = match js.get_key_value(JOBS_BUCKET).await {
         Ok(kv) => {
-            let (ledger, job_id) = (Ledger::open(js.clone(), kv), spec.job_id.clone());
+            let (ledger, key) = (Ledger::open(js.clone(), kv), job_key(tenant, &spec.job_id));
             Some(tokio::spawn(async move {
-                cuzk_cli::status::follow(&ledger, &job_id).await
+                cuzk_cli::status::follow(&ledger, &key).await
             }))
         }
         Err(e) => {
@@ -569,7 +577,7 @@ async fn submit(args: SubmitArgs, file: ConfigFile) -> anyhow::Result<()> {
         }
     };
     let wait = Duration::from_secs(args.wait_secs);
-    let result = submit::submit_and_wait(&client, &spec, submit::Via::JetStream, wait)
+    let result = submit::submit_and_wait(&client, tenant, &spec, submit::Via::JetStream, wait)
         .instrument(span)
         .await;
     if let Some(progress) = progress {
@@ -610,8 +618,9 @@ async fn gateway(args: GatewayCommandArgs, file: ConfigFile) -> anyhow::Result<(
     }
     init_telemetry("cuzk-gateway", &args.telemetry).await?;
     let (client, topology) = cuzk_cli::connect(&nats).await?;
-    let bucket = nats.inputs_bucket.clone();
-    let cluster = cuzk_cli::gateway::NatsCluster::new(client, topology, nats.timeout, bucket);
+    let (bucket, tenant) = (nats.inputs_bucket.clone(), nats.tenant.clone());
+    let cluster =
+        cuzk_cli::gateway::NatsCluster::new(client, topology, nats.timeout, bucket, tenant);
     let listen = config.listen.clone();
     let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), config, access);
     cuzk_gateway::serve(&listen, gateway, shutdown_on_signal(), |addr| {
@@ -627,13 +636,16 @@ async fn status(args: StatusArgs, file: ConfigFile) -> anyhow::Result<()> {
     let (_client, topology) = cuzk_cli::connect(&nats).await?;
     match args.job_id {
         Some(job_id) => {
+            let key = job_key(nats.tenant.as_deref(), &job_id);
             let record = Ledger::new(&topology)
-                .get(&job_id)
+                .get(&key)
                 .await?
-                .with_context(|| format!("no job {job_id}"))?;
+                .with_context(|| format!("no job {key}"))?;
             println!(
                 "job {} ({}): {:?}",
-                record.job_id, record.circuit, record.status
+                record.key(),
+                record.circuit,
+                record.status
             );
             if let Some(error) = &record.error {
                 println!("error: {error}");
@@ -658,9 +670,10 @@ async fn watch(args: WatchArgs, file: ConfigFile) -> anyhow::Result<()> {
     let js = jetstream_context(client, nats.timeout);
     let ledger = Ledger::open(js.clone(), js.get_key_value(JOBS_BUCKET).await?);
     let timeout = Duration::from_secs(args.wait_secs);
-    let record = tokio::time::timeout(timeout, cuzk_cli::status::follow(&ledger, &args.job_id))
+    let key = job_key(nats.tenant.as_deref(), &args.job_id);
+    let record = tokio::time::timeout(timeout, cuzk_cli::status::follow(&ledger, &key))
         .await
-        .with_context(|| format!("job {} did not end within {timeout:?}", args.job_id))??;
+        .with_context(|| format!("job {key} did not end within {timeout:?}"))??;
     match record.result {
         Some(result) if result.status == JobStatus::Done => {
             println!(
@@ -682,7 +695,8 @@ async fn cancel(args: CancelArgs, file: ConfigFile) -> anyhow::Result<()> {
     use cuzk_wire::control::CancelOutcome;
     let nats = args.nats.merge(file.nats).resolve("cuzk-cancel")?;
     let client = cuzk_common::nats::connect(&nats).await?;
-    let reply = cuzk_cli::cancel::cancel(&client, &args.job_id, nats.timeout).await?;
+    let tenant = nats.tenant.as_deref();
+    let reply = cuzk_cli::cancel::cancel(&client, tenant, &args.job_id, nats.timeout).await?;
     let status = reply.status.map(JobStatus::name).unwrap_or("unknown");
     match reply.outcome {
         CancelOutcome::Cancelled => println!("job {}: cancelled", reply.job_id),

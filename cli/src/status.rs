@@ -87,7 +87,7 @@ pub async fn cluster_status(topology: &Topology) -> anyhow::Result<String> {
         writeln!(
             out,
             "  {:<24} {:<8} {:?} synthesized {synthesized}/{n} proved {proved}/{n} [{states}] age {}s",
-            job.job_id,
+            job.key(),
             job.circuit,
             job.status,
             now.saturating_sub(job.submitted_at_ms) / 1000,
@@ -105,7 +105,7 @@ pub async fn cluster_status(topology: &Topology) -> anyhow::Result<String> {
         writeln!(
             out,
             "  {:<24} {}s ago: {}",
-            job.job_id,
+            job.key(),
             now.saturating_sub(job.updated_at_ms) / 1000,
             job.error.as_deref().unwrap_or("?")
         )?;
@@ -114,12 +114,35 @@ pub async fn cluster_status(topology: &Topology) -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// A tenant's most recently updated jobs (`None`: every job, the admin's), as a synth node
+/// lists them on `cuzk.control.jobs.<tenant>`: a tenant may read its own records one by one but
+/// not the bucket in stream order. Records come without results and partition proofs.
+pub async fn listing(
+    client: &async_nats::Client,
+    tenant: Option<&str>,
+    timeout: Duration,
+) -> anyhow::Result<Vec<JobRecord>> {
+    use anyhow::Context as _;
+    let subject = cuzk_common::topology::jobs_subject(tenant);
+    let asked = client.request(subject.clone(), "{}".into());
+    let reply = tokio::time::timeout(timeout, asked)
+        .await
+        .with_context(|| format!("no synth node answered on {subject} within {timeout:?}"))?
+        .with_context(|| format!("asking {subject}"))?;
+    let reply = cuzk_wire::control::JobsReply::parse(&reply.payload)?;
+    if let Some(error) = reply.error {
+        anyhow::bail!("listing jobs failed: {error}");
+    }
+    Ok(reply.jobs)
+}
+
 /// How often a follower reads the job's record.
 const FOLLOW_EVERY: Duration = Duration::from_millis(250);
 
-/// Shows a job's progress until its record is final and returns that record: a progress bar on
-/// a terminal, a line per change otherwise (logs, CI). Reads the record through the ledger
-/// every quarter second (no consumer, so a client role needs only to read records).
+/// Shows the progress of the job with key `job_id` (`<tenant>.<id>` for a tenant's,
+/// `cuzk_wire::job::job_key`) until its record is final and returns that record: a progress
+/// bar on a terminal, a line per change otherwise (logs, CI). Reads the record through the
+/// ledger every quarter second (no consumer, so a client role needs only to read its records).
 pub async fn follow(ledger: &Ledger, job_id: &str) -> anyhow::Result<JobRecord> {
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = ProgressBar::new(0);

@@ -1,9 +1,14 @@
 //! `cuzk submit`'s steps: a large input uploaded to the inputs bucket, the job published
 //! through JetStream (the server's acknowledgement says the job is stored — or why it was
 //! refused: the jobs stream is full, the message too large), its one answer awaited, and the
-//! proof bytes written to a file. Waiting subscribes to `cuzk.results.<job_id>` before
+//! proof bytes written to a file. Waiting subscribes to `cuzk.results.<key>` before
 //! publishing and also reads the job's record: a job that has already ended (a resubmission, a
 //! client reconnecting) returns its stored result at once.
+//!
+//! A client submits as a tenant (`--nats-tenant`) or on the untenanted path: the tenant names
+//! its submit subject (`cuzk.jobs.submit.<tenant>`), its results subject and its records
+//! (`<tenant>.<job_id>`, `cuzk_wire::job::job_key`), which is all the server lets its user
+//! use.
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,8 +20,7 @@ use base64::Engine;
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::retry::{retry, RetryPolicy};
 use cuzk_common::topology::{
-    jetstream_context, results_subject, staged_input_name, INPUTS_BUCKET, JOBS_BUCKET,
-    SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH,
+    jetstream_context, job_key, results_subject, staged_input_name, INPUTS_BUCKET, JOBS_BUCKET,
 };
 use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, Priority, DEFAULT_MAX_INLINE_INPUT};
 use futures::StreamExt;
@@ -54,22 +58,20 @@ pub async fn stage_input(
     })
 }
 
-/// The span of submitting a job, whose context the job message carries (the synth node's
-/// `process` span becomes its child).
-pub fn send_span(spec: &JobSpec) -> tracing::Span {
+/// The span of submitting a job as `tenant`, whose context the job message carries (the synth
+/// node's `process` span becomes its child).
+pub fn send_span(tenant: Option<&str>, spec: &JobSpec) -> tracing::Span {
     let size = serde_json::to_vec(spec).map_or(0, |body| body.len());
-    let span = cuzk_common::telemetry::send_span(submit_subject(spec), &spec.job_id, size);
-    span.record("cuzk.job_id", spec.job_id.as_str());
+    let key = job_key(tenant, &spec.job_id);
+    let span = cuzk_common::telemetry::send_span(&submit_subject(tenant, spec), &key, size);
+    span.record("cuzk.job_id", key.as_str());
     span
 }
 
-/// The subject a job is submitted on: high priority has its own, which only roles allowed to
-/// use it may publish.
-pub fn submit_subject(spec: &JobSpec) -> &'static str {
-    match spec.priority {
-        Priority::High => SUBJECT_SUBMIT_HIGH,
-        Priority::Normal => SUBJECT_SUBMIT,
-    }
+/// The subject `tenant` submits a job on: its own, with high priority's apart, which only roles
+/// allowed to use it may publish.
+pub fn submit_subject(tenant: Option<&str>, spec: &JobSpec) -> String {
+    cuzk_common::topology::submit_subject(tenant, spec.priority)
 }
 
 /// What the server said about a submission.
@@ -91,13 +93,19 @@ pub enum SubmitError {
     Failed(String),
 }
 
-/// Publishes the job through JetStream with the job id as message id, retrying what the
-/// network lost (a retried publish that was stored after all comes back as a duplicate) but not
-/// what the server refused.
-pub async fn publish_job(js: &jetstream::Context, spec: &JobSpec) -> Result<Accepted, SubmitError> {
+/// Publishes the job as `tenant` through JetStream with its key as message id (the jobs
+/// stream's dedup window is the whole stream's: a tenant's `j1` must not pass for another's),
+/// retrying what the network lost (a retried publish that was stored after all comes back as a
+/// duplicate) but not what the server refused.
+pub async fn publish_job(
+    js: &jetstream::Context,
+    tenant: Option<&str>,
+    spec: &JobSpec,
+) -> Result<Accepted, SubmitError> {
     let body = bytes::Bytes::from(
         serde_json::to_vec(spec).map_err(|e| SubmitError::Failed(e.to_string()))?,
     );
+    let (subject, key) = (submit_subject(tenant, spec), job_key(tenant, &spec.job_id));
     let mut headers = async_nats::HeaderMap::new();
     // With tracing on, the job joins the caller's trace.
     cuzk_common::telemetry::inject(&tracing::Span::current(), &mut headers);
@@ -106,9 +114,9 @@ pub async fn publish_job(js: &jetstream::Context, spec: &JobSpec) -> Result<Acce
         let publish = PublishMessage::build()
             .headers(headers.clone())
             .payload(body.clone())
-            .message_id(spec.job_id.as_str());
+            .message_id(key.as_str());
         let ack = js
-            .send_publish(submit_subject(spec), publish)
+            .send_publish(subject.clone(), publish)
             .await
             .map_err(|e| SubmitError::Failed(e.to_string()))?
             .await;
@@ -124,26 +132,33 @@ pub async fn publish_job(js: &jetstream::Context, spec: &JobSpec) -> Result<Acce
             )),
             // A permission violation shows only as a missing acknowledgement.
             Err(e) if spec.priority == Priority::High => Err(SubmitError::Failed(format!(
-                "{e} (only roles allowed high priority may publish on {SUBJECT_SUBMIT_HIGH})"
+                "{e} (only roles allowed high priority may publish on {subject})"
             ))),
-            Err(e) => Err(SubmitError::Failed(e.to_string())),
+            Err(e) => Err(SubmitError::Failed(format!(
+                "{e} (this went to {subject}; a user may publish on its own tenant's subjects \
+                 only: check --nats-tenant)"
+            ))),
         }
     })
     .await?;
     settled
 }
 
-/// Publishes the job with a plain core publish, exactly as `nats pub cuzk.jobs.submit` does.
-pub async fn publish_plain(client: &Client, spec: &JobSpec) -> anyhow::Result<()> {
+/// Publishes the job as `tenant` with a plain core publish, exactly as `nats pub
+/// cuzk.jobs.submit[.<tenant>]` does.
+pub async fn publish_plain(
+    client: &Client,
+    tenant: Option<&str>,
+    spec: &JobSpec,
+) -> anyhow::Result<()> {
     let mut headers = async_nats::HeaderMap::new();
     cuzk_common::telemetry::inject(&tracing::Span::current(), &mut headers);
     let body = serde_json::to_vec(spec)?.into();
+    let subject = submit_subject(tenant, spec);
     if headers.is_empty() {
-        client.publish(submit_subject(spec), body).await?;
+        client.publish(subject, body).await?;
     } else {
-        client
-            .publish_with_headers(submit_subject(spec), headers, body)
-            .await?;
+        client.publish_with_headers(subject, headers, body).await?;
     }
     client.flush().await?;
     Ok(())
@@ -158,24 +173,26 @@ pub enum Via {
     JetStream,
 }
 
-/// Submits `spec` and returns its one answer: the stored result of a job that already ended,
-/// otherwise the first result published on its subject.
+/// Submits `spec` as `tenant` and returns its one answer: the stored result of a job that
+/// already ended, otherwise the first result published on its subject.
 pub async fn submit_and_wait(
     client: &Client,
+    tenant: Option<&str>,
     spec: &JobSpec,
     via: Via,
     timeout: Duration,
 ) -> anyhow::Result<JobResult> {
-    let mut results = client.subscribe(results_subject(&spec.job_id)).await?;
+    let key = job_key(tenant, &spec.job_id);
+    let mut results = client.subscribe(results_subject(&key)).await?;
     client.flush().await?;
     let js = jetstream_context(client.clone(), Duration::from_secs(10));
     match via {
-        Via::Core => publish_plain(client, spec).await?,
+        Via::Core => publish_plain(client, tenant, spec).await?,
         Via::JetStream => {
-            publish_job(&js, spec).await?;
+            publish_job(&js, tenant, spec).await?;
         }
     }
-    let stored = || async { anyhow::Ok(stored_result(&js, &spec.job_id).await) };
+    let stored = || async { anyhow::Ok(stored_result(&js, &key).await) };
     let parse = |payload: &[u8]| Ok(serde_json::from_slice(payload)?);
     await_result(&mut results, timeout, stored, parse)
         .await?
@@ -218,8 +235,9 @@ where
     }
 }
 
-/// The result in the job's record, if the job has ended and this client may read records.
-pub async fn stored_result(js: &jetstream::Context, job_id: &str) -> Option<JobResult> {
+/// The result in the record of the job with key `key`, if the job has ended and this client
+/// may read the record (a tenant its own).
+pub async fn stored_result(js: &jetstream::Context, key: &str) -> Option<JobResult> {
     let kv = match js.get_key_value(JOBS_BUCKET).await {
         Ok(kv) => kv,
         Err(e) => {
@@ -227,8 +245,8 @@ pub async fn stored_result(js: &jetstream::Context, job_id: &str) -> Option<JobR
             return None;
         }
     };
-    let record = Ledger::open(js.clone(), kv).get(job_id).await.ok()??;
-    record.status.is_final().then_some(record.result).flatten()
+    let ledger = Ledger::open(js.clone(), kv);
+    ledger.recorded_answer(key).await.ok()?
 }
 
 /// Writes a finished job's proof bytes (its partition proofs concatenated, exactly what

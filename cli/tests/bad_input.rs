@@ -195,7 +195,7 @@ async fn inject_partition(
         shape_key: &family.shape_key(),
     };
     let admitted = Ledger::new(&cluster.topology)
-        .admit(&spec, shape, 0, unix_ms(), 1)
+        .admit(&spec, None, shape, 0, unix_ms(), 1)
         .await
         .unwrap();
     assert!(matches!(admitted, Admission::New(_)), "{admitted:?}");

@@ -300,7 +300,9 @@ async fn curio_client_sees_the_api_its_refusals_and_a_failed_prove() {
         "",
     );
     let js = &cluster.topology.js;
-    cuzk_cli::submit::publish_job(js, &running).await.unwrap();
+    cuzk_cli::submit::publish_job(js, None, &running)
+        .await
+        .unwrap();
     let ledger = cuzk_common::lifecycle::Ledger::new(&cluster.topology);
     while ledger.get("gw-running").await.unwrap().is_none() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;

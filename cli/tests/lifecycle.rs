@@ -265,7 +265,7 @@ async fn a_job_without_progress_is_ended_by_the_sweeper() {
 /// The job's record as the ledger reads it.
 /// A cancel of an id nobody submitted answers `unknown`, with no status.
 async fn never_submitted_is_unknown(client: &Client) {
-    let unknown = cancel(client, "never-submitted", Duration::from_secs(5))
+    let unknown = cancel(client, None, "never-submitted", Duration::from_secs(5))
         .await
         .unwrap();
     assert_eq!(
@@ -316,7 +316,7 @@ async fn a_cancelled_job_answers_once_and_drops_its_pending_partitions() {
         assert!(Instant::now() < deadline, "no partition was queued");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let reply = cancel(&cluster.client, job_id, Duration::from_secs(5))
+    let reply = cancel(&cluster.client, None, job_id, Duration::from_secs(5))
         .await
         .unwrap();
     assert_eq!(
@@ -343,7 +343,7 @@ async fn a_cancelled_job_answers_once_and_drops_its_pending_partitions() {
         (JobStatus::Cancelled, proved(&cancelled), true),
         "work in flight changed the cancelled record"
     );
-    let again = cancel(&cluster.client, job_id, Duration::from_secs(5))
+    let again = cancel(&cluster.client, None, job_id, Duration::from_secs(5))
         .await
         .unwrap();
     assert_eq!(again.outcome, CancelOutcome::AlreadyEnded);
@@ -369,7 +369,7 @@ async fn cancelling_a_finished_job_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(done.status, JobStatus::Done, "{:?}", done.error);
-    let reply = cancel(&cluster.client, "done-first", Duration::from_secs(5))
+    let reply = cancel(&cluster.client, None, "done-first", Duration::from_secs(5))
         .await
         .unwrap();
     assert_eq!(
@@ -403,7 +403,9 @@ async fn a_job_no_synth_node_has_taken_is_cancelled_once() {
     ));
     let js = &topology.js;
     let before = job("before", "mimc", json!({"rounds": 64, "partitions": 1}), "");
-    cuzk_cli::submit::publish_job(js, &before).await.unwrap();
+    cuzk_cli::submit::publish_job(js, None, &before)
+        .await
+        .unwrap();
     let job_id = "queued";
     let mut listener = Listener::new(&client, job_id).await;
     let mut spec = job(job_id, "mimc", json!({"rounds": 64, "partitions": 2}), "");
@@ -413,9 +415,11 @@ async fn a_job_no_synth_node_has_taken_is_cancelled_once() {
         .await
         .unwrap();
     assert_eq!(spec.input, JobInput::Object(staged_input_name(job_id)));
-    cuzk_cli::submit::publish_job(js, &spec).await.unwrap();
+    cuzk_cli::submit::publish_job(js, None, &spec)
+        .await
+        .unwrap();
 
-    let reply = cancel(&client, job_id, Duration::from_secs(5))
+    let reply = cancel(&client, None, job_id, Duration::from_secs(5))
         .await
         .unwrap();
     assert_eq!(

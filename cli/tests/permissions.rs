@@ -7,6 +7,13 @@
 //! refused what they must not do, on every blob bucket. Every refusal is checked twice: refused under the shipped config, and allowed under
 //! a copy that gives every user every subject, so no check passes for another reason (a
 //! message that is not there, an API the stream does not offer).
+//!
+//! The client users are tenants (submitter, priority, gateway): each submits, cancels, reads and
+//! lists as itself only. One tenant cannot publish on another's subjects, read another's
+//! records or results, list or cancel another's jobs (refused by the server), and what it can
+//! send — a job naming another tenant's inputs bucket, a cancel of an id another tenant uses —
+//! is refused with the reason or answered `unknown` by the synth node, while the same done for
+//! its own jobs works.
 
 mod support;
 
@@ -19,9 +26,10 @@ use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs}
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::objects::{self, Shards};
 use cuzk_common::topology::{
-    blob_shard_bucket, ledger_results_subject, results_subject, BLOBS_BUCKET, BLOB_SHARDS,
-    GPU_NORMAL_CONSUMER, INPUTS_BUCKET, JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL,
-    SUBJECT_SRS, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
+    blob_shard_bucket, cancel_subject, jobs_subject, ledger_results_subject, results_subject,
+    submit_subject, BLOBS_BUCKET, BLOB_SHARDS, GPU_NORMAL_CONSUMER, INPUTS_BUCKET, JOBS_BUCKET,
+    JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL, SUBJECT_JOBS, SUBJECT_SRS, SUBJECT_SUBMIT,
+    SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
 use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::job::{JobInput, JobStatus, Priority};
@@ -35,6 +43,9 @@ const SUBMITTER_INPUTS: &str = "cuzk-inputs-submitter";
 const PRIORITY_INPUTS: &str = "cuzk-inputs-priority";
 const GATEWAY_INPUTS: &str = "cuzk-inputs-gateway";
 
+/// The users that are tenants of their own name.
+const TENANTS: [&str; 3] = ["submitter", "priority", "gateway"];
+
 fn role(url: &str, user: &str) -> NatsConfig {
     NatsArgs {
         urls: Some(vec![url.to_owned()]),
@@ -43,6 +54,7 @@ fn role(url: &str, user: &str) -> NatsConfig {
         password: Some(format!("{user}-secret").into()),
         inbox_prefix: Some(format!("_INBOX_{user}")),
         timeout: Some(cuzk_common::config::Span::secs(3)),
+        tenant: TENANTS.contains(&user).then(|| user.to_owned()),
         ..Default::default()
     }
     .resolve(user)
@@ -124,11 +136,16 @@ fn violations(log: &Path) -> Vec<String> {
 }
 
 /// What the negative checks act on: a job message waiting in the jobs stream (no synth node
-/// runs yet) and a stored result, at known sequences.
+/// runs yet) and a stored result of tenant `priority`'s, at known sequences; and job records of
+/// `priority`'s and of the untenanted path (written by the admin as the ledger writes them).
 struct Targets {
     job_seq: u64,
     result_seq: u64,
 }
+
+/// Another tenant's job the checks reach for, and an untenanted one.
+const PRIORITYS_JOB: &str = "priority.target";
+const UNTENANTED_JOB: &str = "target";
 
 async fn prepare(url: &str) -> Targets {
     for bucket in [SUBMITTER_INPUTS, PRIORITY_INPUTS, GATEWAY_INPUTS] {
@@ -139,6 +156,16 @@ async fn prepare(url: &str) -> Targets {
         cuzk_cli::provision_all(&admin).await.unwrap();
     }
     let admin = quick_js(url, "admin").await;
+    let records = admin.get_key_value(JOBS_BUCKET).await.unwrap();
+    for key in [PRIORITYS_JOB, UNTENANTED_JOB] {
+        let (tenant, job_id) = cuzk_wire::job::split_job_key(key);
+        let record = json!({
+            "job_id": job_id, "tenant": tenant, "circuit": "mimc", "params": {},
+            "status": "failed", "submission_seq": 0, "submitted_at_ms": 0,
+            "synth_started_at_ms": 0, "updated_at_ms": 0, "partitions": [],
+        });
+        records.put(key, record.to_string().into()).await.unwrap();
+    }
     let job_seq = admin
         .publish(SUBJECT_SUBMIT, "{}".into())
         .await
@@ -147,7 +174,7 @@ async fn prepare(url: &str) -> Targets {
         .unwrap()
         .sequence;
     let result_seq = admin
-        .publish(ledger_results_subject("target"), "{}".into())
+        .publish(ledger_results_subject(PRIORITYS_JOB), "{}".into())
         .await
         .unwrap()
         .await
@@ -165,6 +192,51 @@ async fn uploaded(js: &jetstream::Context, bucket: &str) -> bool {
         Ok(store) => store.put("intruder", &mut &b"x"[..]).await.is_ok(),
         Err(_) => false,
     }
+}
+
+/// Whether `js`'s role reads the job record under `key`.
+async fn reads_record(js: &jetstream::Context, key: &str) -> bool {
+    match js.get_key_value(JOBS_BUCKET).await {
+        Ok(kv) => matches!(kv.entry(key).await, Ok(Some(_))),
+        Err(_) => false,
+    }
+}
+
+/// Whether `js`'s role reads the job records in stream order (what a listing would need: the
+/// filter travels in the request's payload, where permissions cannot see it).
+async fn scans_records(js: &jetstream::Context) -> bool {
+    match js.get_stream_no_info(format!("KV_{JOBS_BUCKET}")).await {
+        Ok(stream) => stream
+            .direct_get_next_for_subject(format!("$KV.{JOBS_BUCKET}.>"), Some(1))
+            .await
+            .is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Whether the submitter gets any record by a direct get of a key under its own prefix that
+/// names another record's sequence in its payload: what a tenant's records permission rests on
+/// is that the server reads the subject of such a request only (nats-server 2.9 answers `408
+/// Bad Request` to one with a payload).
+async fn smuggles_a_record(url: &str) -> bool {
+    let mut stream = quick_js(url, "admin")
+        .await
+        .get_stream(format!("KV_{JOBS_BUCKET}"))
+        .await
+        .unwrap();
+    let last = stream.info().await.unwrap().state.last_sequence;
+    assert!(last >= 2, "prepare wrote the records");
+    let submitter = client(url, "submitter").await;
+    let subject = format!("$JS.API.DIRECT.GET.KV_{JOBS_BUCKET}.$KV.{JOBS_BUCKET}.submitter.x");
+    for seq in 1..=last {
+        let body = format!("{{\"seq\":{seq}}}");
+        let asked = submitter.request(subject.clone(), body.into());
+        match tokio::time::timeout(Duration::from_secs(3), asked).await {
+            Ok(Ok(reply)) if reply.status.is_none() && !reply.payload.is_empty() => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Whether a JetStream publish was stored.
@@ -223,8 +295,13 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(String, bool)> {
         filter_subject: filter.to_owned(),
         ..Default::default()
     };
+    let priority = quick_js(url, "priority").await;
     let checks = vec![
         ("gpu submits a job", published(&gpu, SUBJECT_SUBMIT).await),
+        (
+            "gpu submits a tenant's job",
+            published(&gpu, &submit_subject(Some("submitter"), Priority::Normal)).await,
+        ),
         (
             "gpu reads a job message",
             stream(&gpu, JOBS_STREAM)
@@ -295,7 +372,112 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(String, bool)> {
         ),
         (
             "submitter submits with high priority",
+            published(
+                &submitter,
+                &submit_subject(Some("submitter"), Priority::High),
+            )
+            .await,
+        ),
+        (
+            "submitter submits with high priority untenanted",
             published(&submitter, SUBJECT_SUBMIT_HIGH).await,
+        ),
+        // Tenants: each its own subjects, records and results only.
+        (
+            "submitter submits as priority",
+            published(
+                &submitter,
+                &submit_subject(Some("priority"), Priority::Normal),
+            )
+            .await,
+        ),
+        (
+            "submitter submits untenanted",
+            published(&submitter, SUBJECT_SUBMIT).await,
+        ),
+        (
+            "priority submits as submitter",
+            published(
+                &priority,
+                &submit_subject(Some("submitter"), Priority::High),
+            )
+            .await,
+        ),
+        (
+            "submitter reads priority's job record",
+            reads_record(&submitter, PRIORITYS_JOB).await,
+        ),
+        (
+            "submitter reads an untenanted job record",
+            reads_record(&submitter, UNTENANTED_JOB).await,
+        ),
+        (
+            "submitter reads the job records in stream order",
+            scans_records(&submitter).await,
+        ),
+        (
+            "submitter reads priority's stored result",
+            stream(&submitter, RESULTS_STREAM)
+                .await
+                .get_raw_message(t.result_seq)
+                .await
+                .is_ok(),
+        ),
+        (
+            "submitter hears priority's results",
+            delivered(url, "admin", "submitter", &results_subject("priority.x")).await,
+        ),
+        (
+            "submitter hears untenanted results",
+            delivered(url, "admin", "submitter", &results_subject("x")).await,
+        ),
+        (
+            "submitter cancels priority's jobs",
+            delivered(url, "submitter", "admin", &cancel_subject(Some("priority"))).await,
+        ),
+        (
+            "submitter cancels any job untenanted",
+            delivered(url, "submitter", "admin", SUBJECT_CANCEL).await,
+        ),
+        (
+            "submitter lists priority's jobs",
+            delivered(url, "submitter", "admin", &jobs_subject(Some("priority"))).await,
+        ),
+        (
+            "submitter lists every job",
+            delivered(url, "submitter", "admin", SUBJECT_JOBS).await,
+        ),
+        (
+            "submitter receives priority's cancel requests",
+            delivered(url, "admin", "submitter", &cancel_subject(Some("priority"))).await,
+        ),
+        (
+            "gateway reads priority's job record",
+            reads_record(&gateway, PRIORITYS_JOB).await,
+        ),
+        (
+            "gateway reads the job records in stream order",
+            scans_records(&gateway).await,
+        ),
+        (
+            "gateway reads priority's stored result",
+            stream(&gateway, RESULTS_STREAM)
+                .await
+                .get_raw_message(t.result_seq)
+                .await
+                .is_ok(),
+        ),
+        (
+            "gateway hears priority's results",
+            delivered(url, "admin", "gateway", &results_subject("priority.x")).await,
+        ),
+        (
+            "gateway submits as priority",
+            published(&gateway, &submit_subject(Some("priority"), Priority::High)).await,
+        ),
+        (
+            "gpu sends a tenant's cancel request",
+            delivered(url, "gpu", "admin", &cancel_subject(Some("submitter"))).await,
         ),
         ("submitter writes a job record", {
             let kv = submitter.get_key_value(JOBS_BUCKET).await.unwrap();
@@ -484,6 +666,10 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     for (check, allowed) in negative_checks(&url, &targets).await {
         assert!(!allowed, "shipped config: {check}");
     }
+    assert!(
+        !smuggles_a_record(&url).await,
+        "a tenant read another's record through its own prefix"
+    );
 
     // From here on nothing may be refused: what the nodes do in the background (heartbeats,
     // the sweeper, queue depths) included.
@@ -509,6 +695,54 @@ async fn each_role_can_do_its_job_and_nothing_else() {
             .unwrap(),
     );
     let synth_task = tokio::spawn(synth.run(shutdown.clone()));
+    let submitter = cuzk_common::nats::connect(&role(&url, "submitter"))
+        .await
+        .unwrap();
+    let priority = cuzk_common::nats::connect(&role(&url, "priority"))
+        .await
+        .unwrap();
+    let via = cuzk_cli::submit::Via::JetStream;
+
+    // Before any GPU node runs, priority's job is admitted and waits for one. The submitter
+    // cannot reach it: its cancel of that id is of its own (unknown) job, its listing does not
+    // show it; priority's listing does.
+    let victim = support::job(
+        "victim",
+        "mimc",
+        json!({"rounds": 300, "partitions": 2}),
+        "v",
+    );
+    let running = tokio::spawn({
+        let (priority, victim) = (priority.clone(), victim.clone());
+        async move {
+            let tenant = Some("priority");
+            cuzk_cli::submit::submit_and_wait(&priority, tenant, &victim, via, support::TIMEOUT)
+                .await
+        }
+    });
+    let priority_records = own_records(&priority).await;
+    while priority_records
+        .get("priority.victim")
+        .await
+        .unwrap()
+        .is_none()
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reply = cuzk_cli::cancel::cancel(&submitter, Some("submitter"), "victim", LISTED)
+        .await
+        .expect("a synth node answers the submitter's cancel request");
+    assert_eq!(reply.outcome, CancelOutcome::Unknown, "{reply:?}");
+    let listed = cuzk_cli::status::listing(&priority, Some("priority"), LISTED)
+        .await
+        .unwrap();
+    // (With the record `prepare` wrote for it.)
+    assert_eq!(keys(&listed), ["priority.victim", PRIORITYS_JOB]);
+    let listed = cuzk_cli::status::listing(&submitter, Some("submitter"), LISTED)
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "{:?}", keys(&listed));
+
     let (_gpu_client, gpu_topology) = cuzk_cli::connect(&role(&url, "gpu")).await.unwrap();
     let gpu = GpuArgs {
         backend: Some(BackendKind::Cpu),
@@ -521,11 +755,10 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         cuzk_gpu_node::GpuNode::new(gpu_topology, gpu, &params, "gpu-role".into()).unwrap(),
     );
     let gpu_task = tokio::spawn(gpu.run(shutdown.clone()));
+    let result = running.await.unwrap().unwrap();
+    assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
 
     // The submitter uploads the input to its bucket and submits through JetStream, waiting.
-    let submitter = cuzk_common::nats::connect(&role(&url, "submitter"))
-        .await
-        .unwrap();
     let js = jetstream::new(submitter.clone());
     let inputs = js.get_object_store(SUBMITTER_INPUTS).await.unwrap();
     inputs
@@ -542,29 +775,82 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         bucket: SUBMITTER_INPUTS.into(),
         name: "roles-input".into(),
     };
-    let via = cuzk_cli::submit::Via::JetStream;
-    let result = cuzk_cli::submit::submit_and_wait(&submitter, &spec, via, support::TIMEOUT)
-        .await
-        .unwrap();
+    let tenant = Some("submitter");
+    let result =
+        cuzk_cli::submit::submit_and_wait(&submitter, tenant, &spec, via, support::TIMEOUT)
+            .await
+            .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
-    // High priority: refused for the submitter's subject, done for the priority role's.
+    // High priority, for the priority role: under the same job id, its own job (a tenant's
+    // ids are its own), not a duplicate of the submitter's.
     spec.priority = Priority::High;
-    spec.job_id = "priority-role".into();
-    let priority = cuzk_common::nats::connect(&role(&url, "priority"))
-        .await
-        .unwrap();
-    let result = cuzk_cli::submit::submit_and_wait(&priority, &spec, via, support::TIMEOUT)
-        .await
-        .unwrap();
+    spec.input = JobInput::Utf8("priority".into());
+    let result = cuzk_cli::submit::submit_and_wait(
+        &priority,
+        Some("priority"),
+        &spec,
+        via,
+        support::TIMEOUT,
+    )
+    .await
+    .unwrap();
     assert_eq!(result.status, JobStatus::Done, "{:?}", result.error);
-    // A submitter cancels (a synth node answers on the submitter's inbox): the job has ended.
-    let reply = cuzk_cli::cancel::cancel(&submitter, "least-privilege", Duration::from_secs(5))
+    // Each reads its own record, which names it.
+    let record = own_records(&submitter)
+        .await
+        .get("submitter.least-privilege")
+        .await
+        .unwrap()
+        .expect("the submitter reads its record");
+    assert_eq!(record.tenant.as_deref(), Some("submitter"));
+    let record = priority_records
+        .get("priority.least-privilege")
+        .await
+        .unwrap();
+    assert_eq!(record.unwrap().tenant.as_deref(), Some("priority"));
+    // A submitter cancels (a synth node answers on the submitter's inbox): its job has ended.
+    let reply = cuzk_cli::cancel::cancel(&submitter, tenant, "least-privilege", LISTED)
         .await
         .expect("a synth node answers the cancel request");
     assert_eq!(
         (reply.outcome, reply.status),
         (CancelOutcome::AlreadyEnded, Some(JobStatus::Done))
     );
+    let listed = cuzk_cli::status::listing(&submitter, tenant, LISTED)
+        .await
+        .unwrap();
+    assert_eq!(keys(&listed), ["submitter.least-privilege"]);
+
+    // A job naming another tenant's inputs bucket is refused with the reason, before a read:
+    // priority's staged object is neither proved nor deleted.
+    let priority_js = jetstream::new(priority.clone());
+    let theirs = priority_js.get_object_store(PRIORITY_INPUTS).await.unwrap();
+    theirs
+        .put("stolen.input", &mut &b"priority's"[..])
+        .await
+        .unwrap();
+    let mut stolen = support::job(
+        "stolen",
+        "mimc",
+        json!({"rounds": 300, "partitions": 2}),
+        "",
+    );
+    stolen.input = JobInput::ObjectIn {
+        bucket: PRIORITY_INPUTS.into(),
+        name: "stolen.input".into(),
+    };
+    let result =
+        cuzk_cli::submit::submit_and_wait(&submitter, tenant, &stolen, via, support::TIMEOUT)
+            .await
+            .unwrap();
+    assert_eq!(result.status, JobStatus::Failed);
+    let error = result.error.unwrap_or_default();
+    assert!(
+        error.contains("may name only its own inputs bucket, cuzk-inputs-submitter"),
+        "{error}"
+    );
+    let info = theirs.info("stolen.input").await.unwrap();
+    assert!(!info.deleted, "another tenant's staged input was deleted");
 
     gateway_serves_curio(&url).await;
     gpu_reads_a_striped_blob(&url).await;
@@ -586,6 +872,20 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     shutdown.cancel();
     synth_task.await.unwrap().unwrap();
     gpu_task.await.unwrap().unwrap();
+}
+
+/// How long a control request may wait for its answer here.
+const LISTED: Duration = Duration::from_secs(5);
+
+/// The job records a client role reads: its own, one by one.
+async fn own_records(client: &async_nats::Client) -> cuzk_common::lifecycle::Ledger {
+    let js = jetstream::new(client.clone());
+    let kv = js.get_key_value(JOBS_BUCKET).await.unwrap();
+    cuzk_common::lifecycle::Ledger::open(js, kv)
+}
+
+fn keys(records: &[cuzk_wire::job::JobRecord]) -> Vec<String> {
+    records.iter().map(|r| r.key()).collect()
 }
 
 /// The blob buckets as `js`'s role finds them (as a node's topology does).
@@ -648,9 +948,10 @@ async fn gpu_reads_a_striped_blob(url: &str) {
 
 /// A gateway connected as `gateway`, called as Curio calls it (the service in process: the
 /// NATS side is what the permissions decide): a WindowPoSt request without a priority goes to
-/// the high-priority subject with its input staged in the inputs bucket, its result (failed:
-/// the vanilla proofs are not proofs) is awaited, the ended job's cancel is answered, the
-/// cluster's status is read, and a proving-key preload reaches the GPU node and is answered.
+/// its tenant's high-priority subject with its input staged in its inputs bucket, its result
+/// (failed: the vanilla proofs are not proofs) is awaited, the ended job's cancel is answered,
+/// the cluster's status is read — its own jobs only: the other tenants' done jobs are not
+/// counted — and a proving-key preload reaches the GPU node and is answered.
 async fn gateway_serves_curio(url: &str) {
     use cuzk_gateway::proto::proving_engine_server::ProvingEngine;
     use cuzk_gateway::proto::{self, await_proof_response::Status};
@@ -659,7 +960,9 @@ async fn gateway_serves_curio(url: &str) {
     let (connection, topology) = cuzk_cli::connect(&role(url, "gateway")).await.unwrap();
     let timeout = Duration::from_secs(5);
     let bucket = GATEWAY_INPUTS.to_owned();
-    let cluster = cuzk_cli::gateway::NatsCluster::new(connection, topology, timeout, bucket);
+    let tenant = Some("gateway".to_owned());
+    let cluster =
+        cuzk_cli::gateway::NatsCluster::new(connection, topology, timeout, bucket, tenant);
     let config = cuzk_common::config::GatewayArgs::default()
         .resolve()
         .unwrap();
@@ -667,7 +970,10 @@ async fn gateway_serves_curio(url: &str) {
     let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), config, access);
 
     let admin = client(url, "admin").await;
-    let mut high = admin.subscribe(SUBJECT_SUBMIT_HIGH).await.unwrap();
+    let mut high = admin
+        .subscribe(submit_subject(Some("gateway"), Priority::High))
+        .await
+        .unwrap();
     admin.flush().await.unwrap();
     let request = proto::SubmitProofRequest {
         request_id: "wdpost-roles".into(),
@@ -721,6 +1027,11 @@ async fn gateway_serves_curio(url: &str) {
         .unwrap()
         .into_inner();
     assert_eq!(status.gpus.len(), 1, "{status:?}");
+    assert_eq!(
+        (status.total_proofs_failed, status.total_proofs_completed),
+        (1, 0),
+        "{status:?}"
+    );
 
     let circuit_id = json!({"circuit": "mimc", "params": {"rounds": 300, "partitions": 2}});
     let preload = proto::PreloadSrsRequest {

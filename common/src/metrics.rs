@@ -80,6 +80,10 @@ pub struct Metrics {
     pub errors: Counter<u64>,
     /// `cuzk_jobs_total{status,circuit,shape}`: jobs finished, by the node that reported them.
     pub jobs: Counter<u64>,
+    /// `cuzk_refusals_total{tenant,recorded}`: submissions refused at intake, by tenant (`-`
+    /// for the untenanted path); `recorded="false"` past the node's refusal limit (answered,
+    /// not recorded).
+    pub refusals: Counter<u64>,
     /// `cuzk_heartbeat_timestamp_seconds{role}`: when this node last stored its heartbeat
     /// (Unix time); a node that runs but cannot reach NATS shows here as growing staleness.
     pub heartbeat: Gauge<f64>,
@@ -131,6 +135,10 @@ pub fn metrics() -> &'static Metrics {
             jobs: meter
                 .u64_counter("cuzk.jobs")
                 .with_description("Jobs finished")
+                .build(),
+            refusals: meter
+                .u64_counter("cuzk.refusals")
+                .with_description("Submissions refused at intake, recorded or only answered")
                 .build(),
             heartbeat: meter
                 .f64_gauge("cuzk.heartbeat.timestamp")
@@ -186,6 +194,18 @@ impl Metrics {
     pub fn job(&self, status: &'static str, job: &JobLabels) {
         self.jobs
             .add(1, &job.with(&[KeyValue::new("status", status)]));
+    }
+
+    /// A submission of `tenant` (`None`: the untenanted path) refused at intake, `recorded` or
+    /// answered only.
+    pub fn refusal(&self, tenant: Option<&str>, recorded: bool) {
+        self.refusals.add(
+            1,
+            &[
+                KeyValue::new("tenant", tenant.unwrap_or("-").to_owned()),
+                KeyValue::new("recorded", if recorded { "true" } else { "false" }),
+            ],
+        );
     }
 
     pub fn error(&self, role: &'static str, kind: &'static str, job: &JobLabels) {

@@ -143,17 +143,41 @@ pub async fn serve_requests<F, Fut>(
     F: FnMut(bytes::Bytes) -> Fut,
     Fut: Future<Output = Vec<u8>>,
 {
-    let subscribed = match queue {
-        Some(group) => client.queue_subscribe(subject, group.into()).await,
-        None => client.subscribe(subject).await,
-    };
-    let mut requests = match subscribed {
-        Ok(subscriber) => subscriber,
-        Err(e) => {
-            tracing::warn!(err = %e, subject, "cannot serve requests");
-            return;
+    let subjects = [subject.to_owned()];
+    serve_requests_on(client, &subjects, queue, shutdown, |_, payload| {
+        answer(payload)
+    })
+    .await
+}
+
+/// Answers requests on each of `subjects` (wildcards allowed) until `shutdown`, as
+/// [`serve_requests`] does, `answer` given each request's subject too: where the server pins
+/// subjects per user, the subject says who asks.
+pub async fn serve_requests_on<F, Fut>(
+    client: Client,
+    subjects: &[String],
+    queue: Option<&'static str>,
+    shutdown: tokio_util::sync::CancellationToken,
+    mut answer: F,
+) where
+    F: FnMut(String, bytes::Bytes) -> Fut,
+    Fut: Future<Output = Vec<u8>>,
+{
+    let mut subscribers = Vec::with_capacity(subjects.len());
+    for subject in subjects {
+        let subscribed = match queue {
+            Some(group) => client.queue_subscribe(subject.clone(), group.into()).await,
+            None => client.subscribe(subject.clone()).await,
+        };
+        match subscribed {
+            Ok(subscriber) => subscribers.push(subscriber),
+            Err(e) => {
+                tracing::warn!(err = %e, subject, "cannot serve requests");
+                return;
+            }
         }
-    };
+    }
+    let mut requests = futures::stream::select_all(subscribers);
     loop {
         let request = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -162,11 +186,12 @@ pub async fn serve_requests<F, Fut>(
                 None => return,
             },
         };
+        let subject = request.subject.to_string();
         let Some(reply_to) = request.reply else {
             tracing::warn!(subject, "a request without a reply subject; ignored");
             continue;
         };
-        let reply = answer(request.payload).await;
+        let reply = answer(subject.clone(), request.payload).await;
         if let Err(e) = client.publish(reply_to, reply.into()).await {
             tracing::warn!(err = %e, subject, "replying to a request failed");
         }

@@ -53,7 +53,10 @@ const SHAPE: JobShape<'static> = JobShape {
 
 /// Admits a 10-partition 32 GiB PoRep job and records its synthesis.
 async fn admitted(ledger: &Ledger, spec: &JobSpec, seq: u64) {
-    let admission = ledger.admit(spec, SHAPE, seq, unix_ms(), 1).await.unwrap();
+    let admission = ledger
+        .admit(spec, None, SHAPE, seq, unix_ms(), 1)
+        .await
+        .unwrap();
     assert!(matches!(admission, Admission::New(_)), "{admission:?}");
     for k in 0..10u64 {
         let timings = PartitionTimings {
@@ -165,7 +168,7 @@ async fn a_full_records_bucket_still_takes_a_new_job() {
     }
     let spec = porep_32gib("new", JobInput::Object(staged_input_name("new")));
     let admission = ledger
-        .admit(&spec, SHAPE, 9_999, unix_ms(), 1)
+        .admit(&spec, None, SHAPE, 9_999, unix_ms(), 1)
         .await
         .unwrap();
     assert!(matches!(admission, Admission::New(_)), "{admission:?}");
@@ -176,7 +179,10 @@ async fn a_full_records_bucket_still_takes_a_new_job() {
     let last = format!("old-{:03}", written - 1);
     assert!(ledger.get(&last).await.unwrap().is_some());
     let refused = JobResult::failed("refused", "unknown circuit");
-    let admission = ledger.refuse(&refused, 10_000, unix_ms()).await.unwrap();
+    let admission = ledger
+        .refuse(None, &refused, 10_000, unix_ms())
+        .await
+        .unwrap();
     assert!(
         matches!(admission, Admission::Ended(_)),
         "a refusal is recorded"
@@ -233,12 +239,15 @@ async fn a_staged_input_is_deleted_when_its_job_ends() {
 
     let (_, seq) = staged(&topology, &js, "refused").await;
     let refused = JobResult::failed("refused", "unknown circuit");
-    ledger.refuse(&refused, seq, unix_ms()).await.unwrap();
+    ledger.refuse(None, &refused, seq, unix_ms()).await.unwrap();
 
     // A refusal under another job's sequence leaves that job's input alone.
     let (_, seq) = staged(&topology, &js, "waiting").await;
     let stranger = JobResult::failed("stranger", "unknown circuit");
-    ledger.refuse(&stranger, seq, unix_ms()).await.unwrap();
+    ledger
+        .refuse(None, &stranger, seq, unix_ms())
+        .await
+        .unwrap();
     assert!(input_exists(&topology, "waiting.input").await);
 
     objects::put(&topology.inputs, "shared.c1", b"kept")
@@ -444,9 +453,15 @@ async fn a_later_delivery_fences_the_first_holders_writes() {
     let (_js, topology) = cluster(&server, Limits::local()).await;
     let ledger = Ledger::new(&topology);
     let spec = porep_32gib("fenced", JobInput::None);
-    let first = ledger.admit(&spec, SHAPE, 7, unix_ms(), 1).await.unwrap();
+    let first = ledger
+        .admit(&spec, None, SHAPE, 7, unix_ms(), 1)
+        .await
+        .unwrap();
     assert!(matches!(first, Admission::New(_)), "{first:?}");
-    let second = ledger.admit(&spec, SHAPE, 7, unix_ms(), 2).await.unwrap();
+    let second = ledger
+        .admit(&spec, None, SHAPE, 7, unix_ms(), 2)
+        .await
+        .unwrap();
     assert!(matches!(second, Admission::Resume(_)), "{second:?}");
     let timings = PartitionTimings::default();
     let stale = ledger

@@ -69,6 +69,8 @@ pub struct Target {
     /// GPU nodes to scrape for `cuzk_prover_busy_seconds_total`.
     pub gpu_metrics: Vec<Endpoint>,
     pub description: String,
+    /// The tenant it submits as (`--nats-tenant`; `None`: the untenanted path).
+    pub tenant: Option<String>,
     cluster: Option<ProcessCluster>,
 }
 
@@ -91,6 +93,7 @@ impl Target {
             js,
             gpu_metrics,
             description: format!("cluster at {}", config.urls.join(",")),
+            tenant: config.tenant.clone(),
             cluster: None,
         })
     }
@@ -147,6 +150,7 @@ impl Target {
             js: topology.js,
             gpu_metrics,
             description: shape.describe(),
+            tenant: None,
             cluster: Some(cluster),
         })
     }

@@ -109,6 +109,7 @@ async fn start_gateway(cluster: &LocalCluster, stop: CancellationToken) -> anyho
         cluster.topology.clone(),
         NATS_TIMEOUT,
         cuzk_common::topology::INPUTS_BUCKET.into(),
+        None,
     );
     let config = cuzk_common::config::GatewayArgs {
         listen: Some(cuzk_gateway::ListenAddr::Tcp("127.0.0.1:0".into())),
@@ -140,7 +141,7 @@ async fn via_nats(cluster: &LocalCluster, request: SubmitProofRequest) -> anyhow
         cuzk_cli::submit::stage_input(client, NATS_TIMEOUT, bucket, &spec.job_id, &input).await?;
     let spec = cuzk_wire::job::JobSpec { input, ..spec };
     let js = jetstream_context(client.clone(), NATS_TIMEOUT);
-    cuzk_cli::submit::publish_job(&js, &spec).await?;
+    cuzk_cli::submit::publish_job(&js, None, &spec).await?;
     let ack = started.elapsed();
     tokio::time::timeout(JOB_TIMEOUT, results.next())
         .await

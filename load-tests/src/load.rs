@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use cuzk_circuits::ShapeCache;
-use cuzk_common::topology::{JOBS_STREAM, SUBJECT_SUBMIT, WORK_STREAM};
+use cuzk_common::topology::{job_key, results_subject, submit_subject, JOBS_STREAM, WORK_STREAM};
 use cuzk_wire::job::{JobResult, JobSpec, JobStatus};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -107,9 +107,12 @@ pub async fn drive(
     for index in 0..config.warmup {
         let mut spec = config.template.clone();
         spec.job_id = format!("warm-{tag}-{index}");
-        let result = cuzk_cli::submit_and_wait(&target.client, &spec, config.timeout)
-            .await
-            .with_context(|| format!("warm-up job\n{}", target.log_tails()))?;
+        let tenant = target.tenant.as_deref();
+        let via = cuzk_cli::submit::Via::Core;
+        let result =
+            cuzk_cli::submit::submit_and_wait(&target.client, tenant, &spec, via, config.timeout)
+                .await
+                .with_context(|| format!("warm-up job\n{}", target.log_tails()))?;
         anyhow::ensure!(
             result.status == JobStatus::Done,
             "warm-up job failed: {:?}",
@@ -117,8 +120,10 @@ pub async fn drive(
         );
     }
 
-    // Subscribed before the first submission, so no result can be missed.
-    let mut results = target.client.subscribe("cuzk.results.>").await?;
+    // Subscribed before the first submission, so no result can be missed: every result this
+    // client may hear (a tenant's own, under its prefix).
+    let every = results_subject(&job_key(target.tenant.as_deref(), ">"));
+    let mut results = target.client.subscribe(every).await?;
     target.client.flush().await?;
 
     let jobs_done = Arc::new(AtomicUsize::new(0));
@@ -164,8 +169,10 @@ pub async fn drive(
                 completed_s: None,
                 result: None,
             });
-            // A plain core publish, exactly what `nats pub cuzk.jobs.submit '{…}'` sends.
-            serde_json::to_vec(&spec).map(|body| (SUBJECT_SUBMIT, body))
+            // A plain core publish, exactly what `nats pub cuzk.jobs.submit[.<tenant>] '{…}'`
+            // sends.
+            let subject = submit_subject(target.tenant.as_deref(), spec.priority);
+            serde_json::to_vec(&spec).map(|body| (subject, body))
         };
 
     let submit_until = start + config.submit_for;

@@ -135,6 +135,7 @@ fn exported_metric_families() -> Vec<(String, prometheus::proto::MetricType)> {
     m.stage(cuzk_wire::job::Stage::Prove, &job, Duration::from_millis(1));
     m.job("done", &job);
     m.error("gpu", "retry", &job);
+    m.refusal(Some("alice"), false);
     m.blob_bytes
         .add(1, &job.with(&[KeyValue::new("direction", "up")]));
     m.codec_ratio.record(2.0, &job.with(&[]));

@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use cuzk_common::lifecycle::Ledger;
 use cuzk_common::objects;
-use cuzk_common::topology::{Topology, ADVISORY_MAX_DELIVERIES, JOBS_STREAM, WORK_STREAM};
-use cuzk_wire::job::{unix_ms, JobResult, JobSpec, WorkItem};
+use cuzk_common::topology::{origin, Topology, ADVISORY_MAX_DELIVERIES, JOBS_STREAM, WORK_STREAM};
+use cuzk_wire::job::{split_job_key, unix_ms, JobResult, JobSpec, WorkItem};
 use futures::StreamExt;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -57,7 +57,7 @@ async fn settle(
     advisory: &MaxDeliveries,
 ) -> Result<(), async_nats::Error> {
     let stream = topology.js.get_stream(&advisory.stream).await?;
-    let Some(payload) = message_payload(&stream, advisory.stream_seq).await? else {
+    let Some((subject, payload)) = message_payload(&stream, advisory.stream_seq).await? else {
         // Acknowledged after all (a slow worker finished): nothing was lost.
         return Ok(());
     };
@@ -67,12 +67,18 @@ async fn settle(
             advisory.deliveries
         )
     };
-    let (job_id, reason, blob) = match advisory.stream.as_str() {
-        JOBS_STREAM => match JobSpec::parse(&payload) {
-            Ok(spec) => (spec.job_id, reason("the job".into()), None),
-            Err((Some(id), _)) => (id, reason("the job".into()), None),
-            Err((None, _)) => (String::new(), String::new(), None),
-        },
+    // A job message names its job by its id under the tenant its subject names; a work item
+    // by its key.
+    let (key, reason, blob) = match advisory.stream.as_str() {
+        JOBS_STREAM => {
+            let tenant = origin(&subject).and_then(|o| o.tenant);
+            let key = |id: &str| cuzk_wire::job::job_key(tenant.as_deref(), id);
+            match JobSpec::parse(&payload) {
+                Ok(spec) => (key(&spec.job_id), reason("the job".into()), None),
+                Err((Some(id), _)) => (key(&id), reason("the job".into()), None),
+                Err((None, _)) => (String::new(), String::new(), None),
+            }
+        }
         WORK_STREAM => match WorkItem::decode(&payload) {
             Ok(item) => (
                 item.job_id,
@@ -83,16 +89,17 @@ async fn settle(
         },
         _ => return Ok(()),
     };
-    if !job_id.is_empty() {
-        warn!(%job_id, %reason, "failing abandoned job");
-        let failed = JobResult::failed(&job_id, reason);
+    if !key.is_empty() {
+        warn!(job = %key, %reason, "failing abandoned job");
+        let (tenant, job_id) = split_job_key(&key);
+        let failed = JobResult::failed(job_id, reason);
         if advisory.stream == JOBS_STREAM {
             // The submission itself: another submission holding the id is left alone.
             ledger
-                .refuse(&failed, advisory.stream_seq, unix_ms())
+                .refuse(tenant, &failed, advisory.stream_seq, unix_ms())
                 .await?;
         } else {
-            ledger.finish(&failed).await?;
+            ledger.finish(&key, &failed).await?;
         }
     }
     if let Some(blob) = blob {
@@ -103,14 +110,15 @@ async fn settle(
     Ok(())
 }
 
+/// The subject and payload of the message at `seq`, if the stream still holds it.
 async fn message_payload(
     stream: &Stream,
     seq: u64,
-) -> Result<Option<bytes::Bytes>, async_nats::Error> {
+) -> Result<Option<(String, bytes::Bytes)>, async_nats::Error> {
     let mut last_error = None;
     for _ in 0..3 {
         match stream.get_raw_message(seq).await {
-            Ok(message) => return Ok(Some(message.payload)),
+            Ok(message) => return Ok(Some((message.subject.to_string(), message.payload))),
             // The server answers "no message found" once the message was acknowledged.
             Err(e)
                 if matches!(

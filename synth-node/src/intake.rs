@@ -1,8 +1,14 @@
 //! The synth node's picker side: a job message becomes an admitted job (its record created or
 //! resumed, its input loaded) or is refused with the reason. Everything a submission can get
-//! wrong is found here, before any synthesis: malformed JSON, an unknown circuit or bad
-//! parameters, `high` priority on the ordinary subject, a job over the size cap or a partition
+//! wrong is found here, before any synthesis: a subject that is no submit subject, malformed
+//! JSON, an unknown circuit or bad parameters, `high` priority on an ordinary subject, an input
+//! object in another bucket than the submitter's own, a job over the size cap or a partition
 //! over the node's memory budget, a missing input.
+//!
+//! Who submitted a job is what its subject says (`topology::origin`): NATS tells a subscriber
+//! nothing about a message's publisher, but the server lets each user publish on its own
+//! tenant's submit subjects only (deploy/nats/accounts.conf). The tenant is recorded with the
+//! job and names it everywhere after (its key, `cuzk_wire::job::job_key`).
 //!
 //! Intake is two steps. [`claim`] judges the message and records the job (or finds who holds
 //! its id); the picker waits for it before taking the next message, so one node claims ids in
@@ -18,8 +24,8 @@ use cuzk_common::lifecycle::{Admission, JobShape, Ledger};
 use cuzk_common::metrics::JobLabels;
 use cuzk_common::objects;
 use cuzk_common::policy::StepError;
-use cuzk_common::topology::{self, Topology, SUBJECT_SUBMIT_HIGH};
-use cuzk_wire::job::{JobInput, JobSpec, Priority};
+use cuzk_common::topology::{self, Origin, Topology};
+use cuzk_wire::job::{inputs_bucket_of, job_key, JobInput, JobSpec, Priority};
 use tracing::info;
 
 use crate::budget::partition_bytes;
@@ -31,6 +37,19 @@ pub struct Submission {
     pub delivered: i64,
     pub published_ms: u64,
     pub subject: String,
+}
+
+impl Submission {
+    /// Who submitted it; `None` when its subject is no submit subject.
+    pub fn origin(&self) -> Option<Origin> {
+        topology::origin(&self.subject)
+    }
+
+    /// The tenant its subject names (`None`: the untenanted path, or no submit subject: such a
+    /// job is refused, and answered as untenanted).
+    pub fn tenant(&self) -> Option<String> {
+        self.origin().and_then(|o| o.tenant)
+    }
 }
 
 /// What intake checks a job against.
@@ -47,6 +66,9 @@ pub struct Limits {
 /// A job admitted for synthesis.
 pub struct Admitted {
     pub spec: JobSpec,
+    /// Its key ([`job_key`]: its id under the tenant that submitted it): what its record, work
+    /// items and blobs are named by.
+    pub key: String,
     pub circuit: Arc<dyn CircuitFamily>,
     /// The `circuit` and `shape` labels of its measurements.
     pub labels: JobLabels,
@@ -92,18 +114,30 @@ pub async fn claim(
         }
     };
     *job_id = Some(spec.job_id.clone());
-    tracing::Span::current().record("cuzk.job_id", spec.job_id.as_str());
+    let Some(origin) = submission.origin() else {
+        return Err(StepError::Fatal(format!(
+            "this job came on {}, which is no submit subject ({} or {}.<tenant>, each with .high for priority high)",
+            submission.subject,
+            topology::SUBJECT_SUBMIT,
+            topology::SUBJECT_SUBMIT
+        )));
+    };
+    let tenant = origin.tenant.as_deref();
+    let key = job_key(tenant, &spec.job_id);
+    tracing::Span::current().record("cuzk.job_id", key.as_str());
     // One round trip claims a new job: the record is created without a look first. A duplicate
     // is told apart when the create fails (`Ledger::admit`), or, if it fails a check first, when
     // its refusal meets the original's record (`Ledger::refuse`): either way the original
     // stands and no second answer goes out.
-    if spec.priority == Priority::High && submission.subject != SUBJECT_SUBMIT_HIGH {
+    if spec.priority == Priority::High && !origin.high {
+        let high = topology::submit_subject(tenant, Priority::High);
         return Err(StepError::Fatal(format!(
-            "priority high must be submitted on {SUBJECT_SUBMIT_HIGH}, which only roles allowed to use it may publish; \
+            "priority high must be submitted on {high}, which only roles allowed to use it may publish; \
              this job came on {}",
             submission.subject
         )));
     }
+    check_input_bucket(tenant, &spec.input)?;
     let circuit = cuzk_circuits::resolve(&spec.circuit, &spec.params)
         .map_err(|e| StepError::Fatal(e.to_string()))?;
     let job_labels = JobLabels::new(&spec.circuit, &circuit.shape_key());
@@ -114,10 +148,11 @@ pub async fn claim(
         ));
     }
     let bytes = check_size(&*circuit, limits)?;
-    check_inline_input(limits, &spec.input)?;
+    check_inline_input(limits, tenant, &spec.input)?;
     let admission = ledger
         .admit(
             &spec,
+            tenant,
             JobShape {
                 partitions: circuit.partitions(),
                 synthetic: circuit.synthetic(),
@@ -131,13 +166,13 @@ pub async fn claim(
     let record = match admission {
         Admission::New(record) | Admission::Resume(record) => record,
         Admission::Duplicate(_) => {
-            info!(job_id = %spec.job_id, seq = submission.seq, "duplicate submission ignored; the original stands");
+            info!(job = %key, seq = submission.seq, "duplicate submission ignored; the original stands");
             return Ok(Intake::Settled);
         }
         Admission::Ended(record) => {
             // An unpublished result of an ended job is the sweeper's to publish, after a grace
             // on its own clock.
-            info!(job_id = %spec.job_id, published = record.result_published, "submission of an ended job settled");
+            info!(job = %key, published = record.result_published, "submission of an ended job settled");
             return Ok(Intake::Settled);
         }
     };
@@ -150,6 +185,7 @@ pub async fn claim(
         .collect();
     Ok(Intake::Run(Box::new(Claimed(Admitted {
         spec,
+        key,
         circuit,
         labels: job_labels,
         input: Arc::default(),
@@ -192,8 +228,29 @@ fn check_size(circuit: &dyn CircuitFamily, limits: &Limits) -> Result<u64, StepE
     Ok(bytes)
 }
 
+/// Refuses an input object in any bucket but the submitter's own (the shared one for the
+/// untenanted path), before anything is read: synth nodes read every inputs bucket, and a
+/// tenant must not have another's inputs proved, nor deleted when its job ends.
+pub fn check_input_bucket(tenant: Option<&str>, input: &JobInput) -> Result<(), StepError> {
+    let own = inputs_bucket_of(tenant);
+    match input.bucket() {
+        Some(bucket) if bucket != own => Err(StepError::Fatal(format!(
+            "input object in bucket {bucket}: {} may name only its own inputs bucket, {own}",
+            match tenant {
+                Some(tenant) => format!("tenant {tenant}"),
+                None => "an untenanted job".to_owned(),
+            }
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Refuses an inline input over the limit before the job is recorded.
-fn check_inline_input(limits: &Limits, input: &JobInput) -> Result<(), StepError> {
+fn check_inline_input(
+    limits: &Limits,
+    tenant: Option<&str>,
+    input: &JobInput,
+) -> Result<(), StepError> {
     let limit = limits.max_inline_input;
     let len = match input {
         JobInput::Utf8(text) => text.len(),
@@ -201,9 +258,13 @@ fn check_inline_input(limits: &Limits, input: &JobInput) -> Result<(), StepError
         JobInput::None | JobInput::Object(_) | JobInput::ObjectIn { .. } => 0,
     };
     if len > limit {
+        let how = match tenant {
+            Some(_) => "{\"object_in\": {\"bucket\": ..., \"name\": NAME}}",
+            None => "{\"object\": NAME}",
+        };
         return Err(StepError::Fatal(format!(
-            "inline input of {len} bytes exceeds the limit of {limit}; upload it to the {} object store bucket and pass {{\"object\": NAME}}",
-            topology::INPUTS_BUCKET
+            "inline input of {len} bytes exceeds the limit of {limit}; upload it to the {} object store bucket and pass {how}",
+            inputs_bucket_of(tenant)
         )));
     }
     Ok(())
@@ -274,6 +335,32 @@ mod tests {
         };
         let e = check_size(&ok, &small_budget).unwrap_err().to_string();
         assert!(e.contains("over the memory budget of 1048576"), "{e}");
+    }
+
+    /// An input object is taken from the submitter's own bucket only: a tenant's from
+    /// `cuzk-inputs-<tenant>`, the untenanted path's from the shared one; anything else is
+    /// refused with the reason, before a read.
+    #[test]
+    fn input_objects_come_from_the_submitters_own_bucket() {
+        let object_in = |bucket: &str| JobInput::ObjectIn {
+            bucket: bucket.into(),
+            name: "x".into(),
+        };
+        let shared = JobInput::Object("x".into());
+        assert!(check_input_bucket(Some("alice"), &object_in("cuzk-inputs-alice")).is_ok());
+        assert!(check_input_bucket(None, &shared).is_ok());
+        assert!(check_input_bucket(None, &object_in("cuzk-inputs")).is_ok());
+        assert!(check_input_bucket(Some("alice"), &JobInput::Utf8("x".into())).is_ok());
+        for (tenant, input) in [
+            (Some("alice"), object_in("cuzk-inputs-bob")),
+            (Some("alice"), shared.clone()),
+            (None, object_in("cuzk-inputs-bob")),
+        ] {
+            let e = check_input_bucket(tenant, &input).unwrap_err().to_string();
+            assert!(e.contains("may name only its own inputs bucket"), "{e}");
+        }
+        let e = check_input_bucket(Some("alice"), &object_in("cuzk-inputs-bob")).unwrap_err();
+        assert!(e.to_string().contains("cuzk-inputs-alice"), "{e}");
     }
 
     #[test]

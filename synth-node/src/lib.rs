@@ -11,6 +11,8 @@ pub mod budget;
 pub mod cancel;
 pub mod executor;
 pub mod intake;
+mod jobs;
+pub mod refusals;
 pub mod saver;
 mod sweeper;
 
@@ -36,6 +38,7 @@ use tracing::{info, info_span, warn, Instrument};
 
 use crate::budget::{Backlog, MemoryBudget, Waiting};
 use crate::intake::{Admitted, Intake, Limits, Submission};
+use crate::refusals::{RefusalLimit, Verdict};
 
 pub use saver::blob_object_name;
 
@@ -53,6 +56,8 @@ pub struct SynthNode {
     backlog: Backlog,
     name: String,
     load: Arc<NodeLoad>,
+    /// Refusals recorded per tenant.
+    refusals: RefusalLimit,
 }
 
 impl SynthNode {
@@ -86,6 +91,7 @@ impl SynthNode {
                 config.memory_budget - cuzk_common::config::SYNTH_PROCESS_ALLOWANCE,
             ),
             backlog: Backlog::default(),
+            refusals: RefusalLimit::new(config.max_refusals_per_minute),
             topology,
             config,
             pool: Arc::new(pool),
@@ -120,6 +126,11 @@ impl SynthNode {
                 shutdown.clone(),
             )),
             tokio::spawn(cancel::serve(
+                self.topology.clone(),
+                self.ledger.clone(),
+                shutdown.clone(),
+            )),
+            tokio::spawn(jobs::serve(
                 self.topology.clone(),
                 self.ledger.clone(),
                 shutdown.clone(),
@@ -216,7 +227,8 @@ impl SynthNode {
         let span = telemetry::process_span(&message);
         telemetry::set_parent(&span, message.headers.as_ref());
         if let Some(id) = &job_id {
-            span.record("cuzk.job_id", id.as_str());
+            let key = cuzk_wire::job::job_key(submission.tenant().as_deref(), id);
+            span.record("cuzk.job_id", key.as_str());
         }
         let mut queue_wait = None;
         if let Some(published) = telemetry::published_at(&message) {
@@ -278,7 +290,8 @@ impl SynthNode {
         }
     }
 
-    /// Ends a submission as failed (the job's record first, then its result).
+    /// Ends a submission as failed (the job's record first, then its result), or, past its
+    /// tenant's refusal limit, answers it without a record ([`refusals`]).
     async fn fail(
         &self,
         job_id: Option<&str>,
@@ -286,24 +299,67 @@ impl SynthNode {
         labels: &JobLabels,
         reason: String,
     ) -> Settle {
-        warn!(job_id = job_id.unwrap_or("?"), seq = submission.seq, %reason, "job failed");
+        let tenant = submission.tenant();
+        let tenant = tenant.as_deref();
+        let job = job_id.map(|id| cuzk_wire::job::job_key(tenant, id));
+        warn!(job = job.as_deref().unwrap_or("?"), seq = submission.seq, %reason, "job failed");
         metrics().error("synth", "fatal", labels);
         let reported = match job_id {
-            Some(id) => self
-                .ledger
-                .refuse(
-                    &JobResult::failed(id, reason),
-                    submission.seq,
-                    submission.published_ms,
-                )
-                .await
-                .map(|_| ()),
-            None => self.ledger.report_malformed(submission.seq, &reason).await,
+            Some(id) => {
+                self.refuse(tenant, &JobResult::failed(id, reason), submission)
+                    .await
+            }
+            None => {
+                let malformed = self
+                    .ledger
+                    .report_malformed(tenant, submission.seq, &reason);
+                malformed.await
+            }
         };
         if let Err(e) = &reported {
             warn!(err = %e, "could not report the failure; the job will be retried");
         }
         policy::after_failing(reported.is_ok())
+    }
+
+    /// Records a refused submission, or answers it only once its tenant is past its limit.
+    async fn refuse(
+        &self,
+        tenant: Option<&str>,
+        result: &JobResult,
+        submission: &Submission,
+    ) -> Result<(), cuzk_common::lifecycle::RecordError> {
+        let (seq, at) = (submission.seq, submission.published_ms);
+        let verdict = self.refusals.take(tenant, std::time::Instant::now());
+        let nth = match verdict {
+            Verdict::Record => {
+                metrics().refusal(tenant, true);
+                return self
+                    .ledger
+                    .refuse(tenant, result, seq, at)
+                    .await
+                    .map(|_| ());
+            }
+            Verdict::AnswerOnly { nth } => nth,
+        };
+        // A submission whose id has a record is settled there: nothing new is written.
+        if self
+            .ledger
+            .refuse_unrecorded(tenant, result, seq, at)
+            .await?
+            .is_none()
+        {
+            metrics().refusal(tenant, false);
+            let per_minute = self.config.max_refusals_per_minute;
+            let job = cuzk_wire::job::job_key(tenant, &result.job_id);
+            if nth == 1 {
+                warn!(tenant = tenant.unwrap_or("-"), %job, per_minute,
+                    "refusals over this tenant's limit: answered, not recorded (counted in cuzk_refusals_total)");
+            } else {
+                tracing::debug!(tenant = tenant.unwrap_or("-"), %job, nth, "refusal answered, not recorded");
+            }
+        }
+        Ok(())
     }
 
     async fn process(
@@ -330,7 +386,7 @@ impl SynthNode {
         // The placeholder share becomes the job's pending partitions.
         drop(waiting);
         waiting = self.backlog.add(job.pending.len());
-        info!(job_id = %job.spec.job_id, circuit = %job.spec.circuit, partitions = job.circuit.partitions(),
+        info!(job = %job.key, circuit = %job.spec.circuit, partitions = job.circuit.partitions(),
             pending = job.pending.len(), partition_bytes = job.partition_bytes, "synthesizing job");
 
         let mut tasks = JoinSet::new();
@@ -339,8 +395,7 @@ impl SynthNode {
             let job = job.clone();
             let share = waiting.take_one();
             let cancel = cancel.clone();
-            let span =
-                info_span!("partition", cuzk.job_id = %job.spec.job_id, cuzk.partition = index);
+            let span = info_span!("partition", cuzk.job_id = %job.key, cuzk.partition = index);
             tasks.spawn(
                 async move { node.partition(&job, index, share, &cancel).await }.instrument(span),
             );
@@ -358,7 +413,7 @@ impl SynthNode {
         if let Some(e) = first_error {
             return Err(e);
         }
-        self.ledger.synthesized(&job.spec.job_id).await?;
+        self.ledger.synthesized(&job.key).await?;
         Ok(())
     }
 
@@ -385,7 +440,8 @@ impl SynthNode {
         self.wait_for_queue_room(blob, cancel)
             .instrument(info_span!("queue_room_wait"))
             .await?;
-        let job_id = job.spec.job_id.clone();
+        // Its key: what the blob's header names, as its work item does.
+        let job_id = job.key.clone();
         // The job may have ended meanwhile: failed by a sibling partition, or cancelled.
         if let Some(record) = self.ledger.get(&job_id).await? {
             match record.status {

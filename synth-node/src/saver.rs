@@ -20,9 +20,10 @@ use tracing::{info, info_span, warn, Instrument};
 use crate::executor::Encoded;
 use crate::intake::Admitted;
 
-/// Blob names carry the submission sequence so a resubmitted job id never meets stale blobs.
-pub fn blob_object_name(job_id: &str, partition: usize, seq: u64) -> String {
-    format!("{job_id}/{seq}/{partition}")
+/// Blob names start with the job's key and carry the submission sequence so a resubmitted job
+/// id never meets stale blobs.
+pub fn blob_object_name(key: &str, partition: usize, seq: u64) -> String {
+    format!("{key}/{seq}/{partition}")
 }
 
 /// Deletes the blobs of an ended job's partitions that were queued and not proved (proved
@@ -30,7 +31,7 @@ pub fn blob_object_name(job_id: &str, partition: usize, seq: u64) -> String {
 pub async fn delete_queued_blobs(topology: &Topology, record: &JobRecord) {
     for (index, partition) in record.partitions.iter().enumerate() {
         if partition.status == PartitionStatus::Queued {
-            let blob = blob_object_name(&record.job_id, index, record.submission_seq);
+            let blob = blob_object_name(&record.key(), index, record.submission_seq);
             if let Err(e) = objects::delete(&topology.blobs, &blob).await {
                 warn!(err = %e, %blob, "deleting an ended job's blob failed; the bucket's max age reclaims it");
             }
@@ -50,7 +51,7 @@ pub async fn save(
         mut timings,
         public_inputs,
     } = done;
-    let job_id = job.spec.job_id.as_str();
+    let job_id = job.key.as_str();
     let started = Instant::now();
     let object = blob_object_name(job_id, index, job.seq);
     let span = info_span!(Stage::Upload.name(), cuzk.blob_bytes = blob.len());

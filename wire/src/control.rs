@@ -1,10 +1,11 @@
 //! Requests to the cluster that are not jobs, and their replies (JSON, so `nats req` can send
-//! them): cancelling a job (`cuzk.control.cancel`), loading and evicting a shape's proving key
-//! on the GPU nodes (`cuzk.control.srs`).
+//! them): cancelling a job (`cuzk.control.cancel.<tenant>`, or `cuzk.control.cancel` for the
+//! untenanted path), listing a tenant's recent jobs (`cuzk.control.jobs.<tenant>`), loading and
+//! evicting a shape's proving key on the GPU nodes (`cuzk.control.srs`).
 
 use serde::{Deserialize, Serialize};
 
-use crate::job::{valid_job_id, JobStatus};
+use crate::job::{valid_job_key, JobRecord, JobStatus};
 
 /// Largest control request or reply accepted (they carry an id or two).
 pub const MAX_CONTROL_BYTES: usize = 4096;
@@ -23,7 +24,9 @@ fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ControlError> {
     serde_json::from_slice(bytes).map_err(|e| ControlError(e.to_string()))
 }
 
-/// `{"job_id": "..."}` on `cuzk.control.cancel`.
+/// `{"job_id": "..."}` on `cuzk.control.cancel.<tenant>`: one of the tenant's job ids. On the
+/// untenanted `cuzk.control.cancel` (the admin's) it is a job key
+/// ([`crate::job::job_key`]): an untenanted job's id, or `<tenant>.<job_id>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
@@ -33,7 +36,7 @@ pub struct CancelRequest {
 impl CancelRequest {
     pub fn parse(bytes: &[u8]) -> Result<CancelRequest, ControlError> {
         let request: CancelRequest = parse(bytes)?;
-        if !valid_job_id(&request.job_id) {
+        if !valid_job_key(&request.job_id) {
             return Err(ControlError(format!(
                 "{:?} is not a job id",
                 request.job_id
@@ -71,6 +74,42 @@ pub struct CancelReply {
 impl CancelReply {
     pub fn parse(bytes: &[u8]) -> Result<CancelReply, ControlError> {
         parse(bytes)
+    }
+}
+
+/// The most jobs a [`JobsReply`] lists.
+pub const MAX_LISTED_JOBS: usize = 200;
+
+/// `{}` on `cuzk.control.jobs.<tenant>`: the tenant's most recently updated jobs (the
+/// untenanted `cuzk.control.jobs`, the admin's, lists every job). An empty payload is `{}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsRequest {}
+
+impl JobsRequest {
+    pub fn parse(bytes: &[u8]) -> Result<JobsRequest, ControlError> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(JobsRequest {});
+        }
+        parse(bytes)
+    }
+}
+
+/// The answer to a [`JobsRequest`]: records newest first, at most [`MAX_LISTED_JOBS`], each
+/// without its result or partition proofs (what a listing shows is the job's state; a record's
+/// own read has the rest).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobsReply {
+    pub jobs: Vec<JobRecord>,
+    /// Why the listing could not be made (the reply's jobs then mean nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl JobsReply {
+    /// A reply of any size the server carries (unlike the other control messages).
+    pub fn parse(bytes: &[u8]) -> Result<JobsReply, ControlError> {
+        serde_json::from_slice(bytes).map_err(|e| ControlError(e.to_string()))
     }
 }
 
@@ -132,8 +171,13 @@ mod tests {
     fn cancel_requests_are_checked() {
         let ok = CancelRequest::parse(br#"{"job_id":"j-1"}"#).unwrap();
         assert_eq!(ok.job_id, "j-1");
+        // A tenant's job by its key (what the admin's untenanted subject takes).
+        let key = CancelRequest::parse(br#"{"job_id":"alice.j-1"}"#).unwrap();
+        assert_eq!(key.job_id, "alice.j-1");
         for bad in [
             &br#"{"job_id":"a b"}"#[..],
+            br#"{"job_id":"a.b.c"}"#,
+            br#"{"job_id":"high.j"}"#,
             br#"{"job_id":"j","x":1}"#,
             b"not json",
             &[b' '; MAX_CONTROL_BYTES + 1],

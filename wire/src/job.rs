@@ -54,11 +54,22 @@ pub enum JobInput {
     ObjectIn { bucket: String, name: String },
 }
 
-/// The shared inputs bucket; a submitter's own is `cuzk-inputs-<submitter>`.
+/// The shared inputs bucket (the untenanted path's); a tenant's own is `cuzk-inputs-<tenant>`.
 pub const INPUTS_BUCKET: &str = "cuzk-inputs";
 
-/// Whether `bucket` is an inputs bucket: the shared one, or `cuzk-inputs-<submitter>` with the
-/// submitter's name 1–32 of `[A-Za-z0-9_-]` (bucket names allow no more).
+/// Whether `name` can be a tenant: 1–32 of `[A-Za-z0-9_-]` (what an inputs bucket's suffix
+/// allows, so each tenant has `cuzk-inputs-<tenant>`), and not `high` (the untenanted
+/// high-priority subject is `cuzk.jobs.submit.high`).
+pub fn valid_tenant(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name != "high"
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Whether `bucket` is an inputs bucket: the shared one, or `cuzk-inputs-<owner>` with the
+/// owner's name 1–32 of `[A-Za-z0-9_-]` (bucket names allow no more).
 pub fn valid_inputs_bucket(bucket: &str) -> bool {
     match bucket.strip_prefix(INPUTS_BUCKET) {
         Some("") => true,
@@ -69,6 +80,43 @@ pub fn valid_inputs_bucket(bucket: &str) -> bool {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         }),
         None => false,
+    }
+}
+
+/// The only inputs bucket a job of `tenant` may name: the tenant's own, or the shared one for
+/// the untenanted path.
+pub fn inputs_bucket_of(tenant: Option<&str>) -> String {
+    match tenant {
+        Some(tenant) => format!("{INPUTS_BUCKET}-{tenant}"),
+        None => INPUTS_BUCKET.to_owned(),
+    }
+}
+
+/// The name a job goes by inside the cluster — its record's key in the jobs bucket, its work
+/// items, blobs and results subject: `<tenant>.<job_id>` for a tenant's job, the job id alone
+/// for an untenanted one. Job ids are a tenant's own: two tenants' `j1` are two jobs, and a
+/// tenant's key is under its own prefix, which the server's permissions pin
+/// (deploy/nats/accounts.conf).
+pub fn job_key(tenant: Option<&str>, job_id: &str) -> String {
+    match tenant {
+        Some(tenant) => format!("{tenant}.{job_id}"),
+        None => job_id.to_owned(),
+    }
+}
+
+/// A job key's tenant and job id ([`job_key`]'s inverse: job ids and tenants have no dots).
+pub fn split_job_key(key: &str) -> (Option<&str>, &str) {
+    match key.split_once('.') {
+        Some((tenant, job_id)) => (Some(tenant), job_id),
+        None => (None, key),
+    }
+}
+
+/// Whether `key` is a job key: a job id, or a tenant and a job id.
+pub fn valid_job_key(key: &str) -> bool {
+    match split_job_key(key) {
+        (Some(tenant), job_id) => valid_tenant(tenant) && valid_job_id(job_id),
+        (None, job_id) => valid_job_id(job_id),
     }
 }
 
@@ -87,16 +135,27 @@ pub struct StagedInput {
 }
 
 impl JobInput {
-    /// The input object staged for job `job_id`, if this input is one. Only the object named
-    /// for the job counts: job ids are used once, so no job can name another job's input for
-    /// deletion, and objects a submitter named otherwise are theirs to keep.
-    pub fn staged(&self, job_id: &str) -> Option<StagedInput> {
-        let (bucket, name) = match self {
-            JobInput::Object(name) => (INPUTS_BUCKET, name),
-            JobInput::ObjectIn { bucket, name } => (bucket.as_str(), name),
+    /// The inputs bucket this input names, if it is an object.
+    pub fn bucket(&self) -> Option<&str> {
+        match self {
+            JobInput::Object(_) => Some(INPUTS_BUCKET),
+            JobInput::ObjectIn { bucket, .. } => Some(bucket),
+            _ => None,
+        }
+    }
+
+    /// The input object staged for job `job_id` of `tenant`, if this input is one. Only the
+    /// object named for the job in the tenant's own bucket ([`inputs_bucket_of`]) counts: job
+    /// ids are used once within a tenant, so no job can name another job's input — nor another
+    /// tenant's — for deletion, and objects a submitter named otherwise are theirs to keep.
+    pub fn staged(&self, job_id: &str, tenant: Option<&str>) -> Option<StagedInput> {
+        let bucket = self.bucket()?;
+        let name = match self {
+            JobInput::Object(name) | JobInput::ObjectIn { name, .. } => name,
             _ => return None,
         };
-        (valid_inputs_bucket(bucket) && *name == staged_input_name(job_id)).then(|| StagedInput {
+        let own = bucket == inputs_bucket_of(tenant);
+        (own && *name == staged_input_name(job_id)).then(|| StagedInput {
             bucket: bucket.to_owned(),
             name: name.clone(),
         })
@@ -188,6 +247,7 @@ pub fn unix_ms() -> u64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkItem {
     pub version: u16,
+    /// The job's key ([`job_key`]): what its record is found by.
     pub job_id: String,
     pub partition: u32,
     pub partitions: u32,
@@ -236,7 +296,7 @@ impl WorkItem {
                 item.version
             )));
         }
-        if !valid_job_id(&item.job_id) || item.partition >= item.partitions {
+        if !valid_job_key(&item.job_id) || item.partition >= item.partitions {
             return Err(WorkItemError(
                 "job id or partition index out of range".into(),
             ));
@@ -317,10 +377,16 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// The job's record in the jobs KV bucket, updated by compare-and-set only.
+/// The job's record in the jobs KV bucket (under its [`JobRecord::key`]), updated by
+/// compare-and-set only.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
+    /// The id its submitter gave it.
     pub job_id: String,
+    /// Who submitted it: the tenant its submit subject named (`cuzk.jobs.submit.<tenant>`),
+    /// absent for the untenanted path (`cuzk.jobs.submit`, the admin's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     pub circuit: String,
     pub params: serde_json::Value,
     pub status: JobStatus,
@@ -362,6 +428,11 @@ fn published_by_default() -> bool {
 }
 
 impl JobRecord {
+    /// The record's key in the jobs bucket: the job's [`job_key`].
+    pub fn key(&self) -> String {
+        job_key(self.tenant.as_deref(), &self.job_id)
+    }
+
     pub fn all_proved(&self) -> bool {
         self.partitions
             .iter()
@@ -369,7 +440,8 @@ impl JobRecord {
     }
 }
 
-/// What a client receives on `cuzk.results.<job_id>`.
+/// What a client receives on `cuzk.results.<key>` (`cuzk.results.<tenant>.<job_id>` for a
+/// tenant's job): `job_id` is the id the submitter gave it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobResult {
     pub version: u32,
@@ -553,6 +625,61 @@ mod tests {
         )));
     }
 
+    /// A tenant's job is named under its tenant; the name splits back; a tenant's name is an
+    /// inputs bucket's suffix and never `high`.
+    #[test]
+    fn job_keys_name_the_tenant() {
+        assert_eq!(job_key(Some("alice"), "j1"), "alice.j1");
+        assert_eq!(job_key(None, "j1"), "j1");
+        assert_eq!(split_job_key("alice.j1"), (Some("alice"), "j1"));
+        assert_eq!(split_job_key("j1"), (None, "j1"));
+        assert!(valid_job_key("alice.j1") && valid_job_key("j1"));
+        for bad in ["alice.", ".j1", "a.b.c", "high.j1", "a b.j1", ""] {
+            assert!(!valid_job_key(bad), "{bad:?}");
+        }
+        assert!(valid_tenant("alice_2-x") && !valid_tenant("high") && !valid_tenant(""));
+        assert!(!valid_tenant(&"a".repeat(33)) && !valid_tenant("a.b"));
+        assert_eq!(inputs_bucket_of(Some("alice")), "cuzk-inputs-alice");
+        assert_eq!(inputs_bucket_of(None), INPUTS_BUCKET);
+    }
+
+    /// Only the object named for the job, in its tenant's own bucket, is the job's staged input
+    /// (deleted when the job ends): never one in another tenant's bucket.
+    #[test]
+    fn a_staged_input_is_in_the_tenants_own_bucket() {
+        let in_bucket = |bucket: &str, name: &str| JobInput::ObjectIn {
+            bucket: bucket.into(),
+            name: name.into(),
+        };
+        let own = in_bucket("cuzk-inputs-alice", "j.input");
+        assert_eq!(
+            own.staged("j", Some("alice")),
+            Some(StagedInput {
+                bucket: "cuzk-inputs-alice".into(),
+                name: "j.input".into()
+            })
+        );
+        assert_eq!(
+            own.staged("j", Some("bob")),
+            None,
+            "another tenant's bucket"
+        );
+        assert_eq!(
+            own.staged("j", None),
+            None,
+            "untenanted: the shared bucket only"
+        );
+        assert_eq!(own.staged("k", Some("alice")), None, "another job's object");
+        let shared = JobInput::Object("j.input".into());
+        assert_eq!(shared.staged("j", None).unwrap().bucket, INPUTS_BUCKET);
+        assert_eq!(shared.staged("j", Some("alice")), None);
+        assert_eq!(
+            in_bucket(INPUTS_BUCKET, "j.input").staged("j", None),
+            shared.staged("j", None)
+        );
+        assert_eq!(JobInput::Utf8("x".into()).bucket(), None);
+    }
+
     #[test]
     fn work_item_roundtrip_and_bounds() {
         let item = WorkItem {
@@ -573,6 +700,11 @@ mod tests {
         };
         let bytes = item.encode();
         assert_eq!(WorkItem::decode(&bytes).unwrap(), item);
+        let tenants = WorkItem {
+            job_id: "alice.j".into(),
+            ..item.clone()
+        };
+        assert_eq!(WorkItem::decode(&tenants.encode()).unwrap(), tenants);
         for cut in 0..bytes.len() {
             assert!(WorkItem::decode(&bytes[..cut]).is_err());
         }

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::units::{Bytes, Secret, Span};
 use super::{invalid, settings::settings, ConfigError};
-use crate::topology::{valid_inputs_bucket, Limits, DEFAULT_ACK_WAIT, INPUTS_BUCKET};
+use crate::topology::{
+    inputs_bucket_of, valid_inputs_bucket, valid_tenant, Limits, DEFAULT_ACK_WAIT,
+};
 
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
 
@@ -93,13 +95,22 @@ settings! {
         /// sized for (default: the profile's, an 8-GPU farm's, docs/deploy.md).
         #[arg(long = "nats-jobs-per-hour", env = "CUZK_NATS_JOBS_PER_HOUR")]
         jobs_per_hour: u32 => Option<u32> = None;
-        /// The inputs bucket this client stages large inputs into: `cuzk-inputs` (shared) or a
-        /// submitter's own `cuzk-inputs-<submitter>`, which `cuzk provision` creates when given
-        /// this setting.
+        /// The tenant this client submits, cancels and reads jobs as: its submit, cancel and
+        /// listing subjects, results and job records carry it, and the server lets each user
+        /// use its own tenant's only (deploy/nats/accounts.conf). Unset: the untenanted path
+        /// (the admin's, or anyone's on a server without users).
+        #[arg(long = "nats-tenant", env = "CUZK_NATS_TENANT")]
+        tenant: String => Option<String> = None,
+            check |t: &Option<String>| t.as_deref().is_none_or(valid_tenant)
+                => "must be 1-32 of A-Z a-z 0-9 _ - and not `high`";
+        /// The inputs bucket this client stages large inputs into: a tenant's own,
+        /// `cuzk-inputs-<tenant>` (the only one its jobs may name), or the shared
+        /// `cuzk-inputs` of the untenanted path; `cuzk provision` creates the one given here.
         #[arg(long = "nats-inputs-bucket", env = "CUZK_NATS_INPUTS_BUCKET")]
-        inputs_bucket: String = INPUTS_BUCKET.to_owned(), shown "cuzk-inputs",
+        inputs_bucket: String = inputs_bucket_of(tenant.as_deref()),
+            shown "cuzk-inputs-<tenant>, or cuzk-inputs without a tenant",
             check |b| valid_inputs_bucket(b)
-                => "must be cuzk-inputs or cuzk-inputs-<submitter> (1-32 of A-Z a-z 0-9 _ -)";
+                => "must be cuzk-inputs or cuzk-inputs-<tenant> (1-32 of A-Z a-z 0-9 _ -)";
         derived {
             /// The stream and bucket sizes: the profile's, with the settings that override it.
             stream_limits: Limits = limits_of(
@@ -150,6 +161,15 @@ impl NatsConfig {
                 "nats.creds",
                 "choose one of user/password, creds, nkey seed",
             ));
+        }
+        if let Some(tenant) = &self.tenant {
+            let own = inputs_bucket_of(Some(tenant));
+            if self.inputs_bucket != own {
+                return Err(invalid(
+                    "nats.inputs_bucket",
+                    format!("tenant {tenant}'s jobs may name its own inputs bucket only, {own}"),
+                ));
+            }
         }
         super::readable_files(&[
             ("nats.creds", &self.creds),

@@ -53,6 +53,13 @@ settings! {
         #[arg(long = "synth-max-inline-input", env = "CUZK_SYNTH_MAX_INLINE_INPUT")]
         max_inline_input: Bytes => usize = cuzk_wire::job::DEFAULT_MAX_INLINE_INPUT,
             shown "768KiB";
+        /// Refused submissions each tenant (and the untenanted path) gets recorded per minute
+        /// by this node, in bursts of as many: past it a refused job is answered on its results
+        /// subject, counted (`cuzk_refusals_total{recorded="false"}`) and logged, but gets no
+        /// record, so a flood of bad submissions cannot fill the records bucket (nor hold its
+        /// ids: a later submission under one is judged afresh). 0 records none.
+        #[arg(long = "synth-max-refusals-per-minute", env = "CUZK_SYNTH_MAX_REFUSALS_PER_MINUTE")]
+        max_refusals_per_minute: u32 = 60, shown "60";
         /// zstd level for witness blobs.
         #[arg(long = "synth-zstd-level", env = "CUZK_SYNTH_ZSTD_LEVEL")]
         zstd_level: i32 = EncodeOptions::default().level, shown "1",

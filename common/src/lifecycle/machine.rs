@@ -30,9 +30,10 @@ pub struct JobShape<'a> {
     pub shape_key: &'a str,
 }
 
-/// A new record for a job that passed intake.
+/// A new record for a job of `tenant` (`None`: the untenanted path) that passed intake.
 pub fn admitted(
     spec: &JobSpec,
+    tenant: Option<&str>,
     shape: JobShape<'_>,
     submission_seq: u64,
     submitted_at_ms: u64,
@@ -41,6 +42,7 @@ pub fn admitted(
 ) -> JobRecord {
     JobRecord {
         job_id: spec.job_id.clone(),
+        tenant: tenant.map(str::to_owned),
         circuit: spec.circuit.clone(),
         params: spec.params.clone(),
         status: JobStatus::Synthesizing,
@@ -55,16 +57,17 @@ pub fn admitted(
         intake_attempts: delivered,
         synthetic: shape.synthetic,
         shape: shape.shape_key.to_owned(),
-        staged_input: spec.input.staged(&spec.job_id),
+        staged_input: spec.input.staged(&spec.job_id, tenant),
     }
 }
 
-/// A final record for a job that ended before (or without) intake admitting it: a submission
-/// that failed at intake, or a job known only by its id. It holds the result, unpublished; the
-/// id is used up (see `docs/reliability.md`, "One answer per job id"). `staged_input` is the
-/// object its submission named, if known.
+/// A final record for a job of `tenant` that ended before (or without) intake admitting it: a
+/// submission that failed at intake, or a job known only by its id. It holds the result,
+/// unpublished; the id is used up (see `docs/reliability.md`, "One answer per job id").
+/// `staged_input` is the object its submission named, if known.
 pub fn ended(
     result: &JobResult,
+    tenant: Option<&str>,
     submission_seq: u64,
     submitted_at_ms: u64,
     now_ms: u64,
@@ -72,6 +75,7 @@ pub fn ended(
 ) -> JobRecord {
     JobRecord {
         job_id: result.job_id.clone(),
+        tenant: tenant.map(str::to_owned),
         circuit: result.circuit.clone().unwrap_or_default(),
         params: serde_json::Value::Null,
         status: result.status,
@@ -334,7 +338,7 @@ mod tests {
 
     #[test]
     fn a_job_runs_through_every_state_once() {
-        let mut r = admitted(&spec(), shape(2), 7, 100, 1, 150);
+        let mut r = admitted(&spec(), None, shape(2), 7, 100, 1, 150);
         assert_eq!((r.status, r.partitions.len()), (JobStatus::Synthesizing, 2));
         assert!(queued(&mut r, 0, PartitionTimings::default(), 40, 1));
         assert!(
@@ -377,7 +381,7 @@ mod tests {
 
     #[test]
     fn a_failed_job_keeps_its_first_failure() {
-        let mut r = admitted(&spec(), shape(2), 7, 100, 1, 150);
+        let mut r = admitted(&spec(), None, shape(2), 7, 100, 1, 150);
         assert!(finish(&mut r, &JobResult::failed("j", "first")));
         assert!(!finish(&mut r, &JobResult::failed("j", "second")));
         assert_eq!(r.error.as_deref(), Some("first"));
@@ -387,7 +391,7 @@ mod tests {
 
     #[test]
     fn a_cancelled_job_ignores_late_proofs() {
-        let mut r = admitted(&spec(), shape(2), 7, 100, 1, 150);
+        let mut r = admitted(&spec(), None, shape(2), 7, 100, 1, 150);
         assert!(queued(&mut r, 0, PartitionTimings::default(), 40, 1));
         assert!(finish(&mut r, &JobResult::cancelled("j", "by request")));
         assert_eq!(r.status, JobStatus::Cancelled);
@@ -403,7 +407,14 @@ mod tests {
 
     #[test]
     fn refused_jobs_are_final_and_unpublished() {
-        let r = ended(&JobResult::failed("x", "unknown circuit"), 4, 10, 20, None);
+        let r = ended(
+            &JobResult::failed("x", "unknown circuit"),
+            None,
+            4,
+            10,
+            20,
+            None,
+        );
         assert_eq!(r.status, JobStatus::Failed);
         assert!(!r.result_published);
         assert_eq!(r.result.unwrap().error.as_deref(), Some("unknown circuit"));
@@ -411,7 +422,7 @@ mod tests {
 
     #[test]
     fn malformed_proofs_are_not_assembled() {
-        let mut r = admitted(&spec(), shape(1), 7, 100, 1, 150);
+        let mut r = admitted(&spec(), None, shape(1), 7, 100, 1, 150);
         let mut bad = proof(1);
         bad.proof.pop();
         assert_eq!(proved(&mut r, 0, &bad), Proved::Recorded);
@@ -445,7 +456,15 @@ mod tests {
             shape_key: "porep-c2-32GiB",
         };
         let t0 = 1_764_800_000_000;
-        let mut r = admitted(&spec, shape, 4_123_456, t0, 1, t0 + 1_234);
+        let mut r = admitted(
+            &spec,
+            Some("submitter"),
+            shape,
+            4_123_456,
+            t0,
+            1,
+            t0 + 1_234,
+        );
         for k in 0..10u64 {
             let synth = PartitionTimings {
                 synth_ms: measured(25_123_456_789 + k * 7_654_321),
@@ -523,9 +542,28 @@ mod tests {
         assert!(r.staged_input.is_some());
     }
 
+    /// A tenant's record names its tenant and is kept under the tenant's key; a record stored
+    /// before tenants existed reads as untenanted.
+    #[test]
+    fn a_tenants_record_is_keyed_under_its_tenant() {
+        let r = admitted(&spec(), Some("alice"), shape(1), 7, 100, 1, 150);
+        assert_eq!(
+            (r.tenant.as_deref(), r.key().as_str()),
+            (Some("alice"), "alice.j")
+        );
+        let refused = ended(&JobResult::failed("j", "bad"), Some("bob"), 4, 10, 20, None);
+        assert_eq!(refused.key(), "bob.j");
+        let mut json =
+            serde_json::to_value(admitted(&spec(), None, shape(1), 7, 100, 1, 150)).unwrap();
+        assert!(json.get("tenant").is_none(), "{json}");
+        json["tenant"] = serde_json::Value::Null;
+        let old: JobRecord = serde_json::from_value(json).unwrap();
+        assert_eq!((old.key(), old.tenant), ("j".to_owned(), None));
+    }
+
     #[test]
     fn a_resumed_job_counts_its_intake_attempts() {
-        let mut r = admitted(&spec(), shape(1), 7, 100, 1, 1_000);
+        let mut r = admitted(&spec(), None, shape(1), 7, 100, 1, 1_000);
         assert!(resumed(&mut r, 2));
         assert!(!resumed(&mut r, 2));
         assert_eq!(r.intake_attempts, 2);

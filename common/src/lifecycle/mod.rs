@@ -1,9 +1,17 @@
 //! The job lifecycle: the [`Ledger`] is the only writer of job records (the `cuzk-jobs` KV
 //! bucket) and the only publisher of results. It applies the transitions of [`machine`] by
 //! compare-and-set and reports every job once: the record is made final first, then the result
-//! is published on `cuzk.results.<job_id>`, then the record notes the publication. Whoever
+//! is published on `cuzk.results.<key>`, then the record notes the publication. Whoever
 //! meets a final record whose result is unpublished (a redelivered message, the sweeper)
 //! publishes it after a grace period, so a crash between the two steps loses nothing.
+//!
+//! A job is addressed by its key (`cuzk_wire::job::job_key`): its id under the tenant that
+//! submitted it (`<tenant>.<job_id>`), or its id alone on the untenanted path. The key is its
+//! record's key in the bucket and its results subject's tail, so each tenant's records and
+//! results lie under a prefix of its own, which the server's permissions pin to it; a tenant's
+//! request names a job id only, and the key made of it and the tenant the request's subject
+//! names never reaches another tenant's job. A stored record whose key does not name it is
+//! refused as corrupt (`store`).
 
 mod inputs;
 pub mod machine;
@@ -22,7 +30,9 @@ pub use machine::{JobShape, Proved, ProvedPartition};
 use crate::metrics::{metrics, JobLabels};
 use crate::topology::Topology;
 use cuzk_wire::control::CancelOutcome;
-use cuzk_wire::job::{unix_ms, JobRecord, JobResult, JobSpec, PartitionTimings, Stage};
+use cuzk_wire::job::{
+    job_key, split_job_key, unix_ms, JobRecord, JobResult, JobSpec, PartitionTimings, Stage,
+};
 
 /// How long a final record may wait for its finisher to publish the result before someone else
 /// does: longer than a publish's whole retry policy, so the finisher is gone, not slow.
@@ -92,26 +102,37 @@ impl Ledger {
         }
     }
 
-    /// The job's record, if it has one.
-    pub async fn get(&self, job_id: &str) -> Result<Option<JobRecord>, RecordError> {
-        Ok(store::load(&self.kv, job_id).await?.map(|(r, _)| r))
+    /// The record of the job with key `key`, if it has one.
+    pub async fn get(&self, key: &str) -> Result<Option<JobRecord>, RecordError> {
+        Ok(store::load(&self.kv, key).await?.map(|(r, _)| r))
     }
 
-    /// Records a submission that passed intake, or says who else holds its id.
+    /// Records a submission of `tenant` (`None`: the untenanted path) that passed intake, or
+    /// says who else holds its id.
     pub async fn admit(
         &self,
         spec: &JobSpec,
+        tenant: Option<&str>,
         shape: JobShape<'_>,
         seq: u64,
         submitted_at_ms: u64,
         delivered: u32,
     ) -> Result<Admission, RecordError> {
-        let record = machine::admitted(spec, shape, seq, submitted_at_ms, delivered, unix_ms());
+        let record = machine::admitted(
+            spec,
+            tenant,
+            shape,
+            seq,
+            submitted_at_ms,
+            delivered,
+            unix_ms(),
+        );
+        let key = record.key();
         loop {
             if store::create(&self.kv, &record).await? {
                 return Ok(Admission::New(record));
             }
-            let Some((existing, _)) = store::load(&self.kv, &spec.job_id).await? else {
+            let Some((existing, _)) = store::load(&self.kv, &key).await? else {
                 continue; // expired between the two calls: create again
             };
             if existing.submission_seq != seq {
@@ -120,8 +141,7 @@ impl Ledger {
             if existing.status.is_final() {
                 return Ok(Admission::Ended(existing));
             }
-            let updated =
-                store::update(&self.kv, &spec.job_id, |r| machine::resumed(r, delivered)).await?;
+            let updated = store::update(&self.kv, &key, |r| machine::resumed(r, delivered)).await?;
             return Ok(match updated {
                 Some((r, _)) if r.status.is_final() => Admission::Ended(r),
                 Some((r, _)) => Admission::Resume(r),
@@ -130,68 +150,97 @@ impl Ledger {
         }
     }
 
-    /// Ends a submission that failed at intake with `result` (a failure), unless another
-    /// submission holds the id. The failed record uses the id up: a later submission with it is
-    /// a duplicate and gets this result (`docs/reliability.md`).
+    /// Ends a submission of `tenant` that failed at intake with `result` (a failure), unless
+    /// another submission holds the id. The failed record uses the id up: a later submission
+    /// with it is a duplicate and gets this result (`docs/reliability.md`).
     pub async fn refuse(
         &self,
+        tenant: Option<&str>,
         result: &JobResult,
         seq: u64,
         submitted_at_ms: u64,
     ) -> Result<Admission, RecordError> {
-        let submission = queued::at(&self.js, seq, &result.job_id).await?;
+        let key = job_key(tenant, &result.job_id);
+        let submission = queued::at(&self.js, seq, &key).await?;
         let staged = submission.and_then(|q| q.input);
-        let record = machine::ended(result, seq, submitted_at_ms, unix_ms(), staged);
+        let record = machine::ended(result, tenant, seq, submitted_at_ms, unix_ms(), staged);
         if store::create(&self.kv, &record).await? {
             self.report(result, &record).await?;
             return Ok(Admission::Ended(record));
         }
-        match self.get(&result.job_id).await? {
+        match self.get(&key).await? {
             Some(existing) if existing.submission_seq != seq => Ok(Admission::Duplicate(existing)),
             // Our own earlier attempt (resumed, or refused before a crash): end it if it runs.
             Some(_) | None => {
-                self.finish(result).await?;
-                let record = self.get(&result.job_id).await?.unwrap_or(record);
+                self.finish(&key, result).await?;
+                let record = self.get(&key).await?.unwrap_or(record);
                 Ok(Admission::Ended(record))
             }
         }
     }
 
-    /// Partition `index` is synthesized and its work item published by the holder of delivery
-    /// `attempt` of the job's message (not recorded once a later delivery holds the job:
-    /// [`machine::superseded`] on the returned record). Returns the record (`None` if the job
-    /// has none).
+    /// Answers a submission of `tenant` that failed at intake with `result` without recording
+    /// it: its result is published (and the input staged for it deleted) but no record holds
+    /// the id, so a flood of bad submissions cannot fill the records bucket (the synth node's
+    /// refusal limit, `--synth-max-refusals-per-minute`). A job that has a record already — a
+    /// duplicate, or this submission's own job, resumed — is left to [`Ledger::refuse`], which
+    /// writes nothing new: its answer is `Some`. `None`: answered, unrecorded.
+    pub async fn refuse_unrecorded(
+        &self,
+        tenant: Option<&str>,
+        result: &JobResult,
+        seq: u64,
+        submitted_at_ms: u64,
+    ) -> Result<Option<Admission>, RecordError> {
+        let key = job_key(tenant, &result.job_id);
+        if self.get(&key).await?.is_some() {
+            return Ok(Some(
+                self.refuse(tenant, result, seq, submitted_at_ms).await?,
+            ));
+        }
+        let staged = queued::at(&self.js, seq, &key).await?.and_then(|q| q.input);
+        publish::result(&self.js, &key, result).await?;
+        if let Some(staged) = &staged {
+            inputs::release(&self.js, &key, staged).await;
+        }
+        Ok(None)
+    }
+
+    /// Partition `index` of the job with key `key` is synthesized and its work item published
+    /// by the holder of delivery `attempt` of the job's message (not recorded once a later
+    /// delivery holds the job: [`machine::superseded`] on the returned record). Returns the
+    /// record (`None` if the job has none).
     pub async fn queued(
         &self,
-        job_id: &str,
+        key: &str,
         index: usize,
         timings: PartitionTimings,
         work_seq: u64,
         attempt: u32,
     ) -> Result<Option<JobRecord>, RecordError> {
-        let updated = store::update(&self.kv, job_id, |r| {
+        let updated = store::update(&self.kv, key, |r| {
             machine::queued(r, index, timings, work_seq, attempt)
         });
         Ok(updated.await?.map(|(r, _)| r))
     }
 
-    /// Every partition is queued.
-    pub async fn synthesized(&self, job_id: &str) -> Result<(), RecordError> {
-        store::update(&self.kv, job_id, machine::synthesized).await?;
+    /// Every partition of the job with key `key` is queued.
+    pub async fn synthesized(&self, key: &str) -> Result<(), RecordError> {
+        store::update(&self.kv, key, machine::synthesized).await?;
         Ok(())
     }
 
-    /// Stores a partition proof; the call that stores the last one assembles the job and
-    /// reports it. Returns how the proof met the record (`NoSuchPartition` also when the job
-    /// has no record).
+    /// Stores a partition proof of the job with key `key` (a work item's `job_id`); the call
+    /// that stores the last one assembles the job and reports it. Returns how the proof met the
+    /// record (`NoSuchPartition` also when the job has no record).
     pub async fn proved(
         &self,
-        job_id: &str,
+        key: &str,
         index: usize,
         partition: &ProvedPartition,
     ) -> Result<Proved, RecordError> {
         let mut outcome = Proved::NoSuchPartition;
-        let updated = store::update(&self.kv, job_id, |r| {
+        let updated = store::update(&self.kv, key, |r| {
             outcome = machine::proved(r, index, partition);
             outcome == Proved::Recorded
         })
@@ -229,7 +278,7 @@ impl Ledger {
             }
             Err(e) => JobResult::failed(&record.job_id, e.to_string()),
         };
-        if self.finish(&result).await? == Finish::Published {
+        if self.finish(&record.key(), &result).await? == Finish::Published {
             let labels = labels(record);
             metrics().stage(Stage::Assemble, &labels, started.elapsed());
             metrics().stage(
@@ -243,15 +292,18 @@ impl Ledger {
         Ok(())
     }
 
-    /// Ends the job with `result` — the record first, then the result — unless it has already
-    /// ended. A job without a record gets a final one.
-    pub async fn finish(&self, result: &JobResult) -> Result<Finish, RecordError> {
-        let job_id = result.job_id.as_str();
+    /// Ends the job with key `key` with `result` (whose `job_id` is the key's job id) — the
+    /// record first, then the result — unless it has already ended. A job without a record gets
+    /// a final one.
+    pub async fn finish(&self, key: &str, result: &JobResult) -> Result<Finish, RecordError> {
+        let (tenant, job_id) = split_job_key(key);
+        debug_assert_eq!(job_id, result.job_id, "a result of another job");
         let (record, ended) =
-            match store::update(&self.kv, job_id, |r| machine::finish(r, result)).await? {
+            match store::update(&self.kv, key, |r| machine::finish(r, result)).await? {
                 Some(updated) => updated,
                 None => {
-                    let record = machine::ended(result, 0, unix_ms(), unix_ms(), None);
+                    let now = unix_ms();
+                    let record = machine::ended(result, tenant, 0, now, now, None);
                     let created = store::create(&self.kv, &record).await?;
                     (record, created)
                 }
@@ -263,22 +315,25 @@ impl Ledger {
         Ok(Finish::Published)
     }
 
-    /// Cancels the job unless it has ended: the record becomes final `cancelled` first, then
-    /// the one result says so. Returns what happened and the record as it stands. Partitions
-    /// already queued or being proved meet the final record and are skipped; a proof that
-    /// lands later changes nothing (`machine::proved`). A job no synth node has taken yet (its
-    /// message waits in the jobs stream, it has no record) gets a final record for that
-    /// submission, created by compare-and-set: the synth node that takes the message meets it
-    /// and skips the job. An id with neither a record nor a waiting message is `Unknown`.
+    /// Cancels the job with key `key` unless it has ended: the record becomes final
+    /// `cancelled` first, then the one result says so. Returns what happened and the record as
+    /// it stands. Partitions already queued or being proved meet the final record and are
+    /// skipped; a proof that lands later changes nothing (`machine::proved`). A job no synth
+    /// node has taken yet (its message waits in the jobs stream, it has no record) gets a final
+    /// record for that submission, created by compare-and-set: the synth node that takes the
+    /// message meets it and skips the job. A key with neither a record nor a waiting message
+    /// is `Unknown`: a tenant's request is made into a key under its own tenant, so another
+    /// tenant's job with the same id is `Unknown` to it, as if it did not exist.
     pub async fn cancel(
         &self,
-        job_id: &str,
+        key: &str,
         reason: &str,
     ) -> Result<(CancelOutcome, Option<JobRecord>), RecordError> {
+        let (tenant, job_id) = split_job_key(key);
         // A record created between the two steps is cancelled on the next round.
         for _ in 0..3 {
             let mut result = JobResult::cancelled(job_id, reason);
-            let updated = store::update(&self.kv, job_id, |r| {
+            let updated = store::update(&self.kv, key, |r| {
                 result.circuit = Some(r.circuit.clone());
                 result.partitions = r.partitions.len() as u32;
                 result.synthetic = r.synthetic;
@@ -287,28 +342,28 @@ impl Ledger {
             .await?;
             match updated {
                 Some((record, true)) => {
-                    tracing::info!(job_id, reason, "job cancelled");
+                    tracing::info!(job = key, reason, "job cancelled");
                     self.report(&result, &record).await?;
                     return Ok((CancelOutcome::Cancelled, Some(record)));
                 }
                 Some((record, false)) => return Ok((CancelOutcome::AlreadyEnded, Some(record))),
                 None => {}
             }
-            let found = self.queued.lock().await.find(&self.js, job_id).await?;
+            let found = self.queued.lock().await.find(&self.js, key).await?;
             let Some(queued) = found else {
                 return Ok((CancelOutcome::Unknown, None));
             };
             result.circuit = queued.circuit;
             let (seq, at) = (queued.seq, queued.published_ms);
-            let record = machine::ended(&result, seq, at, unix_ms(), queued.input);
+            let record = machine::ended(&result, tenant, seq, at, unix_ms(), queued.input);
             if store::create(&self.kv, &record).await? {
-                tracing::info!(job_id, reason, seq, "queued job cancelled");
+                tracing::info!(job = key, reason, seq, "queued job cancelled");
                 self.report(&result, &record).await?;
                 return Ok((CancelOutcome::Cancelled, Some(record)));
             }
         }
         Err(RecordError::Unavailable(format!(
-            "the record of {job_id} kept changing while it was being cancelled"
+            "the record of {key} kept changing while it was being cancelled"
         )))
     }
 
@@ -319,9 +374,9 @@ impl Ledger {
         seen: &JobRecord,
         no_progress: Duration,
     ) -> Result<Option<JobRecord>, RecordError> {
-        let job_id = seen.job_id.as_str();
+        let (key, job_id) = (seen.key(), seen.job_id.as_str());
         let mut failure = None;
-        let updated = store::update(&self.kv, job_id, |r| {
+        let updated = store::update(&self.kv, &key, |r| {
             if r != seen || r.status.is_final() {
                 return false;
             }
@@ -334,7 +389,7 @@ impl Ledger {
         match (updated, failure) {
             (Some((record, true)), Some(result)) => {
                 tracing::warn!(
-                    job_id,
+                    job = key,
                     error = result.error.as_deref().unwrap_or_default(),
                     "ending a stuck job"
                 );
@@ -351,13 +406,11 @@ impl Ledger {
         self.publish(record, result).await
     }
 
-    /// Fails the job with `reason` unless it has already ended.
-    pub async fn fail(
-        &self,
-        job_id: &str,
-        reason: impl Into<String>,
-    ) -> Result<Finish, RecordError> {
-        self.finish(&JobResult::failed(job_id, reason)).await
+    /// Fails the job with key `key` (a work item's `job_id`) with `reason` unless it has
+    /// already ended.
+    pub async fn fail(&self, key: &str, reason: impl Into<String>) -> Result<Finish, RecordError> {
+        let (_, job_id) = split_job_key(key);
+        self.finish(key, &JobResult::failed(job_id, reason)).await
     }
 
     /// Publishes the result of an ended job whose finisher did not get to it (it crashed
@@ -377,7 +430,7 @@ impl Ledger {
         if !record.status.is_final() || record.result_published || !overdue {
             return Ok(false);
         }
-        tracing::warn!(job_id = %record.job_id, "publishing a result its finisher did not");
+        tracing::warn!(job = %record.key(), "publishing a result its finisher did not");
         self.publish(record, result).await?;
         Ok(true)
     }
@@ -385,27 +438,43 @@ impl Ledger {
     /// Publishes, deletes the staged input, then notes both in the record: a crash before the
     /// note repeats the two steps (the stream drops the second result, the input is gone).
     async fn publish(&self, record: &JobRecord, result: &JobResult) -> Result<(), RecordError> {
-        publish::result(&self.js, result).await?;
+        let key = record.key();
+        publish::result(&self.js, &key, result).await?;
         if let Some(staged) = &record.staged_input {
-            inputs::release(&self.js, &record.job_id, staged).await;
+            inputs::release(&self.js, &key, staged).await;
         }
-        store::update(&self.kv, &record.job_id, machine::published).await?;
+        store::update(&self.kv, &key, machine::published).await?;
         Ok(())
     }
 
-    /// Reports a submission that carried no usable job id on `cuzk.results._malformed`.
-    pub async fn report_malformed(&self, seq: u64, reason: &str) -> Result<(), RecordError> {
-        publish::malformed(&self.js, seq, reason).await
+    /// Reports a submission of `tenant` that carried no usable job id on
+    /// `cuzk.results._malformed` (`cuzk.results.<tenant>._malformed`).
+    pub async fn report_malformed(
+        &self,
+        tenant: Option<&str>,
+        seq: u64,
+        reason: &str,
+    ) -> Result<(), RecordError> {
+        publish::malformed(&self.js, tenant, seq, reason).await
     }
 
-    /// The job's answer as stored: its result in the results stream, else the result in its
-    /// final record (the stream drops its oldest results when full, the record is kept for the
-    /// retention period). `None` while the job has not ended, or is unknown.
-    pub async fn answer(&self, job_id: &str) -> Result<Option<JobResult>, RecordError> {
-        if let Some(result) = publish::stored(&self.js, job_id).await? {
+    /// The answer of the job with key `key` as stored: its result in the results stream, else
+    /// the result in its final record (the stream drops its oldest results when full, the
+    /// record is kept for the retention period). `None` while the job has not ended, or is
+    /// unknown. (The results stream's message gets cannot be limited to a tenant's subjects: a
+    /// tenant reads its record alone, [`Ledger::recorded_answer`].)
+    pub async fn answer(&self, key: &str) -> Result<Option<JobResult>, RecordError> {
+        if let Some(result) = publish::stored(&self.js, key).await? {
             return Ok(Some(result));
         }
-        let record = self.get(job_id).await?;
+        self.recorded_answer(key).await
+    }
+
+    /// The result in the final record of the job with key `key`: what a tenant, which may read
+    /// its own records only, reads of an ended job. `None` while the job has not ended, or is
+    /// unknown.
+    pub async fn recorded_answer(&self, key: &str) -> Result<Option<JobResult>, RecordError> {
+        let record = self.get(key).await?;
         Ok(record
             .filter(|r| r.status.is_final())
             .and_then(|r| r.result))
@@ -414,6 +483,30 @@ impl Ledger {
     /// The most recently updated job records, newest first: what `cuzk status` lists.
     pub async fn recent(&self, scan: u64) -> Result<Vec<JobRecord>, RecordError> {
         sweep::recent(&self.js, scan).await
+    }
+
+    /// The most recently updated records of `tenant`'s jobs (`None`: every job), newest first,
+    /// at most `limit`, each without its result or partition proofs: what a listing request
+    /// answers (`cuzk.control.jobs.<tenant>`, served by synth nodes, which may read every
+    /// record: a tenant cannot read the bucket in stream order limited to its own keys).
+    pub async fn listing(
+        &self,
+        tenant: Option<&str>,
+        scan: u64,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>, RecordError> {
+        let mut jobs = self.recent(scan).await?;
+        if let Some(tenant) = tenant {
+            jobs.retain(|r| r.tenant.as_deref() == Some(tenant));
+        }
+        jobs.truncate(limit);
+        for job in &mut jobs {
+            job.result = None;
+            for partition in &mut job.partitions {
+                partition.proof = None;
+            }
+        }
+        Ok(jobs)
     }
 }
 

@@ -1,5 +1,6 @@
 //! Publishing results through JetStream (acknowledged, stored in `CUZK_RESULTS`, which
-//! republishes each stored result to `cuzk.results.<job_id>` for clients). Only the ledger calls
+//! republishes each stored result to `cuzk.results.<key>` for clients: `<tenant>.<job_id>` for
+//! a tenant's job, under the prefix only that tenant may subscribe to). Only the ledger calls
 //! these, after the record says the job ended.
 
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
@@ -9,26 +10,32 @@ use bytes::Bytes;
 
 use super::RecordError;
 use crate::retry::{retry, RetryPolicy};
-use crate::topology::{ledger_results_subject, RESULTS_STREAM};
+use crate::topology::{ledger_results_subject, malformed_key, RESULTS_STREAM};
 use cuzk_wire::job::JobResult;
 
-/// The job's result, with the job id as message id: a second publication within the stream's
-/// dedup window (a retry after a lost ack, a crash between publishing and noting it) is neither
-/// stored nor republished, so clients hear one answer.
-pub(super) async fn result(js: &Context, result: &JobResult) -> Result<(), RecordError> {
-    let subject = ledger_results_subject(&result.job_id);
-    send(js, &subject, &result.job_id, result).await
+/// The result of the job with key `key`, with the key as message id: a second publication
+/// within the stream's dedup window (a retry after a lost ack, a crash between publishing and
+/// noting it) is neither stored nor republished, so clients hear one answer.
+pub(super) async fn result(js: &Context, key: &str, result: &JobResult) -> Result<(), RecordError> {
+    let subject = ledger_results_subject(key);
+    send(js, &subject, key, result).await
 }
 
-/// A submission without a usable job id, reaching clients on `cuzk.results._malformed`.
-pub(super) async fn malformed(js: &Context, seq: u64, reason: &str) -> Result<(), RecordError> {
+/// A submission of `tenant` without a usable job id, reaching clients on
+/// `cuzk.results._malformed` (`cuzk.results.<tenant>._malformed`).
+pub(super) async fn malformed(
+    js: &Context,
+    tenant: Option<&str>,
+    seq: u64,
+    reason: &str,
+) -> Result<(), RecordError> {
     let result = JobResult::failed("", format!("job message {seq} rejected: {reason}"));
-    let subject = ledger_results_subject("_malformed");
+    let subject = ledger_results_subject(&malformed_key(tenant));
     send(js, &subject, &format!("malformed-{seq}"), &result).await
 }
 
-/// The job's result as the results stream holds it, if it still does.
-pub(super) async fn stored(js: &Context, job_id: &str) -> Result<Option<JobResult>, RecordError> {
+/// The result of the job with key `key` as the results stream holds it, if it still does.
+pub(super) async fn stored(js: &Context, key: &str) -> Result<Option<JobResult>, RecordError> {
     let unavailable =
         |e: String| RecordError::Unavailable(format!("reading {RESULTS_STREAM}: {e}"));
     let stream = js
@@ -36,13 +43,13 @@ pub(super) async fn stored(js: &Context, job_id: &str) -> Result<Option<JobResul
         .await
         .map_err(|e| unavailable(e.to_string()))?;
     match stream
-        .get_last_raw_message_by_subject(&ledger_results_subject(job_id))
+        .get_last_raw_message_by_subject(&ledger_results_subject(key))
         .await
     {
         Ok(message) => serde_json::from_slice(&message.payload)
             .map(Some)
             .map_err(|e| RecordError::Corrupt {
-                job_id: job_id.to_owned(),
+                job_id: key.to_owned(),
                 message: format!("its result in {RESULTS_STREAM}: {e}"),
             }),
         Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
@@ -101,8 +108,8 @@ mod tests {
         client.flush().await.unwrap();
 
         let done = JobResult::failed("j1", "a reason");
-        result(&js, &done).await.unwrap();
-        result(&js, &done).await.unwrap();
+        result(&js, "j1", &done).await.unwrap();
+        result(&js, "j1", &done).await.unwrap();
 
         let first = tokio::time::timeout(Duration::from_secs(5), heard.next())
             .await

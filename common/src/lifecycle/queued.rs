@@ -1,6 +1,7 @@
-//! A submission still waiting in the jobs stream, found by its job id: a job no synth node has
-//! taken yet has no record, only its message. Read with message gets in stream order (the jobs
-//! stream is a work queue: it allows no second consumer), each once, into an [`Index`].
+//! A submission still waiting in the jobs stream, found by its job's key (the job id under the
+//! tenant its subject names, `topology::origin`): a job no synth node has taken yet has no
+//! record, only its message. Read with message gets in stream order (the jobs stream is a work
+//! queue: it allows no second consumer), each once, into an [`Index`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -10,8 +11,8 @@ use async_nats::jetstream::Context;
 use serde::Deserialize;
 
 use super::RecordError;
-use crate::topology::JOBS_STREAM;
-use cuzk_wire::job::{JobInput, StagedInput, JOB_ID_HEADER};
+use crate::topology::{origin, JOBS_STREAM};
+use cuzk_wire::job::{job_key, JobInput, StagedInput, JOB_ID_HEADER};
 
 /// A waiting submission: what its final record needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,12 +34,20 @@ struct Head {
     /// Read apart from the rest: a malformed input must not hide the job's id.
     #[serde(default)]
     input: serde_json::Value,
+    /// The tenant its subject names (not in the JSON).
+    #[serde(skip)]
+    tenant: Option<String>,
 }
 
 impl Head {
+    /// The job's key: its id under its tenant.
+    fn key(&self) -> String {
+        job_key(self.tenant.as_deref(), &self.job_id)
+    }
+
     fn staged(&self) -> Option<StagedInput> {
         let input: JobInput = serde_json::from_value(self.input.clone()).ok()?;
-        input.staged(&self.job_id)
+        input.staged(&self.job_id, self.tenant.as_deref())
     }
 }
 
@@ -52,19 +61,23 @@ fn queued(message: &async_nats::jetstream::message::StreamMessage, head: Head) -
 }
 
 /// The job id and circuit a job message names: its JSON, else its `Cuzk-Job-Id` header (the id
-/// a malformed submission is answered under).
-fn named(payload: &[u8], headers: &async_nats::HeaderMap) -> Option<Head> {
-    serde_json::from_slice::<Head>(payload).ok().or_else(|| {
+/// a malformed submission is answered under); its tenant from its subject (none where the
+/// subject is no submit subject: intake refuses such a job as untenanted too).
+fn named(subject: &str, payload: &[u8], headers: &async_nats::HeaderMap) -> Option<Head> {
+    let mut head = serde_json::from_slice::<Head>(payload).ok().or_else(|| {
         let job_id = headers.get(JOB_ID_HEADER)?.as_str().to_owned();
         Some(Head {
             job_id,
             circuit: None,
             input: serde_json::Value::Null,
+            tenant: None,
         })
-    })
+    })?;
+    head.tenant = origin(subject).and_then(|o| o.tenant);
+    Some(head)
 }
 
-/// Waiting submissions by job id. Each message of the jobs stream is read once, the first time a
+/// Waiting submissions by job key. Each message of the jobs stream is read once, the first time a
 /// lookup comes after it was stored; a lookup then reads only what was stored since the last one
 /// and confirms its hit with one get, so a cancel costs a few round trips however long the
 /// queue. Entries of messages that left the stream are dropped as the stream's first sequence
@@ -82,11 +95,11 @@ pub(super) struct Index {
 const PRUNE_EVERY: Duration = Duration::from_secs(10);
 
 impl Index {
-    /// The oldest waiting submission of `job_id`.
+    /// The oldest waiting submission of the job with key `key`.
     pub(super) async fn find(
         &mut self,
         js: &Context,
-        job_id: &str,
+        key: &str,
     ) -> Result<Option<Queued>, RecordError> {
         let unavailable =
             |e: String| RecordError::Unavailable(format!("reading {JOBS_STREAM}: {e}"));
@@ -118,17 +131,17 @@ impl Index {
                 Err(e) => return Err(unavailable(e.to_string())),
             };
             self.next = message.sequence + 1;
-            if let Some(head) = named(&message.payload, &message.headers) {
-                self.insert(head.job_id, message.sequence);
+            if let Some(head) = named(&message.subject, &message.payload, &message.headers) {
+                self.insert(head.key(), message.sequence);
             }
         }
         let seqs: Vec<u64> = self
             .by_id
-            .get(job_id)
+            .get(key)
             .map(|s| s.iter().copied().collect())
             .unwrap_or_default();
         for seq in seqs {
-            match at(js, seq, job_id).await? {
+            match at(js, seq, key).await? {
                 Some(queued) => return Ok(Some(queued)),
                 None => self.remove(seq),
             }
@@ -162,13 +175,10 @@ impl Index {
     }
 }
 
-/// The submission of `job_id` at stream sequence `seq`, while the jobs stream holds it (until a
-/// synth node acknowledges it); `None` if the message there names another job.
-pub(super) async fn at(
-    js: &Context,
-    seq: u64,
-    job_id: &str,
-) -> Result<Option<Queued>, RecordError> {
+/// The submission of the job with key `key` at stream sequence `seq`, while the jobs stream
+/// holds it (until a synth node acknowledges it); `None` if the message there names another
+/// job (or another tenant's).
+pub(super) async fn at(js: &Context, seq: u64, key: &str) -> Result<Option<Queued>, RecordError> {
     let unavailable = |e: String| RecordError::Unavailable(format!("reading {JOBS_STREAM}: {e}"));
     if seq == 0 {
         return Ok(None);
@@ -182,7 +192,8 @@ pub(super) async fn at(
         Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => return Ok(None),
         Err(e) => return Err(unavailable(e.to_string())),
     };
-    let head = named(&message.payload, &message.headers).filter(|head| head.job_id == job_id);
+    let head = named(&message.subject, &message.payload, &message.headers)
+        .filter(|head| head.key() == key);
     Ok(head.map(|head| queued(&message, head)))
 }
 
@@ -206,14 +217,37 @@ mod tests {
     #[test]
     fn job_messages_are_named_by_their_json_or_header() {
         let mut headers = async_nats::HeaderMap::new();
-        let head = named(br#"{"job_id":"a","circuit":"mimc","params":{}}"#, &headers).unwrap();
+        let submit = "cuzk.jobs.submit";
+        let body = br#"{"job_id":"a","circuit":"mimc","params":{}}"#;
+        let head = named(submit, body, &headers).unwrap();
         assert_eq!(
             (head.job_id.as_str(), head.circuit.as_deref()),
             ("a", Some("mimc"))
         );
-        assert!(named(b"not json", &headers).is_none());
+        assert!(named(submit, b"not json", &headers).is_none());
         headers.insert(JOB_ID_HEADER, "b");
-        let head = named(b"not json", &headers).unwrap();
+        let head = named(submit, b"not json", &headers).unwrap();
         assert_eq!((head.job_id.as_str(), head.circuit), ("b", None));
+        // The key is the id under the tenant the subject names.
+        let head = named("cuzk.jobs.submit.alice.high", body, &headers).unwrap();
+        assert_eq!(head.key(), "alice.a");
+        assert_eq!(
+            named("cuzk.jobs.submit.alice", b"x", &headers)
+                .unwrap()
+                .key(),
+            "alice.b"
+        );
+    }
+
+    /// A waiting submission's staged input is the object named for it in its tenant's own
+    /// bucket only: one in another tenant's is not its to delete.
+    #[test]
+    fn a_waiting_submissions_staged_input_is_its_tenants() {
+        let headers = async_nats::HeaderMap::new();
+        let body = br#"{"job_id":"j","circuit":"mimc","input":{"object_in":{"bucket":"cuzk-inputs-bob","name":"j.input"}}}"#;
+        let own = named("cuzk.jobs.submit.bob", body, &headers).unwrap();
+        assert_eq!(own.staged().unwrap().bucket, "cuzk-inputs-bob");
+        let other = named("cuzk.jobs.submit.alice", body, &headers).unwrap();
+        assert_eq!(other.staged(), None);
     }
 }

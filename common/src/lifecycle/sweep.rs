@@ -25,6 +25,7 @@ async fn jobs_stream(js: &Context) -> Result<Stream, RecordError> {
 /// One entry of the bucket: a job's latest record, or `None` where it was deleted or is not
 /// readable.
 struct Entry {
+    /// The job's key (the entry's key in the bucket).
     job_id: String,
     record: Option<JobRecord>,
 }
@@ -176,7 +177,7 @@ impl Sweeper {
                         .publish_pending(&record, unchanged_for, self.publish_grace);
                 if published.await? {
                     swept.published += 1;
-                    self.watched.remove(&record.job_id);
+                    self.watched.remove(&record.key());
                 }
             } else if machine::complete(&record) {
                 self.ledger.catch_up(&record).await?;
@@ -184,7 +185,7 @@ impl Sweeper {
             } else if self.carried(&record).await? {
                 swept.waiting += 1;
             } else if let Some(ended) = self.ledger.end_stale(&record, self.no_progress).await? {
-                self.watched.remove(&record.job_id);
+                self.watched.remove(&record.key());
                 swept.ended.push(ended);
             }
         }
