@@ -212,6 +212,10 @@ fn cuzk(command: &str, role: &str, urls: &str, ca: &Path) -> Command {
         .args(["--nats-inbox-prefix", &format!("_INBOX_{role}")])
         .args(["--nats-replicas", "3", "--nats-limits", "local"])
         .stdin(Stdio::null());
+    // A client user is a tenant of its own name (deploy/nats/accounts.conf).
+    if ["submitter", "priority", "gateway"].contains(&role) {
+        cuzk.args(["--nats-tenant", role]);
+    }
     cuzk
 }
 
