@@ -4,12 +4,20 @@
 
 mod support;
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use cuzk_circuits::ShapeCache;
 use cuzk_cli::{submit_and_wait, verify_job_proof};
+use cuzk_common::config::{BackendKind, GpuArgs, ParamArgs, SynthArgs};
 use cuzk_common::lifecycle::Ledger;
-use cuzk_wire::job::{JobStatus, PartitionStatus};
+use cuzk_common::local_nats::NatsServer;
+use cuzk_common::topology::{blob_shard_bucket, BLOB_SHARDS, WORK_STREAM};
+use cuzk_wire::job::{JobRecord, JobResult, JobStatus, PartitionStatus};
+use futures::StreamExt;
 use serde_json::json;
 use support::{blobs_left, blobs_now, cluster, cluster_with, job, TIMEOUT};
+use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_partition_jobs_come_back_verified() {
@@ -149,5 +157,138 @@ async fn gpu_node_proves_with_a_parameter_file_from_a_path() {
         let proof = Proof::read(bytes).unwrap();
         let inputs = family.public_inputs(b"file", index).unwrap();
         assert!(verify_proof(&pvk, &proof, &inputs).unwrap());
+    }
+}
+
+/// Two partitions synthesized at once both find the blob buckets empty, and the head bucket
+/// holds one of their blobs: the second upload is refused for lack of room. The synth node
+/// waits for room with the job's message in hand — not handed back, so no delivery is spent —
+/// and once a GPU node has proved the first partition and deleted its blob, the second goes up
+/// and the job is proved. (Handed back, the refusals spent the job's deliveries and failed it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_blob_bucket_holds_an_upload_back_without_failing_its_job() {
+    cuzk_common::telemetry::init_logging();
+    let server = NatsServer::start().unwrap();
+    let (client, topology) = cuzk_cli::connect_url(&server.url(), "test").await.unwrap();
+    let params = ParamArgs::default().resolve(true).unwrap();
+    let shutdown = CancellationToken::new();
+    let synth = SynthArgs {
+        threads: Some(2),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    let synth = cuzk_synth_node::SynthNode::new(topology.clone(), synth, &params, "s".into());
+    let synth = tokio::spawn(Arc::new(synth.unwrap()).run(shutdown.clone()));
+    let ledger = Ledger::new(&topology);
+    let shape = json!({"rounds": 4096, "partitions": 1});
+
+    // One blob of the shape, measured; then the queue is emptied and each blob bucket made
+    // to hold one and a half such blobs.
+    let probe = job("probe", "mimc", shape.clone(), "probe");
+    cuzk_cli::submit::publish_job(&topology.js, None, &probe)
+        .await
+        .unwrap();
+    let queued = until(&ledger, "probe", |r| {
+        let first = r.partitions.first()?;
+        (first.status == PartitionStatus::Queued).then_some(first.timings.blob_bytes)
+    })
+    .await;
+    assert!(
+        queued < 512 << 10,
+        "one chunk, so a refused upload leaves nothing behind"
+    );
+    for bucket in (0..BLOB_SHARDS).map(blob_shard_bucket) {
+        let mut stream = topology
+            .js
+            .get_stream(format!("OBJ_{bucket}"))
+            .await
+            .unwrap();
+        stream.purge().await.unwrap();
+        let mut config = stream.info().await.unwrap().config.clone();
+        config.max_bytes = (queued * 3 / 2) as i64;
+        topology.js.update_stream(config).await.unwrap();
+    }
+    topology
+        .js
+        .get_stream(WORK_STREAM)
+        .await
+        .unwrap()
+        .purge()
+        .await
+        .unwrap();
+
+    let two = job(
+        "two",
+        "mimc",
+        json!({"rounds": 4096, "partitions": 2}),
+        "two",
+    );
+    let mut answers = client
+        .subscribe(cuzk_common::topology::results_subject("two"))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    cuzk_cli::submit::publish_job(&topology.js, None, &two)
+        .await
+        .unwrap();
+    until(&ledger, "two", |r| {
+        r.partitions
+            .iter()
+            .any(|p| p.status == PartitionStatus::Queued)
+            .then_some(())
+    })
+    .await;
+    // Longer than an upload's own retries (about 10 s): a refusal that handed the message
+    // back would have been redelivered by now.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let waiting = ledger.get("two").await.unwrap().unwrap();
+    assert!(!waiting.status.is_final(), "{waiting:?}");
+    let queued_now = waiting
+        .partitions
+        .iter()
+        .filter(|p| p.status == PartitionStatus::Queued);
+    assert_eq!(
+        queued_now.count(),
+        1,
+        "the bucket held two blobs: {waiting:?}"
+    );
+    assert_eq!(
+        waiting.intake_attempts, 1,
+        "the job's message was handed back"
+    );
+
+    let gpu = GpuArgs {
+        cpu_threads: Some(2),
+        backend: Some(BackendKind::Cpu),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    let gpu = cuzk_gpu_node::GpuNode::new(topology.clone(), gpu, &params, "g".into()).unwrap();
+    let gpu = tokio::spawn(Arc::new(gpu).run(shutdown.clone()));
+    let answer = tokio::time::timeout(TIMEOUT, answers.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let answer: JobResult = serde_json::from_slice(&answer.payload).unwrap();
+    assert_eq!(answer.status, JobStatus::Done, "{:?}", answer.error);
+    verify_job_proof(&two, &answer, &ShapeCache::open_default(true).unwrap()).unwrap();
+    let record = ledger.get("two").await.unwrap().unwrap();
+    assert_eq!(record.intake_attempts, 1);
+    shutdown.cancel();
+    synth.await.unwrap().unwrap();
+    gpu.await.unwrap().unwrap();
+}
+
+/// Waits for `job_id`'s record to give `what`.
+async fn until<T>(ledger: &Ledger, job_id: &str, what: impl Fn(&JobRecord) -> Option<T>) -> T {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(found) = ledger.get(job_id).await.unwrap().as_ref().and_then(&what) {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{job_id}: not in time");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

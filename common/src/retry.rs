@@ -27,6 +27,13 @@ impl RetryPolicy {
             .min(self.max)
     }
 
+    /// The longest a step retried under this policy takes to give up, when each attempt takes
+    /// up to `attempt`.
+    pub fn worst_case(&self, attempt: Duration) -> Duration {
+        let waits = (0..self.attempts.saturating_sub(1)).map(|a| self.delay(a));
+        attempt.saturating_mul(self.attempts) + waits.sum::<Duration>()
+    }
+
     /// [`Self::delay`] scaled by a random factor in [0.5, 1): clients that failed together
     /// (a leader election, a restarted server) do not all retry in the same instant.
     pub fn jittered(&self, attempt: u32) -> Duration {
@@ -55,7 +62,8 @@ where
     retry_when(what, policy, op, |e: &E| e.retryable()).await
 }
 
-async fn retry_when<T, E, F, Fut>(
+/// [`retry`] for the errors `worth_retrying` picks; any other returns at once.
+pub async fn retry_when<T, E, F, Fut>(
     what: &str,
     policy: RetryPolicy,
     mut op: F,

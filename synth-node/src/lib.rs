@@ -1,7 +1,7 @@
 //! The synth node: a picker takes jobs from the jobs stream while there is room to keep every
 //! core busy (`intake`), the executor synthesizes and encodes each partition on a bounded
 //! rayon pool (`executor`), and the saver uploads its blob and queues its work item
-//! (`saver`). Every partition reserves its bytes from the node's memory budget first
+//! (`saver`), each partition waiting for room in the blob buckets first (`room`). Every partition reserves its bytes from the node's memory budget first
 //! (`budget`). How each message ends is the shared failure policy's call
 //! (`cuzk_common::policy`); job records change only through the ledger
 //! (`cuzk_common::lifecycle`).
@@ -13,6 +13,7 @@ pub mod executor;
 pub mod intake;
 mod jobs;
 pub mod refusals;
+mod room;
 pub mod saver;
 mod sweeper;
 
@@ -30,7 +31,7 @@ use cuzk_common::policy::{self, Decision, Settle, StepError};
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, MAX_DELIVER};
 use cuzk_wire::blob::EncodeOptions;
-use cuzk_wire::job::{JobResult, JobStatus, Stage, JOB_ID_HEADER};
+use cuzk_wire::job::{JobResult, Stage, JOB_ID_HEADER};
 use tokio::sync::{oneshot, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -39,6 +40,7 @@ use tracing::{info, info_span, warn, Instrument};
 use crate::budget::{Backlog, MemoryBudget, Waiting};
 use crate::intake::{Admitted, Intake, Limits, Submission};
 use crate::refusals::{RefusalLimit, Verdict};
+use crate::room::Room;
 
 pub use saver::blob_object_name;
 
@@ -436,32 +438,21 @@ impl SynthNode {
         };
         drop(waiting);
         let _held = self.load.hold("synth");
+        let room = Room {
+            topology: &self.topology,
+            max_queued_bytes: self.config.max_queued_bytes,
+            cancel,
+        };
         let blob = budget::blob_bound(job.circuit.partition_shape().variables);
-        self.wait_for_queue_room(blob, cancel)
+        room.wait(blob)
             .instrument(info_span!("queue_room_wait"))
             .await?;
+        // The job may have ended meanwhile: failed by a sibling partition, or cancelled.
+        if !saver::still_running(&self.ledger, job, index).await? {
+            return Ok(());
+        }
         // Its key: what the blob's header names, as its work item does.
         let job_id = job.key.clone();
-        // The job may have ended meanwhile: failed by a sibling partition, or cancelled.
-        if let Some(record) = self.ledger.get(&job_id).await? {
-            match record.status {
-                JobStatus::Failed => {
-                    return Err(StepError::Fatal(
-                        record.error.unwrap_or_else(|| "job failed".into()),
-                    ))
-                }
-                status if status.is_final() => {
-                    info!(
-                        job_id,
-                        partition = index,
-                        ?status,
-                        "job ended; not synthesizing"
-                    );
-                    return Ok(());
-                }
-                _ => {}
-            }
-        }
         let (circuit, input, shapes, labels) = (
             job.circuit.clone(),
             job.input.clone(),
@@ -486,42 +477,7 @@ impl SynthNode {
             })
             .await??;
         drop(slot);
-        saver::save(&self.topology, &self.ledger, job, index, done).await
-    }
-
-    /// Waits while the blob buckets hold `max_queued_bytes` or more (together, or the fullest
-    /// counted for all: `Topology::queued_blob_bytes`) — or have no room left for a blob of
-    /// `bytes` — so synthesis never runs far ahead of the GPUs and uploads are not refused by
-    /// full buckets.
-    async fn wait_for_queue_room(
-        &self,
-        bytes: u64,
-        cancel: &CancellationToken,
-    ) -> Result<(), StepError> {
-        let mut waited = false;
-        loop {
-            let (queued, bucket) = self
-                .topology
-                .queued_blob_bytes()
-                .await
-                .map_err(|e| StepError::Retry(e.to_string()))?;
-            // A lone blob larger than what is left goes anyway once the buckets are empty.
-            let limit = self
-                .config
-                .max_queued_bytes
-                .min(bucket.saturating_sub(bytes));
-            if queued < limit || queued == 0 {
-                return Ok(());
-            }
-            if !waited {
-                info!(queued, limit, "work queue full; waiting");
-                waited = true;
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => return Err(StepError::Shutdown),
-                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
-            }
-        }
+        saver::save(&self.ledger, job, index, done, &room).await
     }
 
     /// Runs CPU-heavy work on the synthesis pool without blocking the async runtime.

@@ -7,18 +7,19 @@ use std::time::Instant;
 use async_nats::jetstream::message::PublishMessage;
 use cuzk_common::lifecycle::{machine, Ledger};
 use cuzk_common::metrics::metrics;
-use cuzk_common::objects;
+use cuzk_common::objects::{self, ObjectError};
 use cuzk_common::policy::StepError;
 use cuzk_common::retry::{retry, RetryPolicy};
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL};
 use cuzk_wire::job::{
-    unix_ms, JobRecord, PartitionStatus, Priority, Stage, WorkItem, WORK_ITEM_VERSION,
+    unix_ms, JobRecord, JobStatus, PartitionStatus, Priority, Stage, WorkItem, WORK_ITEM_VERSION,
 };
 use tracing::{info, info_span, warn, Instrument};
 
 use crate::executor::Encoded;
 use crate::intake::Admitted;
+use crate::room::Room;
 
 /// Blob names start with the job's key and carry the submission sequence so a resubmitted job
 /// id never meets stale blobs.
@@ -40,11 +41,11 @@ pub async fn delete_queued_blobs(topology: &Topology, record: &JobRecord) {
 }
 
 pub async fn save(
-    topology: &Topology,
     ledger: &Ledger,
     job: &Admitted,
     index: usize,
     done: Encoded,
+    room: &Room<'_>,
 ) -> Result<(), StepError> {
     let Encoded {
         blob,
@@ -52,13 +53,37 @@ pub async fn save(
         public_inputs,
     } = done;
     let job_id = job.key.as_str();
-    let started = Instant::now();
     let object = blob_object_name(job_id, index, job.seq);
-    let span = info_span!(Stage::Upload.name(), cuzk.blob_bytes = blob.len());
-    objects::put_through(&topology.blob_writers, &object, blob.into())
-        .instrument(span)
-        .await?;
-    metrics().partition_stage(&mut timings, Stage::Upload, &job.labels, started.elapsed());
+    let blob = bytes::Bytes::from(blob);
+    let mut refused = false;
+    loop {
+        let started = Instant::now();
+        let span = info_span!(Stage::Upload.name(), cuzk.blob_bytes = blob.len());
+        let put = objects::put_through(&room.topology.blob_writers, &object, blob.clone());
+        match put.instrument(span).await {
+            Ok(()) => {
+                let took = started.elapsed();
+                metrics().partition_stage(&mut timings, Stage::Upload, &job.labels, took);
+                break;
+            }
+            // Other partitions filled the room this one saw: it waits for the GPUs to take
+            // blobs, holding its job (in progress) rather than failing it.
+            Err(ObjectError::Full { message, .. }) => {
+                if !refused {
+                    warn!(%object, %message, "blob buckets full; waiting for room to upload");
+                    refused = true;
+                }
+                metrics().error("synth", "bucket_full", &job.labels);
+                room.after_refusal(blob.len() as u64)
+                    .instrument(info_span!("blob_room_wait"))
+                    .await?;
+                if !still_running(ledger, job, index).await? {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 
     let item = WorkItem {
         version: WORK_ITEM_VERSION,
@@ -73,7 +98,7 @@ pub async fn save(
         published_at_ms: unix_ms(),
         timings,
     };
-    let work_seq = publish_work(topology, &item, job.spec.priority, job.seq).await?;
+    let work_seq = publish_work(room.topology, &item, job.spec.priority, job.seq).await?;
     let stored = ledger
         .queued(job_id, index, timings, work_seq, job.attempt)
         .await?;
@@ -92,6 +117,29 @@ pub async fn save(
         "partition queued"
     );
     Ok(())
+}
+
+/// Whether partition `index` of `job` is still to be queued: not when its job has ended (a
+/// cancelled or finished job's partition stops here), and a job failed by a sibling fails this
+/// partition with its reason.
+pub async fn still_running(
+    ledger: &Ledger,
+    job: &Admitted,
+    index: usize,
+) -> Result<bool, StepError> {
+    let Some(record) = ledger.get(&job.key).await? else {
+        return Ok(true);
+    };
+    match record.status {
+        JobStatus::Failed => Err(StepError::Fatal(
+            record.error.unwrap_or_else(|| "job failed".into()),
+        )),
+        status if status.is_final() => {
+            info!(job_id = %job.key, partition = index, ?status, "job ended; not queueing");
+            Ok(false)
+        }
+        _ => Ok(true),
+    }
 }
 
 /// Publishes the partition's work item; its stream sequence (the first publication's, for a

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tracing::{debug, warn};
 
-use crate::retry::{retry_retryable as retry, RetryPolicy};
+use crate::retry::{retry_retryable as retry, retry_when, RetryPolicy};
 use crate::timing::ms;
 
 pub mod janitor;
@@ -41,6 +41,10 @@ pub enum ObjectError {
     TooLarge { name: String, size: u64, limit: u64 },
     #[error("object store unavailable for {name}: {message}")]
     Unavailable { name: String, message: String },
+    /// Retryable once there is room: the bucket, or the server's store, refused the write for
+    /// lack of it, so a write at once would be refused again.
+    #[error("no room for object {name}: {message}")]
+    Full { name: String, message: String },
     /// Retryable: a node that knows the buckets (one of the writer's version) may read it.
     #[error("object {name} is spread over {shards} buckets; this node knows {known}")]
     UnknownShards {
@@ -54,7 +58,9 @@ impl cuzk_wire::Retryable for ObjectError {
     fn retryable(&self) -> bool {
         matches!(
             self,
-            ObjectError::Unavailable { .. } | ObjectError::UnknownShards { .. }
+            ObjectError::Unavailable { .. }
+                | ObjectError::Full { .. }
+                | ObjectError::UnknownShards { .. }
         )
     }
 }
@@ -172,6 +178,23 @@ fn unavailable(name: &str, e: impl std::fmt::Display) -> ObjectError {
     ObjectError::Unavailable {
         name: name.to_owned(),
         message: e.to_string(),
+    }
+}
+
+/// What nats-server answers a write that does not fit: a stream at its byte limit (discard
+/// new), or a server whose store is full.
+const NO_ROOM: [&str; 2] = ["maximum bytes exceeded", "insufficient resources"];
+
+/// A failed write: [`ObjectError::Full`] where the server refused it for lack of room.
+fn refused(name: &str, e: impl std::fmt::Display) -> ObjectError {
+    let message = e.to_string();
+    if NO_ROOM.iter().any(|m| message.contains(m)) {
+        ObjectError::Full {
+            name: name.to_owned(),
+            message,
+        }
+    } else {
+        unavailable(name, message)
     }
 }
 
@@ -586,7 +609,9 @@ async fn put_stripe(
     bytes: &[u8],
     metadata: HashMap<String, String>,
 ) -> Result<(), ObjectError> {
-    retry("write object", RetryPolicy::NETWORK, || {
+    // A refusal for lack of room goes back at once: room comes from readers, not from retries.
+    let worth_retrying = |e: &ObjectError| !matches!(e, ObjectError::Full { .. });
+    let write = || {
         bounded(name, bytes.len() as u64, async {
             let meta = ObjectMetadata {
                 name: name.to_owned(),
@@ -599,10 +624,10 @@ async fn put_stripe(
                 .put(meta, &mut reader)
                 .await
                 .map(|_| ())
-                .map_err(|e| unavailable(name, e))
+                .map_err(|e| refused(name, e))
         })
-    })
-    .await
+    };
+    retry_when("write object", RetryPolicy::NETWORK, write, worth_retrying).await
 }
 
 /// Deletes an object and its stripes, each from its bucket; one already gone is fine (a
