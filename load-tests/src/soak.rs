@@ -78,9 +78,27 @@ fn mix() -> Vec<(&'static str, serde_json::Value)> {
 #[derive(Default)]
 struct Heard {
     answers: HashMap<String, (usize, JobResult)>,
-    /// The ledger's publications per job: how many, and how many differed from the first (a
-    /// publish retried after its acknowledgement was lost repeats the same bytes).
-    raw: HashMap<String, (usize, usize)>,
+    /// The ledger's publications per job: how many, how many differed from the first in their
+    /// bytes (a publish retried after its acknowledgement was lost repeats the same bytes; a
+    /// result published again from the job's record lacks the per-partition timings), and how
+    /// many in their answer (status, proof or error).
+    raw: HashMap<String, Published>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Published {
+    count: usize,
+    other_bytes: usize,
+    other_answer: usize,
+}
+
+/// What a client acts on in a result.
+fn answer_of(result: &JobResult) -> (JobStatus, Option<&str>, Option<&str>) {
+    (
+        result.status,
+        result.proof.as_deref(),
+        result.error.as_deref(),
+    )
 }
 
 /// Each node's resident memory over the run: (seconds from the start, bytes).
@@ -244,12 +262,18 @@ async fn listen(client: &async_nats::Client) -> anyhow::Result<Arc<Mutex<Heard>>
         let mut first: HashMap<String, bytes::Bytes> = HashMap::new();
         while let Some(message) = raw.next().await {
             let id = message.subject.trim_start_matches(&prefix).to_owned();
-            let same =
-                first.entry(id.clone()).or_insert(message.payload.clone()) == &message.payload;
+            let earlier = first.entry(id.clone()).or_insert(message.payload.clone());
+            let same_bytes = earlier == &message.payload;
+            let parse = |b: &[u8]| serde_json::from_slice::<JobResult>(b).ok();
+            let same_answer = match (parse(earlier), parse(&message.payload)) {
+                (Some(a), Some(b)) => answer_of(&a) == answer_of(&b),
+                _ => same_bytes,
+            };
             let mut heard = into.lock().unwrap_or_else(|e| e.into_inner());
             let entry = heard.raw.entry(id).or_default();
-            entry.0 += 1;
-            entry.1 += usize::from(!same);
+            entry.count += 1;
+            entry.other_bytes += usize::from(!same_bytes);
+            entry.other_answer += usize::from(!same_answer);
         }
     });
     Ok(heard)
@@ -340,7 +364,8 @@ struct Tally {
     lost: usize,
     heard_twice: usize,
     published_twice: usize,
-    published_differently: usize,
+    published_other_bytes: usize,
+    published_other_answer: usize,
     wrong: Vec<String>,
     failed: Vec<String>,
 }
@@ -352,9 +377,10 @@ fn tally(heard: &Mutex<Heard>, specs: &HashMap<String, JobSpec>, cache: &ShapeCa
         ..Default::default()
     };
     for (id, spec) in specs {
-        if let Some(&(count, differing)) = heard.raw.get(id) {
-            t.published_twice += usize::from(count > 1);
-            t.published_differently += usize::from(differing > 0);
+        if let Some(published) = heard.raw.get(id) {
+            t.published_twice += usize::from(published.count > 1);
+            t.published_other_bytes += usize::from(published.other_bytes > 0);
+            t.published_other_answer += usize::from(published.other_answer > 0);
         }
         let Some((count, result)) = heard.answers.get(id) else {
             t.lost += 1;
@@ -452,7 +478,7 @@ fn report(
          | malformed, answered failed | {} |\n\
          | **lost** (no answer) | **{}** |\n\
          | **answered twice** (core subscription) | **{}** |\n\
-         | published more than once (ledger, before deduplication): all / with other contents | {} / **{}** |\n\
+         | **published more than once** (ledger, before deduplication): all / other bytes / another answer | **{}** / {} / **{}** |\n\
          | **wrong answers** | **{}** |\n\
          | **failed** (good jobs) | **{}** |\n\
          | **leaked** after idle: live objects / chunk messages | **{} / {}** |\n",
@@ -464,7 +490,8 @@ fn report(
         t.lost,
         t.heard_twice,
         t.published_twice,
-        t.published_differently,
+        t.published_other_bytes,
+        t.published_other_answer,
         t.wrong.len(),
         t.failed.len(),
         leaks.objects,
@@ -542,7 +569,11 @@ mod tests {
             heard
                 .answers
                 .insert(id.clone(), (1 + usize::from(i == 1), answer(&id, status)));
-            heard.raw.insert(id, (1 + usize::from(i == 2), 0));
+            let published = Published {
+                count: 1 + usize::from(i == 2),
+                ..Default::default()
+            };
+            heard.raw.insert(id, published);
         }
         let cache = ShapeCache::new(std::env::temp_dir(), false, 0);
         let t = tally(&Mutex::new(heard), &specs, &cache);

@@ -21,7 +21,7 @@ pub use gpu::{
     BackendKind, GpuArgs, GpuConfig, ParamArgs, ParamConfig, ParamsFile, Preload,
     FIL_PARAM_CACHE_ENV, PARAM_CACHE_ENV,
 };
-pub use nats::{LimitsProfile, NatsArgs, NatsConfig, DEFAULT_NATS_URL};
+pub use nats::{LimitsProfile, NatsArgs, NatsConfig, DEFAULT_NATS_TIMEOUT, DEFAULT_NATS_URL};
 pub use synth::{SynthArgs, SynthConfig, SYNTH_PROCESS_ALLOWANCE};
 pub use units::{parse_bytes, parse_duration, Bytes, Secret, Span};
 

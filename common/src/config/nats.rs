@@ -13,6 +13,8 @@ use crate::topology::{
 };
 
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+/// How long a NATS request or JetStream acknowledgement is awaited, unless configured.
+pub const DEFAULT_NATS_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
@@ -57,7 +59,7 @@ settings! {
         replicas: usize = 1, shown "1", check |n| (1..=5).contains(n) => "must be 1..=5";
         /// Timeout of a single NATS request or publish acknowledgement.
         #[arg(long = "nats-timeout", env = "CUZK_NATS_TIMEOUT")]
-        timeout: Span => Duration = Duration::from_secs(10), shown "10s",
+        timeout: Span => Duration = DEFAULT_NATS_TIMEOUT, shown "10s",
             check |t| !t.is_zero() => "must be positive",
             was "nats-timeout-secs" "CUZK_NATS_TIMEOUT_SECS" "timeout_secs";
         /// Time without an ack or progress before a job or partition is redelivered (set when

@@ -35,8 +35,11 @@ use cuzk_wire::job::{
 };
 
 /// How long a final record may wait for its finisher to publish the result before someone else
-/// does: longer than a publish's whole retry policy, so the finisher is gone, not slow.
-pub const PUBLISH_GRACE: Duration = Duration::from_secs(30);
+/// does: longer than the finisher's three steps (publish, release the staged input, note it
+/// published) each through its whole retry policy at the default 10 s timeout, so the finisher
+/// is gone, not slow. A finisher on an overloaded server that is overtaken publishes a second
+/// time, and the copy from the record differs from its own (no per-partition timings).
+pub const PUBLISH_GRACE: Duration = Duration::from_secs(300);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -520,4 +523,23 @@ fn labels(record: &JobRecord) -> JobLabels {
         }
     };
     JobLabels::new(&known(&record.circuit), &known(&record.shape))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DEFAULT_NATS_TIMEOUT;
+    use crate::retry::RetryPolicy;
+
+    /// A finisher that is slow, not gone — each of its three steps retried to the end at the
+    /// default timeout — is not overtaken by a sweeper, which would publish the result a second
+    /// time (at the earlier 30 s it could be).
+    #[test]
+    fn a_slow_finisher_is_not_taken_for_a_dead_one() {
+        let step = RetryPolicy::NETWORK.worst_case(DEFAULT_NATS_TIMEOUT);
+        assert!(
+            PUBLISH_GRACE > step * 3,
+            "{PUBLISH_GRACE:?} against {step:?} a step"
+        );
+    }
 }
