@@ -433,12 +433,13 @@ pub async fn ensure_inputs_bucket(
     ensure_object_store(js, bucket, max_age, limits.inputs_max_bytes, replicas).await
 }
 
-/// An inputs bucket, found (never created) for reading a job's input: a bucket that does not
-/// exist is `NotFound`, like a missing object.
+/// An inputs bucket, found (never created) for reading or deleting a job's input: a bucket that
+/// does not exist is `NotFound`, like a missing object. An object a server's direct get does not
+/// find is looked up on the bucket's leader, as for blobs (`objects::Shards::named`).
 pub async fn open_inputs_bucket(
     js: &Context,
     bucket: &str,
-) -> Result<ObjectStore, crate::objects::ObjectError> {
+) -> Result<Shards, crate::objects::ObjectError> {
     use crate::objects::ObjectError;
     use async_nats::jetstream::context::GetStreamErrorKind;
     use async_nats::jetstream::ErrorCode;
@@ -460,9 +461,17 @@ pub async fn open_inputs_bucket(
             })
         }
     }
-    js.get_object_store(bucket)
+    let store = js
+        .get_object_store(bucket)
         .await
-        .map_err(|e| unavailable(e.to_string()))
+        .map_err(|e| unavailable(e.to_string()))?;
+    Ok(inputs_shards(js, bucket, store))
+}
+
+/// Inputs bucket `bucket` (opened as `store`) as a set of one whose missing objects are
+/// confirmed missing by its stream's leader.
+pub fn inputs_shards(js: &Context, bucket: &str, store: ObjectStore) -> Shards {
+    Shards::named(js, vec![(bucket.to_owned(), store)]).expect("one bucket is a valid set")
 }
 
 /// A KV bucket's backing stream, made exactly as async-nats would make it (by hand because

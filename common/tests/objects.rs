@@ -469,14 +469,37 @@ async fn orphans_in_a_submitters_inputs_bucket_are_reclaimed() {
 /// and a delete took the object for gone and left it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_a_lagging_server_does_not_see_are_read_and_deleted() {
-    use async_nats::jetstream::stream::{Config as StreamConfig, Source};
     let server = NatsServer::start().unwrap();
     let (mut stores, js) = buckets(&server, 1).await;
     let store = stores.remove(0);
+    let shards = Shards::named(&js, vec![("t".to_owned(), store.clone())]).unwrap();
+    past_a_lagging_server(&js, "t", &store, &shards).await;
+}
+
+/// The same for jobs' staged inputs, in an inputs bucket opened as a synth node opens it to read
+/// a job's input and as the node that ends the job opens it to delete the input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_a_lagging_server_does_not_see_are_read_and_deleted() {
+    use cuzk_common::topology::{ensure_inputs_bucket, open_inputs_bucket, Limits};
+    let server = NatsServer::start().unwrap();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let bucket = "cuzk-inputs-t";
+    let store = ensure_inputs_bucket(&js, bucket, 1, Limits::local())
+        .await
+        .unwrap();
+    let shards = open_inputs_bucket(&js, bucket).await.unwrap();
+    past_a_lagging_server(&js, bucket, &store, &shards).await;
+}
+
+/// Writes objects to `bucket` (opened as `store`, and as `shards` by the code under test) beside
+/// a mirror that answers direct gets and holds none of them, then reads and deletes each.
+async fn past_a_lagging_server(js: &Context, bucket: &str, store: &ObjectStore, shards: &Shards) {
+    use async_nats::jetstream::stream::{Config as StreamConfig, Source};
     js.create_stream(StreamConfig {
         name: "LAGGING".into(),
         mirror: Some(Source {
-            name: "OBJ_t".into(),
+            name: format!("OBJ_{bucket}"),
             start_sequence: Some(1 << 40),
             ..Default::default()
         }),
@@ -486,11 +509,10 @@ async fn objects_a_lagging_server_does_not_see_are_read_and_deleted() {
     })
     .await
     .unwrap();
-    let shards = Shards::named(&js, vec![("t".to_owned(), store.clone())]).unwrap();
     let bytes = random(1000);
     let count = 24;
     for i in 0..count {
-        objects::put(&shards, &format!("o{i}"), &bytes)
+        objects::put(shards, &format!("o{i}"), &bytes)
             .await
             .unwrap();
     }
@@ -505,21 +527,20 @@ async fn objects_a_lagging_server_does_not_see_are_read_and_deleted() {
         "the mirror answered no direct get: nothing is tested"
     );
     for i in 0..count {
-        let back = objects::read_bounded(
-            &shards,
-            std::slice::from_ref(&js),
-            &format!("o{i}"),
-            1 << 20,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("o{i}: {e}"));
+        let back =
+            objects::read_bounded(shards, std::slice::from_ref(js), &format!("o{i}"), 1 << 20)
+                .await
+                .unwrap_or_else(|e| panic!("o{i}: {e}"));
         assert_eq!(back, bytes);
     }
     for i in 0..count {
-        objects::delete(&shards, &format!("o{i}")).await.unwrap();
+        objects::delete(shards, &format!("o{i}")).await.unwrap();
     }
-    let stream = js.get_stream("OBJ_t").await.unwrap();
-    let mut subjects = stream.info_with_subjects("$O.t.C.>").await.unwrap();
+    let stream = js.get_stream(format!("OBJ_{bucket}")).await.unwrap();
+    let mut subjects = stream
+        .info_with_subjects(format!("$O.{bucket}.C.>"))
+        .await
+        .unwrap();
     let mut chunks = 0;
     while let Some(entry) = subjects.next().await {
         chunks += entry.unwrap().1;

@@ -24,7 +24,7 @@ use cuzk_common::lifecycle::{Admission, JobShape, Ledger};
 use cuzk_common::metrics::JobLabels;
 use cuzk_common::objects;
 use cuzk_common::policy::StepError;
-use cuzk_common::topology::{self, Origin, Topology};
+use cuzk_common::topology::{self, Origin, Topology, INPUTS_BUCKET};
 use cuzk_wire::job::{inputs_bucket_of, job_key, JobInput, JobSpec, Priority};
 use tracing::info;
 
@@ -296,7 +296,9 @@ async fn load_input(topology: &Topology, input: &JobInput, cap: u64) -> Result<V
             .map_err(|e| StepError::Fatal(format!("input is not valid base64: {e}"))),
         JobInput::Object(name) => {
             let readers = std::slice::from_ref(&topology.js);
-            Ok(objects::read_bounded(&topology.inputs, readers, name, cap).await?)
+            let shared =
+                topology::inputs_shards(&topology.js, INPUTS_BUCKET, topology.inputs.clone());
+            Ok(objects::read_bounded(&shared, readers, name, cap).await?)
         }
         JobInput::ObjectIn { bucket, name } => {
             let store = topology::open_inputs_bucket(&topology.js, bucket).await?;
