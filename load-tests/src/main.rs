@@ -71,11 +71,13 @@ enum Command {
     /// A mixed job stream for a set time while synth nodes, GPU nodes and nats-servers are
     /// killed (SIGKILL) and restarted at random; then lost, answered twice, wrong, failed and
     /// leaked counts, and each node's resident memory after the warm-up and at the end.
-    Soak(SoakArgs),
+    Soak(SoakCommand),
 }
 
+// Named apart from `soak::SoakArgs`: clap names each flattened group after its struct, and two
+// groups of one name panic at parse time in a debug build.
 #[derive(Args)]
-struct SoakArgs {
+struct SoakCommand {
     #[command(flatten)]
     soak: soak::SoakArgs,
     #[command(flatten)]
@@ -530,4 +532,15 @@ fn write_outputs(
         plot.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap checks a command line's definition only in debug builds, as it parses: two argument
+    /// groups of one name made `cuzk-load soak` panic there.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }
