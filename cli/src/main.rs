@@ -750,6 +750,25 @@ mod tests {
         }
     }
 
+    /// clap checks a command line's definition only in debug builds, as it parses: a clash
+    /// there makes a subcommand panic in a debug build alone.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// `cuzk local` takes the synth and GPU tables together, and each budget reaches its own
+    /// node: both were `memory_budget` to clap, so one flag set the other node's budget too.
+    #[test]
+    fn local_keeps_each_tables_settings_apart() {
+        let argv = ["cuzk", "local", "--synth-memory-budget", "1GiB"];
+        let Command::Local(local) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not the local command");
+        };
+        assert_eq!(local.synth.memory_budget.map(|b| b.0), Some(1 << 30));
+        assert_eq!(local.gpu.memory_budget.map(|b| b.0), None);
+    }
+
     /// The README: every flag has an environment twin (`CUZK_*`), one variable per flag name.
     #[test]
     fn every_flag_has_an_environment_twin() {

@@ -90,13 +90,10 @@ settings! {
         #[arg(long = "max-header-bytes", env = "CUZK_GATEWAY_MAX_HEADER_BYTES")]
         max_header_bytes: Bytes => u32 = 16 << 10, shown "16KiB";
         /// PEM certificate chain the gateway serves TLS with (with --tls-key).
-        // Ids of their own: the NATS settings beside these have `tls_cert` and `tls_key` too.
-        #[arg(id = "gateway_tls_cert", long = "tls-cert", env = "CUZK_GATEWAY_TLS_CERT",
-            requires = "gateway_tls_key")]
+        #[arg(long = "tls-cert", env = "CUZK_GATEWAY_TLS_CERT", requires = "gateway.tls_key")]
         tls_cert: PathBuf => Option<PathBuf> = None;
         /// PEM private key of --tls-cert.
-        #[arg(id = "gateway_tls_key", long = "tls-key", env = "CUZK_GATEWAY_TLS_KEY",
-            requires = "gateway_tls_cert")]
+        #[arg(long = "tls-key", env = "CUZK_GATEWAY_TLS_KEY", requires = "gateway.tls_cert")]
         tls_key: PathBuf => Option<PathBuf> = None;
         /// PEM CA certificates client certificates are verified with (mutual TLS; needs
         /// --tls-cert). Without --auth-file every client it certifies has every power.

@@ -47,9 +47,9 @@ settings! {
         #[arg(long = "nats-tls-ca", env = "CUZK_NATS_TLS_CA")]
         tls_ca: PathBuf => Option<PathBuf> = None;
         /// Client certificate and key for mutual TLS.
-        #[arg(long = "nats-tls-cert", env = "CUZK_NATS_TLS_CERT", requires = "tls_key")]
+        #[arg(long = "nats-tls-cert", env = "CUZK_NATS_TLS_CERT", requires = "nats.tls_key")]
         tls_cert: PathBuf => Option<PathBuf> = None;
-        #[arg(long = "nats-tls-key", env = "CUZK_NATS_TLS_KEY", requires = "tls_cert")]
+        #[arg(long = "nats-tls-key", env = "CUZK_NATS_TLS_KEY", requires = "nats.tls_cert")]
         tls_key: PathBuf => Option<PathBuf> = None;
         /// Inbox prefix, so server permissions can pin each role's reply subjects.
         #[arg(long = "nats-inbox-prefix", env = "CUZK_NATS_INBOX_PREFIX")]

@@ -85,6 +85,9 @@ macro_rules! settings {
                     #[arg(alias = $old_flag)]
                     #[serde(alias = $old_key)]
                 )?
+                // Named by table too: `cuzk local` flattens several tables into one command,
+                // and two settings of one name there would share one value.
+                #[arg(id = concat!($table, ".", stringify!($name)))]
                 #[arg($($arg)*)]
                 pub $name: Option<$written>,
             )*
