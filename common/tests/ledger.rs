@@ -337,7 +337,7 @@ impl Count {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_result_is_published_once_before_deduplication() {
     let server = NatsServer::start().unwrap();
-    let (_js, topology) = cluster(&server, Limits::local()).await;
+    let (js, topology) = cluster(&server, Limits::local()).await;
     let client = async_nats::connect(server.url()).await.unwrap();
     let raw = Count::start(&client, "cuzk.ledger.results").await;
     let heard = Count::start(&client, "cuzk.results").await;
@@ -353,7 +353,8 @@ async fn each_result_is_published_once_before_deduplication() {
     // The finishers of "orphan" and "ahead" made their records final, then died before
     // publishing; "orphan"'s finisher stamped it long ago, "ahead"'s with a clock a day ahead.
     // Neither stamp is this sweeper's clock: each is published once the sweeper itself has
-    // seen the record unchanged for the grace.
+    // seen the record unchanged for the grace. "noted"'s finisher published, then died (or
+    // lost its server) before noting it: the sweeper notes it and publishes nothing.
     let day = 24 * 3600 * 1000;
     for (id, stamped, seq) in [
         (
@@ -362,6 +363,7 @@ async fn each_result_is_published_once_before_deduplication() {
             3,
         ),
         ("ahead", unix_ms() + day, 4),
+        ("noted", unix_ms(), 5),
     ] {
         let result = JobResult::failed(id, "a partition failed");
         let record = serde_json::json!({
@@ -372,6 +374,14 @@ async fn each_result_is_published_once_before_deduplication() {
         });
         let body = serde_json::to_vec(&record).unwrap();
         topology.jobs_kv.put(id, body.into()).await.unwrap();
+        if id == "noted" {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+            let result = serde_json::to_vec(&result).unwrap();
+            let subject = ledger_results_subject(id);
+            let ack = js.publish_with_headers(subject, headers, result.into());
+            ack.await.unwrap().await.unwrap();
+        }
     }
     let grace = Duration::from_millis(500);
     let mut sweeper =
@@ -382,18 +392,23 @@ async fn each_result_is_published_once_before_deduplication() {
         "published before the sweeper's own grace"
     );
     tokio::time::sleep(grace).await;
-    assert_eq!(sweeper.sweep().await.unwrap().published, 2);
+    assert_eq!(sweeper.sweep().await.unwrap().published, 3);
     assert_eq!(sweeper.sweep().await.unwrap().published, 0);
-    for id in ["orphan", "ahead"] {
+    for id in ["orphan", "ahead", "noted"] {
         assert!(ledger.get(id).await.unwrap().unwrap().result_published);
     }
 
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let once: std::collections::BTreeMap<String, usize> =
-        [("done", 1), ("failed", 1), ("orphan", 1), ("ahead", 1)]
-            .into_iter()
-            .map(|(id, n)| (id.to_owned(), n))
-            .collect();
+    let once: std::collections::BTreeMap<String, usize> = [
+        ("done", 1),
+        ("failed", 1),
+        ("orphan", 1),
+        ("ahead", 1),
+        ("noted", 1),
+    ]
+    .into_iter()
+    .map(|(id, n)| (id.to_owned(), n))
+    .collect();
     assert_eq!(
         raw.of(),
         once,

@@ -419,7 +419,9 @@ impl Ledger {
     /// Publishes the result of an ended job whose finisher did not get to it (it crashed
     /// between the two steps): `unchanged_for` is how long the caller has seen the record as it
     /// is, on its own clock (another node's `updated_at_ms` is not comparable with it), and
-    /// must be at least `grace`. Returns whether it published.
+    /// must be at least `grace`. A result the results stream holds already (its finisher
+    /// published it, then died or lost its server before noting it) is noted, not published
+    /// again. Returns whether it published or noted.
     pub async fn publish_pending(
         &self,
         record: &JobRecord,
@@ -433,16 +435,27 @@ impl Ledger {
         if !record.status.is_final() || record.result_published || !overdue {
             return Ok(false);
         }
-        tracing::warn!(job = %record.key(), "publishing a result its finisher did not");
-        self.publish(record, result).await?;
+        let key = record.key();
+        if publish::stored(&self.js, &key).await?.is_some() {
+            tracing::info!(job = %key, "noting a result its finisher published and did not note");
+        } else {
+            tracing::warn!(job = %key, "publishing a result its finisher did not");
+            publish::result(&self.js, &key, result).await?;
+        }
+        self.release_and_note(record).await?;
         Ok(true)
     }
 
     /// Publishes, deletes the staged input, then notes both in the record: a crash before the
     /// note repeats the two steps (the stream drops the second result, the input is gone).
     async fn publish(&self, record: &JobRecord, result: &JobResult) -> Result<(), RecordError> {
+        publish::result(&self.js, &record.key(), result).await?;
+        self.release_and_note(record).await
+    }
+
+    /// The steps after a result is published: its staged input deleted, the record noted.
+    async fn release_and_note(&self, record: &JobRecord) -> Result<(), RecordError> {
         let key = record.key();
-        publish::result(&self.js, &key, result).await?;
         if let Some(staged) = &record.staged_input {
             inputs::release(&self.js, &key, staged).await;
         }
