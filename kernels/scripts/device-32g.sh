@@ -58,13 +58,16 @@ steps, in the order they run:
              bytes per partition, GPU busy, the node's host RSS
   drain32    the drain on every visible GPU: one sector's wall time on all
   2k         2 KiB: parameters (GPU), our prove vs SupraSeal on the same file
-             and C1, the one-box throughput of 40 real jobs (synth node + GPU
-             node on ONE_BOX_CPUS cores and GPU 0)
+             and C1, the one-box throughput of ONE_BOX_JOBS real jobs (synth
+             node + GPU node on ONE_BOX_CPUS cores and GPU 0) with the node's
+             default GPU workers, then with each of ONE_BOX_WORKERS
   witness    witness generation of one partition, native vs gadgets (wall and
              CPU seconds, checked equal; cuzk-porep stats): the real 2 KiB C1
              and partition 0 of the synthetic 32 GiB C1
   postwit    the same for a synthetic 32 GiB WindowPoSt partition (2,349
              sectors; cuzk-porep post-witness)
+  snapwit    the same for a synthetic 32 GiB SnapDeals partition (86
+             challenges; cuzk-porep snap-witness)
   onebox32   synthetic 32 GiB sectors through ONE host: synth node and GPU
              node in one process on GPU 0, a warm-up sector then ONE_BOX_SECTORS
              (default 3) at once: seconds per sector (batch wall / sectors), synthesis
@@ -80,6 +83,7 @@ further environment: MSM_WINDOWS (kernels, default 19,20,22,24), NCU_KERNELS
 (kernels, default 'ntt_|fr_|h_'), CONNECTIONS (blobs, default 1,2,4,8,16),
 NATS=nats-server-<version> (every step on that packed server), GPU_ARGS (the
 drains' GPU node, default --gpu-backend=cuda), ONE_BOX_CPUS (2k, default 16),
+ONE_BOX_JOBS (2k, default 40), ONE_BOX_WORKERS (2k, default "3 4"),
 SYNTH_JOBS (2k: synth jobs in flight), ONE_BOX_SECTORS and ONE_BOX_SYNTH_MEMORY
 (onebox32, default 3 and 40GiB: the synth node's share beside the GPU node's key).
 
@@ -151,7 +155,7 @@ for s in $STEPS; do
     2k) need=(bin/cuzk-porep bin/cuzk bin/nats-server pack/c1-2k.json gpu) ;;
     ss32x3|ss32) need=(gpu) ;;
     witness) need=(bin/cuzk-porep pack/c1-2k.json) ;;
-    postwit) need=(bin/cuzk-porep) ;;
+    postwit|snapwit) need=(bin/cuzk-porep) ;;
     onebox32) need=(bin/cuzk-porep bin/nats-server gpu) ;;
     *) die "unknown step '$s' (--help lists them)" ;;
   esac
@@ -343,10 +347,15 @@ if step 2k 100; then
   json $R one_box "\"${ONE_BOX_CPUS:-16} cores (taskset), GPU 0\""
   [ -x $B/ssa ] && (cd "$PACK" && timeout 150 "${one[@]}" $B/ssa prove-ss c1-2k.json 10 10 1 >$L/ss2k.log 2>&1)
   grep SUMMARY $L/ss2k.log 2>/dev/null
-  timeout $(( $(left) - 10 )) "${one[@]}" $B/cuzk-porep bench --sector-size 2KiB --sector "$PACK/c1-2k.json" --engine cuda --runs 3 \
-    --no-filecoin --throughput 40 ${SYNTH_JOBS:+--synth-jobs-in-flight $SYNTH_JOBS} >$L/throughput2k.log 2>&1
-  grep -E "^throughput" $L/throughput2k.log | tail -1
-  grep -q '"jobs_per_s"' $L/throughput2k.log && json $R throughput_2kib "$(grep '"jobs_per_s"' $L/throughput2k.log | tail -1)"
+  # The node's default GPU workers first (throughput2k.log), then each of ONE_BOX_WORKERS.
+  for w in default ${ONE_BOX_WORKERS:-3 4}; do
+    log=$L/throughput2k.log key=throughput_2kib flag=()
+    [ "$w" = default ] || { log=$L/throughput2k-w$w.log key=throughput_2kib_w$w flag=(--gpu-workers "$w"); }
+    timeout $(( $(left) - 10 )) "${one[@]}" $B/cuzk-porep bench --sector-size 2KiB --sector "$PACK/c1-2k.json" --engine cuda --runs 3 \
+      --no-filecoin --throughput ${ONE_BOX_JOBS:-40} ${SYNTH_JOBS:+--synth-jobs-in-flight $SYNTH_JOBS} "${flag[@]}" >$log 2>&1
+    echo "GPU workers $w: $(grep -E "^throughput" $log | tail -1)"
+    grep -q '"jobs_per_s"' $log && json $R $key "$(grep '"jobs_per_s"' $log | tail -1)"
+  done
   collect
 fi
 
@@ -365,6 +374,13 @@ if step postwit 420; then
   timeout $(( $(left) - 5 )) $B/cuzk-porep post-witness --kind window --sector-size 32GiB \
     >$L/postwit32.log 2>&1; echo "32 GiB WindowPoSt witness rc=$?"; tail -8 $L/postwit32.log
   grep -q native_witness_core_s $L/postwit32.log && json $R window_post_32gib "$(tail -1 $L/postwit32.log)"
+  collect
+fi
+
+if step snapwit 300; then
+  timeout $(( $(left) - 5 )) $B/cuzk-porep snap-witness --sector-size 32GiB \
+    >$L/snapwit32.log 2>&1; echo "32 GiB SnapDeals witness rc=$?"; tail -8 $L/snapwit32.log
+  grep -q native_witness_core_s $L/snapwit32.log && json $R snap_32gib "$(tail -1 $L/snapwit32.log)"
   collect
 fi
 

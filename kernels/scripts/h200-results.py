@@ -138,6 +138,19 @@ def main():
         h["one_box"] = r["one_box"]
     if "throughput_2kib" in r:
         h["one_box_2kib_per_s"] = round(r["throughput_2kib"]["jobs_per_s"], 2)
+    # The same jobs with other GPU worker counts (throughput_2kib_w<N>), and each run's rate
+    # from its first completion on.
+    tps = {k: v for k, v in r.items() if k.startswith("throughput_2kib")}
+    if tps:
+        h["one_box_2kib_by_workers"] = {
+            ("default" if k == "throughput_2kib" else k.rsplit("_w", 1)[1] + " workers"): {
+                "jobs": v["throughput_jobs"],
+                "per_s": round(v["jobs_per_s"], 2),
+                "steady_per_s": v.get("steady_jobs_per_s") and round(v["steady_jobs_per_s"], 2),
+                "gpu_busy_pct": v["gpu_busy_pct"] and round(v["gpu_busy_pct"], 1),
+            }
+            for k, v in sorted(tps.items())
+        }
     cpu = host_cpu_2kib(f"{logs}/throughput2k.log")
     if cpu is not None:
         h["gpu_node_host_cpu_2kib_ms"] = round(cpu, 1)
@@ -231,6 +244,13 @@ def main():
         h["window_post_32gib_core_s"] = round(post["native_witness_core_s"], 2)
         h["window_post_32gib_gadget_core_s"] = round(post["witness_synth_core_s"], 2)
         h["window_post_32gib_native_ms"] = round(post["native_witness_ms"], 1)
+    # A synthetic 32 GiB SnapDeals partition's witness, both paths (step snapwit).
+    snap = r.get("snap_32gib")
+    if snap:
+        h["snap_32gib_core_s"] = round(snap["native_witness_core_s"], 2)
+        h["snap_32gib_gadget_core_s"] = round(snap["witness_synth_core_s"], 2)
+        h["snap_32gib_native_ms"] = round(snap["native_witness_ms"], 1)
+        h["snap_32gib_gadget_ms"] = round(snap["witness_synth_ms"], 1)
     # Synthetic 32 GiB sectors through one host (synth node + GPU node, step onebox32).
     one32 = r.get("one_box_32gib")
     if one32:

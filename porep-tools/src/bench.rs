@@ -22,9 +22,11 @@ pub struct Options {
     pub no_filecoin: bool,
     /// Jobs submitted at once after the timed runs: the cluster's throughput.
     pub throughput: usize,
-    pub synth_jobs_in_flight: Option<usize>,
-    /// The synth node's memory budget: on one box it shares the host with the GPU node's key.
-    pub synth_memory_budget: Option<u64>,
+    /// The synth node's settings; its threads default to all cores.
+    pub synth: Box<SynthArgs>,
+    /// The GPU node's settings; its backend defaults to the engine's, its CPU threads to all
+    /// cores.
+    pub gpu: Box<GpuArgs>,
 }
 
 pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
@@ -47,23 +49,19 @@ pub fn run(sector: &SealedSector, o: Options) -> Result<()> {
 
     let runtime = tokio::runtime::Runtime::new()?;
     let cluster_ms = runtime.block_on(async {
-        let synth = SynthArgs {
-            threads: Some(cores),
-            jobs_in_flight: o.synth_jobs_in_flight,
-            memory_budget: o.synth_memory_budget.map(cuzk_common::config::Bytes),
-            ..Default::default()
-        }
-        .resolve()?;
-        let gpu = GpuArgs {
-            backend: Some(if use_cuda(engine)? {
+        let mut synth = o.synth;
+        synth.threads.get_or_insert(cores);
+        let synth = synth.resolve()?;
+        let mut gpu = o.gpu;
+        if gpu.backend.is_none() {
+            gpu.backend = Some(if use_cuda(engine)? {
                 BackendKind::Cuda
             } else {
                 BackendKind::Cpu
-            }),
-            cpu_threads: Some(cores),
-            ..Default::default()
+            });
         }
-        .resolve()?;
+        gpu.cpu_threads.get_or_insert(cores);
+        let gpu = gpu.resolve()?;
         // A C1 too large to ride in a job is staged once (below); every job names that object.
         let template = job_for(sector, &format!("bench-{}", rand::random::<u32>()));
         let synthetic = template.params["synthetic"] == true;
@@ -227,6 +225,8 @@ async fn throughput(
     // Sectors in flight together interleave their partitions, so gaps between completions say
     // little; the batch's wall per sector is what a host sustains, its pipeline filled once.
     let sector_s = secs / n as f64;
+    // From the first completion on: the rate once the pipeline is full, without its filling.
+    let steady = (n > 1).then(|| (n - 1) as f64 / (done[n - 1] - done[0]).max(f64::EPSILON));
     let at: Vec<String> = done.iter().map(|t| format!("{t:.1}")).collect();
     println!(
         "throughput: {n} jobs submitted at once, all proved{} in {secs:.2} s = {:.2} jobs/s; done at {} s",
@@ -239,6 +239,9 @@ async fn throughput(
         sector.size.name()
     );
     println!("| per sector s (batch wall / sectors, the pipeline filled once) | {sector_s:.2} |");
+    if let Some(steady) = steady {
+        println!("| jobs per second from the first completion on | {steady:.2} |");
+    }
     println!("| synthesis core-seconds per partition (synth node pool) | {synth_core_s:.2} |");
     println!("| GPU busy % | {gpu_busy:.0} |");
     println!("| device memory peak GiB | {:.1} |", mem_peak_mib / 1024.0);
@@ -249,6 +252,7 @@ async fn throughput(
             "throughput_jobs": n,
             "throughput_s": secs,
             "jobs_per_s": n as f64 / secs,
+            "steady_jobs_per_s": steady,
             "completions_s": done,
             "sector_s": sector_s,
             "synth_core_s_per_partition": synth_core_s,

@@ -29,6 +29,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use cuzk_circuits::porep::{generate_test_parameters, seal_sector, SealedSector, SectorSize};
 use cuzk_circuits::porep_c1::SealProof;
 use cuzk_circuits::ShapeCache;
+use cuzk_common::config::{GpuArgs, SynthArgs};
 use cuzk_wire::job::{JobInput, JobSpec, Priority, JOB_SPEC_VERSION};
 use rand::RngCore;
 
@@ -232,13 +233,13 @@ enum Command {
         /// Then submit this many jobs at once and report jobs per second.
         #[arg(long, default_value_t = 0)]
         throughput: usize,
-        /// The synth node's jobs in flight (default: the node's default).
-        #[arg(long)]
-        synth_jobs_in_flight: Option<usize>,
-        /// The synth node's memory budget (bytes, or with a unit: `40GiB`); on one host it
-        /// shares the memory with the GPU node's key (default: the node's default).
-        #[arg(long, value_parser = cuzk_common::config::parse_bytes)]
-        synth_memory_budget: Option<u64>,
+        /// The synth node's settings (threads default to all cores; on one host its memory
+        /// budget shares the memory with the GPU node's key).
+        #[command(flatten)]
+        synth: Box<SynthArgs>,
+        /// The GPU node's settings (the backend follows `--engine` unless given).
+        #[command(flatten)]
+        gpu: Box<GpuArgs>,
     },
 }
 
@@ -308,8 +309,8 @@ fn main() -> Result<()> {
             engine,
             no_filecoin,
             throughput,
-            synth_jobs_in_flight,
-            synth_memory_budget,
+            synth,
+            gpu,
             ..
         } => bench::run(
             &load_or_seal(sector_size, sector.as_deref())?,
@@ -318,8 +319,8 @@ fn main() -> Result<()> {
                 engine,
                 no_filecoin,
                 throughput,
-                synth_jobs_in_flight,
-                synth_memory_budget,
+                synth,
+                gpu,
             },
         ),
         Command::SyntheticC1 { sector_size, out } => {
@@ -504,4 +505,37 @@ fn fixture(size: SectorSize, out: &Path, sector_id: u64, prover_id: Option<Strin
     }
     println!("{}", out.join("job.json").display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// clap checks a command line's definition only in debug builds, as it parses.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    /// `bench` takes both nodes' settings under their own flags.
+    #[test]
+    fn bench_passes_each_nodes_settings_on() {
+        let argv = [
+            "cuzk-porep",
+            "bench",
+            "--sector-size",
+            "2KiB",
+            "--gpu-workers",
+            "3",
+            "--synth-memory-budget",
+            "1GiB",
+        ];
+        let Command::Bench { synth, gpu, .. } = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not the bench command");
+        };
+        assert_eq!(gpu.workers, Some(3));
+        assert_eq!(synth.memory_budget.map(|b| b.0), Some(1 << 30));
+        assert_eq!(gpu.memory_budget, None);
+    }
 }
