@@ -66,12 +66,12 @@ steps, in the order they run:
              and partition 0 of the synthetic 32 GiB C1
   postwit    the same for a synthetic 32 GiB WindowPoSt partition (2,349
              sectors; cuzk-porep post-witness)
-  snapwit    the same for a synthetic 32 GiB SnapDeals partition (86
-             challenges; cuzk-porep snap-witness)
   onebox32   synthetic 32 GiB sectors through ONE host: synth node and GPU
              node in one process on GPU 0, a warm-up sector then ONE_BOX_SECTORS
              (default 3) at once: seconds per sector (batch wall / sectors), synthesis
              core-seconds per partition, GPU busy, host RSS (cuzk-porep bench)
+  snapwit    witness generation of a synthetic 32 GiB SnapDeals partition (86
+             challenges), native vs gadgets (cuzk-porep snap-witness)
   ss32x3     SupraSeal's one-partition prove of the synthetic C1, 3 timed runs
              (ssa32 prove-ss32 --runs 3), for the budgets' comparison
   ss32       SupraSeal (the anchor's 32 GiB build, ssa32) on partition 0
@@ -377,13 +377,6 @@ if step postwit 420; then
   collect
 fi
 
-if step snapwit 300; then
-  timeout $(( $(left) - 5 )) $B/cuzk-porep snap-witness --sector-size 32GiB \
-    >$L/snapwit32.log 2>&1; echo "32 GiB SnapDeals witness rc=$?"; tail -8 $L/snapwit32.log
-  grep -q native_witness_core_s $L/snapwit32.log && json $R snap_32gib "$(tail -1 $L/snapwit32.log)"
-  collect
-fi
-
 if step onebox32 240; then
   syn32
   timeout $(( $(left) - 5 )) env CUDA_VISIBLE_DEVICES=0 $B/cuzk-porep bench --sector-size 32GiB --sector $W/syn32.json \
@@ -391,6 +384,13 @@ if step onebox32 240; then
     --synth-memory-budget ${ONE_BOX_SYNTH_MEMORY:-40GiB} >$L/onebox32.log 2>&1; echo "onebox32 rc=$?"
   grep -v -E " INFO | WARN |DEBUG" $L/onebox32.log | tail -14
   grep -q '"sector_s"' $L/onebox32.log && json $R one_box_32gib "$(grep '"sector_s"' $L/onebox32.log | tail -1)"
+  collect
+fi
+
+if step snapwit 120; then
+  timeout $(( $(left) - 5 )) $B/cuzk-porep snap-witness --sector-size 32GiB \
+    >$L/snapwit32.log 2>&1; echo "32 GiB SnapDeals witness rc=$?"; tail -8 $L/snapwit32.log
+  grep -q native_witness_core_s $L/snapwit32.log && json $R snap_32gib "$(tail -1 $L/snapwit32.log)"
   collect
 fi
 

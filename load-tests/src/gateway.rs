@@ -48,7 +48,9 @@ struct Sample {
     end_to_end: Duration,
 }
 
-pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
+/// A 2 KiB PoRep C2 request, freshly sealed, whose C1 output has one byte of `comm_r`
+/// changed: the synth node turns it down at its vanilla-proof check, in milliseconds.
+pub fn refused_porep_request() -> anyhow::Result<SubmitProofRequest> {
     let work = tempfile::tempdir()?;
     let sector = porep::seal_sector(
         SealProof::v1_1(SectorSize::S2KiB),
@@ -60,7 +62,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let mut c1: serde_json::Value = serde_json::from_slice(&sector.c1_json)?;
     let byte = c1["comm_r"][0].as_u64().context("C1 without comm_r")?;
     c1["comm_r"][0] = (byte ^ 1).into();
-    let request = SubmitProofRequest {
+    Ok(SubmitProofRequest {
         request_id: "bench".into(),
         proof_kind: ProofKind::PorepSealCommit.into(),
         sector_size: SectorSize::S2KiB.bytes(),
@@ -69,7 +71,11 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         sector_number: SECTOR,
         miner_id: MINER,
         ..Default::default()
-    };
+    })
+}
+
+pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
+    let request = refused_porep_request()?;
 
     cuzk_common::telemetry::init_logging();
     let synth = SynthArgs::default().resolve()?;
@@ -80,7 +86,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     .resolve()?;
     let cluster = LocalCluster::start(synth, gpu, ParamArgs::default().resolve(true)?).await?;
     let shutdown = CancellationToken::new();
-    let addr = start_gateway(&cluster, shutdown.clone()).await?;
+    let addr = start_gateway(&cluster.client, &cluster.topology, shutdown.clone()).await?;
     let mut grpc = ProvingEngineClient::connect(format!("http://{addr}")).await?;
 
     let (mut direct, mut gateway) = (Vec::new(), Vec::new());
@@ -103,10 +109,15 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn start_gateway(cluster: &LocalCluster, stop: CancellationToken) -> anyhow::Result<String> {
+/// An open gateway in this process on a loopback port of its own, over `client`: its address.
+pub async fn start_gateway(
+    client: &async_nats::Client,
+    topology: &cuzk_common::topology::Topology,
+    stop: CancellationToken,
+) -> anyhow::Result<String> {
     let nats = cuzk_cli::gateway::NatsCluster::new(
-        cluster.client.clone(),
-        cluster.topology.clone(),
+        client.clone(),
+        topology.clone(),
         NATS_TIMEOUT,
         cuzk_common::topology::INPUTS_BUCKET.into(),
         None,

@@ -7,7 +7,9 @@
 //! the ledger's raw publications (`cuzk.ledger.results.>`), before the results stream
 //! deduplicates them.
 
-use std::collections::{BTreeMap, HashMap};
+mod gateway_clients;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +28,7 @@ use futures::StreamExt;
 use rand::Rng;
 
 use crate::cluster::{ClusterShape, Target};
+use gateway_clients::{GatewayClients, GatewayTally};
 
 #[derive(Args)]
 pub struct SoakArgs {
@@ -59,6 +62,11 @@ pub struct SoakArgs {
     /// One job in this many is malformed (an unknown circuit) and must be answered failed.
     #[arg(long, env = "CUZK_SOAK_BAD_EVERY", default_value_t = 50)]
     bad_every: usize,
+    /// One job in this many goes through a gateway over gRPC, as Curio submits: a request the
+    /// synth nodes must turn down, sent twice under one request id and awaited with
+    /// AwaitProof (0: none).
+    #[arg(long, env = "CUZK_SOAK_GATEWAY_EVERY", default_value_t = 10)]
+    gateway_every: usize,
 }
 
 /// The job shapes a soak cycles through: small and multi-partition, two circuits.
@@ -133,6 +141,13 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
         submitters.push(cuzk_cli::connect(&config).await?.1.js);
     }
     let heard = listen(&listener).await?;
+    let mut gateway = match args.gateway_every {
+        0 => None,
+        _ => {
+            let (client, topology) = cuzk_cli::connect(&config).await?;
+            Some(GatewayClients::start(&client, &topology).await?)
+        }
+    };
 
     let start = Instant::now();
     let mut rss = Rss::new();
@@ -151,6 +166,18 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
     let mut index = 0;
     while start.elapsed() < args.duration.0 {
         ticker.tick().await;
+        let through_gateway = args.gateway_every > 0
+            && index % args.gateway_every == args.gateway_every / 2
+            && gateway.is_some();
+        if let Some(gateway) = gateway.as_mut().filter(|_| through_gateway) {
+            // Its answer may come as late as the end of the drain.
+            let wait = args.duration.0.saturating_sub(start.elapsed()) + args.drain.0;
+            for spec in gateway.submit(format!("soak-{tag}-{index}"), wait).await {
+                specs.insert(spec.job_id.clone(), spec);
+            }
+            index += 1;
+            continue;
+        }
         let spec = job(&tag, index, &templates, args.bad_every);
         let js = &submitters[index % submitters.len()];
         index += 1;
@@ -188,6 +215,10 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
     let drained_s = start.elapsed().as_secs_f64();
+    let gateway = match gateway {
+        Some(clients) => clients.finish().await,
+        None => GatewayTally::default(),
+    };
     eprintln!(
         "soak: {} of {} answered; idling {:?} before counting leaks",
         answered(&heard, &specs),
@@ -201,11 +232,19 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
     }
     let leaks = leaks(&topology).await;
     let alive = cluster.all_nodes_running();
-    let tally = tally(&heard, &specs, &cache);
+    let tally = tally(&heard, &specs, &gateway.jobs, &cache);
     let growth = growth(&rss, args.warmup.0.as_secs_f64());
     print!(
         "{}",
-        report(&tally, &kills, &leaks, &growth, submitted_s, drained_s)
+        report(
+            &tally,
+            &gateway,
+            &kills,
+            &leaks,
+            &growth,
+            submitted_s,
+            drained_s
+        )
     );
     if let Err(exited) = alive {
         println!("a node exited on its own: {exited}");
@@ -370,7 +409,13 @@ struct Tally {
     failed: Vec<String>,
 }
 
-fn tally(heard: &Mutex<Heard>, specs: &HashMap<String, JobSpec>, cache: &ShapeCache) -> Tally {
+/// `refused`: jobs whose input the synth nodes must turn down (the gateway's).
+fn tally(
+    heard: &Mutex<Heard>,
+    specs: &HashMap<String, JobSpec>,
+    refused: &HashSet<String>,
+    cache: &ShapeCache,
+) -> Tally {
     let heard = heard.lock().unwrap_or_else(|e| e.into_inner());
     let mut t = Tally {
         submitted: specs.len(),
@@ -387,13 +432,13 @@ fn tally(heard: &Mutex<Heard>, specs: &HashMap<String, JobSpec>, cache: &ShapeCa
             continue;
         };
         t.heard_twice += usize::from(*count > 1);
-        let bad = spec.circuit == "no-such-circuit";
+        let bad = spec.circuit == "no-such-circuit" || refused.contains(id);
         match (result.status, bad) {
             (JobStatus::Done, false) => match cuzk_cli::verify_job_proof(spec, result, cache) {
                 Ok(()) => t.done += 1,
                 Err(why) => t.wrong.push(format!("{id}: {why:#}")),
             },
-            (JobStatus::Done, true) => t.wrong.push(format!("{id}: a malformed job answered done")),
+            (JobStatus::Done, true) => t.wrong.push(format!("{id}: a job to refuse answered done")),
             (_, true) => t.failed_as_expected += 1,
             (_, false) => t
                 .failed
@@ -457,6 +502,7 @@ async fn bucket_contents(
 
 fn report(
     t: &Tally,
+    g: &GatewayTally,
     kills: &BTreeMap<&'static str, usize>,
     leaks: &Leaks,
     growth: &[(String, u64, u64)],
@@ -475,11 +521,13 @@ fn report(
          | submitted | {} jobs in {submitted_s:.0} s ({:.2}/s); answers awaited until {drained_s:.0} s |\n\
          | kills (SIGKILL, then restarted) | {} |\n\
          | done, proof verified here | {} |\n\
-         | malformed, answered failed | {} |\n\
+         | malformed or refused, answered failed | {} |\n\
+         | through the gateway: requests accepted (refused or unanswered) / retries given the same job / the next attempt / AwaitProof answered FAILED | {} ({}) / {} / {} / {} |\n\
          | **lost** (no answer) | **{}** |\n\
          | **answered twice** (core subscription) | **{}** |\n\
          | **published more than once** (ledger, before deduplication): all / other bytes / another answer | **{}** / {} / **{}** |\n\
          | **wrong answers** | **{}** |\n\
+         | **gateway clients not answered FAILED** (AwaitProof) | **{}** |\n\
          | **failed** (good jobs) | **{}** |\n\
          | **leaked** after idle: live objects / chunk messages | **{} / {}** |\n",
         t.submitted,
@@ -487,12 +535,18 @@ fn report(
         if kills_text.is_empty() { "none".into() } else { kills_text },
         t.done,
         t.failed_as_expected,
+        g.submitted,
+        g.submit_errors,
+        g.retry_same_job,
+        g.retry_next_attempt,
+        g.awaited_failed,
         t.lost,
         t.heard_twice,
         t.published_twice,
         t.published_other_bytes,
         t.published_other_answer,
         t.wrong.len(),
+        g.await_problems.len(),
         t.failed.len(),
         leaks.objects,
         leaks.chunks,
@@ -501,6 +555,7 @@ fn report(
         .wrong
         .iter()
         .chain(&t.failed)
+        .chain(&g.await_problems)
         .chain(&leaks.errors)
         .take(20)
     {
@@ -576,13 +631,13 @@ mod tests {
             heard.raw.insert(id, published);
         }
         let cache = ShapeCache::new(std::env::temp_dir(), false, 0);
-        let t = tally(&Mutex::new(heard), &specs, &cache);
+        let t = tally(&Mutex::new(heard), &specs, &HashSet::new(), &cache);
         assert_eq!(
             (t.submitted, t.lost, t.heard_twice, t.published_twice),
             (50, 1, 1, 1)
         );
         assert_eq!((t.wrong.len(), t.failed.len(), t.done), (1, 48, 0));
-        assert!(t.wrong[0].contains("malformed"), "{:?}", t.wrong);
+        assert!(t.wrong[0].contains("to refuse"), "{:?}", t.wrong);
     }
 
     #[test]
