@@ -86,8 +86,9 @@ enum ParamsProof {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Seal a sector of random data and write c1.json (the C1 output) and job.json (a
-    /// `porep-c2` job for it, ready for `nats pub cuzk.jobs.submit "$(cat job.json)"`).
+    /// Seal a sector of random data and write c1.json (the C1 output), sector.json (the sector
+    /// file `--sector` takes) and job.json (a `porep-c2` job for it, ready for
+    /// `nats pub cuzk.jobs.submit "$(cat job.json)"`).
     Fixture {
         #[arg(long, value_parser = clap::value_parser!(SectorSize))]
         sector_size: SectorSize,
@@ -325,10 +326,7 @@ fn main() -> Result<()> {
         ),
         Command::SyntheticC1 { sector_size, out } => {
             let c1 = cuzk_circuits::porep::synthetic_c1(sector_size, &mut rand::rngs::OsRng)?;
-            let c1: serde_json::Value = serde_json::from_slice(&c1)?;
-            let file =
-                serde_json::json!({"c1": c1, "prover_id": random_prover_id(), "sector_id": 1});
-            std::fs::write(&out, serde_json::to_vec(&file)?)?;
+            write_sector_file(&out, &c1, random_prover_id(), 1)?;
             println!("{}", out.display());
             Ok(())
         }
@@ -488,6 +486,20 @@ pub fn job_for(sector: &SealedSector, job_id: &str) -> JobSpec {
     }
 }
 
+/// A sector file, as `--sector` takes it (`load_or_seal`): a C1 output with the ids it was
+/// sealed for.
+fn write_sector_file(
+    path: &Path,
+    c1_json: &[u8],
+    prover_id: [u8; 32],
+    sector_id: u64,
+) -> Result<()> {
+    let c1: serde_json::Value = serde_json::from_slice(c1_json)?;
+    let file = serde_json::json!({"c1": c1, "prover_id": prover_id, "sector_id": sector_id});
+    std::fs::write(path, serde_json::to_vec(&file)?)?;
+    Ok(())
+}
+
 fn fixture(size: SectorSize, out: &Path, sector_id: u64, prover_id: Option<String>) -> Result<()> {
     let prover_id = match prover_id {
         Some(hex_id) => hex::decode(&hex_id)?
@@ -498,6 +510,12 @@ fn fixture(size: SectorSize, out: &Path, sector_id: u64, prover_id: Option<Strin
     let sector = seal(size, sector_id, prover_id)?;
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("c1.json"), &sector.c1_json)?;
+    write_sector_file(
+        &out.join("sector.json"),
+        &sector.c1_json,
+        sector.prover_id,
+        sector.sector_id,
+    )?;
     let job = job_for(&sector, &format!("porep-{}-{sector_id}", size.name()));
     std::fs::write(out.join("job.json"), serde_json::to_vec(&job)?)?;
     if let JobInput::Object(name) = &job.input {

@@ -79,6 +79,45 @@ fn real_sectors_equal_the_gadget_witness() {
     }
 }
 
+/// A real 512 MiB sector, too slow to seal here (minutes on 16 cores): its C1 output as
+/// `cuzk-porep fixture --sector-size 512MiB` wrote it, for prover
+/// `87a37c6a…2bd0` and sector 1. Every partition's native witness equals the gadget circuit's.
+#[test]
+fn a_real_512mib_sector_equals_the_gadget_witness() {
+    let packed = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/c1-512mib-sector1.json.zst"
+    ));
+    let prover_id = "87a37c6a9e269f680dd6e29662f8352e826ba525b233f610f0d1cb4a352a2bd0";
+    let size = SectorSize::S512MiB;
+    let sector = SealedSector {
+        size,
+        proof: crate::porep_c1::SealProof::v1_1(size),
+        sector_id: 1,
+        prover_id: std::array::from_fn(|i| {
+            u8::from_str_radix(&prover_id[2 * i..2 * i + 2], 16).unwrap()
+        }),
+        c1_json: zstd::decode_all(&packed[..]).unwrap(),
+    };
+    let f = family(&sector.job_params());
+    let c1 = &sector.c1_json;
+    assert!(f.partitions() >= 1);
+    for k in 0..f.partitions() {
+        let native = f.native_witness::<SectorShapeBase>(c1, k, Options::new(true));
+        let native = native.unwrap().expect("a known shape");
+        let gadget = f.gadget_witness(c1, k, None).unwrap();
+        assert_eq!(
+            first_difference(&native, &gadget),
+            None,
+            "512MiB partition {k}"
+        );
+        assert!(
+            f.witness(c1, k, None).unwrap() == native,
+            "512MiB partition {k}"
+        );
+    }
+}
+
 /// Synthetic C1s (random data, checks off): a whole 2 KiB partition through the family, and
 /// one challenge of each larger size (512 MiB; 32 GiB's 11 layers and U8/U8 trees; 64 GiB's
 /// U2 top tree) against the circuit synthesized over that challenge alone.
