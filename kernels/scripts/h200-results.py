@@ -230,26 +230,25 @@ def main():
         h["budgets"] = budgets
     # Witness generation of partition 0 by the native generator and by the gadgets, the same
     # run, checked equal (device-32g.sh step witness); the real 2 KiB C1's beside it.
+    def both_paths(prefix, w):
+        h[f"{prefix}_core_s"] = round(w["native_witness_core_s"], 2)
+        h[f"{prefix}_gadget_core_s"] = round(w["witness_synth_core_s"], 2)
+        h[f"{prefix}_native_ms"] = round(w["native_witness_ms"], 1)
+
     w = r.get("witness_32gib")
     if w:
-        h["witness_32gib_core_s"] = round(w["native_witness_core_s"], 2)
-        h["witness_32gib_gadget_core_s"] = round(w["witness_synth_core_s"], 2)
-        h["witness_32gib_native_ms"] = round(w["native_witness_ms"], 1)
+        both_paths("witness_32gib", w)
         h["witness_32gib_native_1t_ms"] = round(w["native_witness_1t_ms"], 1)
     if r.get("witness_2kib"):
         h["witness_2kib"] = r["witness_2kib"]
     # A synthetic 32 GiB WindowPoSt partition's witness, both paths (step postwit).
     post = r.get("window_post_32gib")
     if post:
-        h["window_post_32gib_core_s"] = round(post["native_witness_core_s"], 2)
-        h["window_post_32gib_gadget_core_s"] = round(post["witness_synth_core_s"], 2)
-        h["window_post_32gib_native_ms"] = round(post["native_witness_ms"], 1)
+        both_paths("window_post_32gib", post)
     # A synthetic 32 GiB SnapDeals partition's witness, both paths (step snapwit).
     snap = r.get("snap_32gib")
     if snap:
-        h["snap_32gib_core_s"] = round(snap["native_witness_core_s"], 2)
-        h["snap_32gib_gadget_core_s"] = round(snap["witness_synth_core_s"], 2)
-        h["snap_32gib_native_ms"] = round(snap["native_witness_ms"], 1)
+        both_paths("snap_32gib", snap)
         h["snap_32gib_gadget_ms"] = round(snap["witness_synth_ms"], 1)
     # Synthetic 32 GiB sectors through one host (synth node + GPU node, step onebox32).
     one32 = r.get("one_box_32gib")
