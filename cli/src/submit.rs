@@ -206,7 +206,9 @@ const RESULT_RECHECK: Duration = Duration::from_secs(5);
 /// one that has not ended now answers on `live`, subscribed before this call), else the first
 /// message on `live`. `stored` is asked again every [`RESULT_RECHECK`]: the results stream
 /// republishes to clients at most once, and a stream leader that dies between storing and
-/// republishing leaves the answer only in the stream and the record. `None` once `wait` passed.
+/// republishing leaves the answer only in the stream and the record. A lookup that fails (a
+/// server restarting, a read timed out) is tried again at the next recheck while `live` is
+/// heard meanwhile. Once `wait` passed: `None`, or the last lookup's error if it failed.
 pub async fn await_result<E, Fut>(
     live: &mut async_nats::Subscriber,
     wait: Duration,
@@ -218,12 +220,14 @@ where
 {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        if let Some(result) = stored().await? {
-            return Ok(Some(result));
-        }
+        let failed = match stored().await {
+            Ok(Some(result)) => return Ok(Some(result)),
+            Ok(None) => None,
+            Err(e) => Some(e),
+        };
         let now = tokio::time::Instant::now();
         if now >= deadline {
-            return Ok(None);
+            return failed.map_or(Ok(None), Err);
         }
         let recheck = deadline.min(now + RESULT_RECHECK);
         match tokio::time::timeout_at(recheck, live.next()).await {
@@ -269,4 +273,50 @@ pub fn write_proof(result: &JobResult, out: &Path) -> anyhow::Result<()> {
     tmp.persist(out)
         .with_context(|| format!("writing {}", out.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuzk_common::local_nats::NatsServer;
+
+    fn answer(job_id: &str) -> JobResult {
+        JobResult {
+            version: 1,
+            job_id: job_id.into(),
+            status: JobStatus::Failed,
+            circuit: None,
+            proof: None,
+            partitions: 1,
+            verified: false,
+            synthetic: false,
+            error: Some("refused".into()),
+            timings: Default::default(),
+            partition_timings: Vec::new(),
+        }
+    }
+
+    /// A record lookup that fails (a server restarting under the gateway's AwaitProof) does not
+    /// end the wait: the answer published meanwhile is still heard. A lookup that fails until
+    /// the end is what the wait returns.
+    #[tokio::test]
+    async fn a_failed_lookup_does_not_end_the_wait() {
+        let server = NatsServer::start().unwrap();
+        let client = async_nats::connect(server.url()).await.unwrap();
+        let mut live = client.subscribe("answers").await.unwrap();
+        client.flush().await.unwrap();
+        let publisher = client.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let body = serde_json::to_vec(&answer("j1")).unwrap();
+            publisher.publish("answers", body.into()).await.unwrap();
+        });
+        let failing = || async { Err::<Option<JobResult>, String>("timed out".into()) };
+        let parse = |b: &[u8]| serde_json::from_slice::<JobResult>(b).map_err(|e| e.to_string());
+        let got = await_result(&mut live, Duration::from_secs(10), failing, parse).await;
+        assert_eq!(got.unwrap().map(|r| r.job_id), Some("j1".to_owned()));
+
+        let silent = await_result(&mut live, Duration::from_millis(300), failing, parse).await;
+        assert_eq!(silent.unwrap_err(), "timed out");
+    }
 }
