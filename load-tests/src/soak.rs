@@ -166,10 +166,9 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
     let mut index = 0;
     while start.elapsed() < args.duration.0 {
         ticker.tick().await;
-        let through_gateway = args.gateway_every > 0
-            && index % args.gateway_every == args.gateway_every / 2
-            && gateway.is_some();
-        if let Some(gateway) = gateway.as_mut().filter(|_| through_gateway) {
+        // There is a gateway only when `gateway_every` is not zero.
+        let every = args.gateway_every;
+        if let Some(gateway) = gateway.as_mut().filter(|_| index % every == every / 2) {
             // Its answer may come as late as the end of the drain.
             let wait = args.duration.0.saturating_sub(start.elapsed()) + args.drain.0;
             for spec in gateway.submit(format!("soak-{tag}-{index}"), wait).await {

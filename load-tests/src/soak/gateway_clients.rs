@@ -104,13 +104,19 @@ impl GatewayClients {
             }
             None => {}
         }
+        let spec = cuzk_gateway::job_for(request, None)
+            .ok()
+            .map(|(spec, _)| spec);
         let mut specs = Vec::new();
         for job_id in made {
             self.tally.jobs.insert(job_id.clone());
             self.awaiting
                 .spawn(await_failed(self.addr.clone(), job_id.clone(), wait));
-            if let Ok((spec, _)) = cuzk_gateway::job_for(request.clone(), None) {
-                specs.push(JobSpec { job_id, ..spec });
+            if let Some(spec) = &spec {
+                specs.push(JobSpec {
+                    job_id,
+                    ..spec.clone()
+                });
             }
         }
         specs

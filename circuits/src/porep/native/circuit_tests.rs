@@ -66,16 +66,23 @@ fn every_sector_size_has_a_native_layout() {
 fn real_sectors_equal_the_gadget_witness() {
     for (size, seed) in [(SectorSize::S2KiB, 11), (SectorSize::S8MiB, 12)] {
         let (_dir, sector) = sealed(size, seed);
-        let f = family(&sector.job_params());
-        let c1 = &sector.c1_json;
-        for k in 0..f.partitions() {
-            let native = f.native_witness::<SectorShapeBase>(c1, k, Options::new(true));
-            let native = native.unwrap().expect("a known shape");
-            let gadget = f.gadget_witness(c1, k, None).unwrap();
-            let what = format!("{} partition {k}", size.name());
-            assert_eq!(first_difference(&native, &gadget), None, "{what}");
-            assert!(f.witness(c1, k, None).unwrap() == native, "{what}");
-        }
+        every_partition_equals_the_gadget_witness(&sector);
+    }
+}
+
+/// Each partition of a real sector: the native witness equals the gadgets', and is what the
+/// family's `witness` returns.
+fn every_partition_equals_the_gadget_witness(sector: &SealedSector) {
+    let f = family(&sector.job_params());
+    let c1 = &sector.c1_json;
+    assert!(f.partitions() >= 1);
+    for k in 0..f.partitions() {
+        let native = f.native_witness::<SectorShapeBase>(c1, k, Options::new(true));
+        let native = native.unwrap().expect("a known shape");
+        let gadget = f.gadget_witness(c1, k, None).unwrap();
+        let what = format!("{} partition {k}", sector.size.name());
+        assert_eq!(first_difference(&native, &gadget), None, "{what}");
+        assert!(f.witness(c1, k, None).unwrap() == native, "{what}");
     }
 }
 
@@ -99,23 +106,7 @@ fn a_real_512mib_sector_equals_the_gadget_witness() {
         }),
         c1_json: zstd::decode_all(&packed[..]).unwrap(),
     };
-    let f = family(&sector.job_params());
-    let c1 = &sector.c1_json;
-    assert!(f.partitions() >= 1);
-    for k in 0..f.partitions() {
-        let native = f.native_witness::<SectorShapeBase>(c1, k, Options::new(true));
-        let native = native.unwrap().expect("a known shape");
-        let gadget = f.gadget_witness(c1, k, None).unwrap();
-        assert_eq!(
-            first_difference(&native, &gadget),
-            None,
-            "512MiB partition {k}"
-        );
-        assert!(
-            f.witness(c1, k, None).unwrap() == native,
-            "512MiB partition {k}"
-        );
-    }
+    every_partition_equals_the_gadget_witness(&sector);
 }
 
 /// Synthetic C1s (random data, checks off): a whole 2 KiB partition through the family, and
