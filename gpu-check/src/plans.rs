@@ -9,7 +9,8 @@
 //!   generated on the GPU: streaming everything in passes of 2^18, then a budget between the
 //!   lean minimum and the key's size, where the planner keeps part of the key resident;
 //! - three MiMC partitions of other inputs proved at once, streaming everything, their L, A
-//!   and B MSMs in one batch: each proof equal to its own under the resident plan.
+//!   and B MSMs in one batch, and again on a resident plan with two lanes (two partitions'
+//!   steps at once on their own streams): each proof equal to its own under the resident plan.
 
 use std::sync::Arc;
 
@@ -27,16 +28,30 @@ use crate::Report;
 
 /// A backend on device 0 with `budget` (None: the device's) and `limits`.
 fn backend(budget: Option<u64>, limits: PlanLimits) -> Arc<CudaBackend> {
-    workers_backend(budget, limits, 1)
+    workers_backend(budget, limits, (1, 1))
 }
 
-/// The same, for `workers` proving at once.
-fn workers_backend(budget: Option<u64>, limits: PlanLimits, workers: usize) -> Arc<CudaBackend> {
+/// The same, for `workers` proving at once on up to `lanes`.
+fn workers_backend(
+    budget: Option<u64>,
+    limits: PlanLimits,
+    (workers, lanes): (usize, usize),
+) -> Arc<CudaBackend> {
     Arc::new(
         CudaBackend::new(0, budget, workers)
+            .and_then(|b| b.with_lanes(lanes))
             .expect("open CUDA device 0")
             .with_plan_limits(limits),
     )
+}
+
+/// How partitions proved at once share the device.
+#[derive(Clone, Copy)]
+enum AtOnce {
+    /// A plan that streams the whole key in passes of 2^`log`, their L, A and B MSMs batched.
+    Batched { log: u32 },
+    /// The resident plan, each partition's steps on a lane of its own.
+    Lanes,
 }
 
 /// The proof bytes of `be`, and its plan's summary and device peak; with `dual`, every step
@@ -121,14 +136,14 @@ fn check_plans(
     println!("  {what}: key {key_gib:.3} GiB");
 }
 
-/// `partitions` (witness, public inputs) proved at once by as many threads under a plan that
-/// streams the whole key in passes of 2^`log` and batches their L, A and B MSMs: each proof
-/// equal to its own under the resident plan and verified, and the batch formed.
-fn check_batch(
+/// `partitions` (witness, public inputs) proved at once by as many threads, as `how` says:
+/// each proof equal to its own under the resident plan and verified, and the batch formed or
+/// the lanes planned.
+fn check_at_once(
     what: &str,
     key: &Arc<ProvingKey>,
     partitions: &[(Witness, Vec<Scalar>)],
-    log: u32,
+    how: AtOnce,
     seed: u64,
     rep: &mut Report,
 ) {
@@ -145,14 +160,20 @@ fn check_batch(
         .collect();
     drop((loaded, resident));
     let n = partitions.len();
-    let limits = PlanLimits {
-        max_chunk: Some(1 << log),
-        stream_all: true,
+    let (limits, lanes, way) = match how {
+        AtOnce::Batched { log } => {
+            let limits = PlanLimits {
+                max_chunk: Some(1 << log),
+                stream_all: true,
+            };
+            (limits, 1, "L, A and B batched")
+        }
+        AtOnce::Lanes => (PlanLimits::default(), 2, "on two lanes"),
     };
-    let be = workers_backend(None, limits, n);
+    let be = workers_backend(None, limits, (n, lanes));
     let loaded = match be.load_key(key.clone()) {
         Ok(k) => k,
-        Err(e) => return rep.check(&format!("{what}: batching plan loads ({e})"), false),
+        Err(e) => return rep.check(&format!("{what}: plan {way} loads ({e})"), false),
     };
     println!("  {what}: {}", loaded.plan().summary());
     let got: Vec<Result<[u8; 192], String>> = std::thread::scope(|scope| {
@@ -184,16 +205,22 @@ fn check_batch(
             println!("  {what}: partition {i}: {e}");
         }
         rep.check(
-            &format!("{what}: partition {i} of {n} proved at once, L, A and B batched: proof = the resident plan's, verifies"),
+            &format!("{what}: partition {i} of {n} proved at once, {way}: proof = the resident plan's, verifies"),
             ok,
         );
     }
-    rep.check(
-        &format!(
-            "{what}: the partitions met in fewer batches than partitions ({batches} for {served})"
+    match how {
+        AtOnce::Batched { .. } => rep.check(
+            &format!(
+                "{what}: the partitions met in fewer batches than partitions ({batches} for {served})"
+            ),
+            served == n as u64 && batches < served,
         ),
-        served == n as u64 && batches < served,
-    );
+        AtOnce::Lanes => rep.check(
+            &format!("{what}: the resident plan proves two partitions at once"),
+            loaded.plan().lanes == 2,
+        ),
+    }
 }
 
 pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
@@ -265,12 +292,14 @@ pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
             (w, fam.public_inputs(&input, 0).unwrap())
         })
         .collect();
-    check_batch(
-        &format!("mimc 2^{plan_log}"),
-        &key,
-        &partitions,
-        18,
-        seed,
-        rep,
-    );
+    for how in [AtOnce::Batched { log: 18 }, AtOnce::Lanes] {
+        check_at_once(
+            &format!("mimc 2^{plan_log}"),
+            &key,
+            &partitions,
+            how,
+            seed,
+            rep,
+        );
+    }
 }

@@ -76,11 +76,14 @@ impl GpuNode {
         }
         let mut ready = Vec::new();
         for device in 0..devices {
-            let backend = Arc::new(cuzk_kernels::CudaBackend::new(
-                device,
-                self.config.memory_budget,
-                self.config.workers(true),
-            )?);
+            let backend = Arc::new(
+                cuzk_kernels::CudaBackend::new(
+                    device,
+                    self.config.memory_budget,
+                    self.config.workers(true),
+                )?
+                .with_lanes(self.config.lanes)?,
+            );
             let keys = Arc::new(Keys::new(backend.key_budget()));
             ready.push((device, backend, keys));
         }

@@ -29,7 +29,7 @@ pub fn explain_plans(config: &GpuConfig, params: &ParamConfig) -> anyhow::Result
         let name = family.shape_key();
         let pk = ShapeCache::proving_key(&shapes, &*family)?;
         let shape = PlanShape::of(&pk);
-        match plan::choose(&shape, budget, workers, PlanLimits::default()) {
+        match plan::choose(&shape, budget, workers, config.lanes, PlanLimits::default()) {
             Ok(p) => out.push_str(&p.explain(&shape, &name)),
             Err(e) => {
                 all = false;

@@ -24,8 +24,9 @@ options (a flag wins over the environment variable in brackets):
   --steps "a b c"       the steps to run, or none [STEPS] (default: kernels blobs
                         params32 drain32x1 drain32 budgets 2k ss32)
   --budgets "15GiB …"   device memory budgets for the step budgets, "whole" for
-                        the whole card [BUDGETS] (default: 15GiB whole 22GiB
-                        30GiB 75GiB)
+                        the whole card; suffixes -lN and -wN for N lanes and
+                        N GPU workers (whole-l1, whole-w3-l2) [BUDGETS]
+                        (default: 15GiB whole 22GiB 30GiB 75GiB)
   --budget-workers N    GPU workers per device in the budgets' drains other
                         than the whole card's: partitions that can share a
                         streamed pass of L, A and B [BUDGET_WORKERS] (default:
@@ -60,7 +61,7 @@ steps, in the order they run:
   2k         2 KiB: parameters (GPU), our prove vs SupraSeal on the same file
              and C1, the one-box throughput of ONE_BOX_JOBS real jobs (synth
              node + GPU node on ONE_BOX_CPUS cores and GPU 0) with the node's
-             default GPU workers, then with each of ONE_BOX_WORKERS
+             default GPU settings, then with each of ONE_BOX_VARIANTS
   witness    witness generation of one partition, native vs gadgets (wall and
              CPU seconds, checked equal; cuzk-porep stats): the real 2 KiB C1
              and partition 0 of the synthetic 32 GiB C1
@@ -83,7 +84,8 @@ further environment: MSM_WINDOWS (kernels, default 19,20,22,24), NCU_KERNELS
 (kernels, default 'ntt_|fr_|h_'), CONNECTIONS (blobs, default 1,2,4,8,16),
 NATS=nats-server-<version> (every step on that packed server), GPU_ARGS (the
 drains' GPU node, default --gpu-backend=cuda), ONE_BOX_CPUS (2k, default 16),
-ONE_BOX_JOBS (2k, default 40), ONE_BOX_WORKERS (2k, default "3 4"),
+ONE_BOX_JOBS (2k, default 40), ONE_BOX_VARIANTS (2k, default "l1 w3 w4": wN sets
+--gpu-workers N, lN --gpu-lanes N, as in w4l3),
 SYNTH_JOBS (2k: synth jobs in flight), ONE_BOX_SECTORS and ONE_BOX_SYNTH_MEMORY
 (onebox32, default 3 and 40GiB: the synth node's share beside the GPU node's key).
 
@@ -325,11 +327,12 @@ if step budgets 150; then
   for b in $BUDGETS; do
     step budgets 120 >/dev/null || { echo "== budget $b skipped: $(left) s left"; continue; }
     echo "== budget $b (t=${SECONDS}s)"
-    flag=()
-    if [ "$b" != whole ]; then
-      flag=("--gpu-memory-budget=$b")
-      [ -z "$BUDGET_WORKERS" ] || flag+=("--gpu-workers=$BUDGET_WORKERS")
-    fi
+    flag=() size=${b%%-*} workers=
+    [ "$size" = whole ] || workers=$BUDGET_WORKERS
+    [[ $b =~ -w([0-9]+) ]] && workers=${BASH_REMATCH[1]}
+    [[ $b =~ -l([0-9]+) ]] && flag+=("--gpu-lanes=${BASH_REMATCH[1]}")
+    [ "$size" = whole ] || flag+=("--gpu-memory-budget=$size")
+    [ -z "$workers" ] || flag+=("--gpu-workers=$workers")
     $B/cuzk gpu-node --allow-test-params --gpu-preload "$preload" "${flag[@]}" --explain-plan 2>&1 | tee $L/plan-$b.log | tail -4
     gpu_args=$(echo --gpu-backend=cuda "${flag[@]}")
     GPU_ARGS="$gpu_args" drain budget-$b "budget_$b" CUDA_VISIBLE_DEVICES=0
@@ -347,13 +350,17 @@ if step 2k 100; then
   json $R one_box "\"${ONE_BOX_CPUS:-16} cores (taskset), GPU 0\""
   [ -x $B/ssa ] && (cd "$PACK" && timeout 150 "${one[@]}" $B/ssa prove-ss c1-2k.json 10 10 1 >$L/ss2k.log 2>&1)
   grep SUMMARY $L/ss2k.log 2>/dev/null
-  # The node's default GPU workers first (throughput2k.log), then each of ONE_BOX_WORKERS.
-  for w in default ${ONE_BOX_WORKERS:-3 4}; do
+  # The node's default GPU settings first (throughput2k.log), then each of ONE_BOX_VARIANTS.
+  for v in default ${ONE_BOX_VARIANTS:-l1 w3 w4}; do
     log=$L/throughput2k.log key=throughput_2kib flag=()
-    [ "$w" = default ] || { log=$L/throughput2k-w$w.log key=throughput_2kib_w$w flag=(--gpu-workers "$w"); }
+    if [ "$v" != default ]; then
+      log=$L/throughput2k-$v.log key=throughput_2kib_$v
+      [[ $v =~ w([0-9]+) ]] && flag+=(--gpu-workers "${BASH_REMATCH[1]}")
+      [[ $v =~ l([0-9]+) ]] && flag+=(--gpu-lanes "${BASH_REMATCH[1]}")
+    fi
     timeout $(( $(left) - 10 )) "${one[@]}" $B/cuzk-porep bench --sector-size 2KiB --sector "$PACK/c1-2k.json" --engine cuda --runs 3 \
       --no-filecoin --throughput ${ONE_BOX_JOBS:-40} ${SYNTH_JOBS:+--synth-jobs-in-flight $SYNTH_JOBS} "${flag[@]}" >$log 2>&1
-    echo "GPU workers $w: $(grep -E "^throughput" $log | tail -1)"
+    echo "GPU settings $v: $(grep -E "^throughput" $log | tail -1)"
     grep -q '"jobs_per_s"' $log && json $R $key "$(grep '"jobs_per_s"' $log | tail -1)"
   done
   collect

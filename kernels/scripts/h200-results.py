@@ -15,6 +15,13 @@ import subprocess
 import sys
 
 
+def variant(name):
+    """A one-box run's GPU settings in words: w3l2 -> "3 workers, 2 lanes"."""
+    words = {"w": "workers", "l": "lanes"}
+    parts = [(m[1:], words[m[0]]) for m in re.findall(r"[wl]\d+", name)]
+    return ", ".join(f"{n} {w[:-1] if n == '1' else w}" for n, w in parts) or name
+
+
 def summary(path, kind):
     """SupraSeal harness SUMMARY line of `kind` as a dict of its key=value fields."""
     if not os.path.exists(path):
@@ -138,12 +145,12 @@ def main():
         h["one_box"] = r["one_box"]
     if "throughput_2kib" in r:
         h["one_box_2kib_per_s"] = round(r["throughput_2kib"]["jobs_per_s"], 2)
-    # The same jobs with other GPU worker counts (throughput_2kib_w<N>), and each run's rate
-    # from its first completion on.
+    # The same jobs with other GPU settings (throughput_2kib_<variant>: w<N> workers, l<N>
+    # lanes), and each run's rate from its first completion on.
     tps = {k: v for k, v in r.items() if k.startswith("throughput_2kib")}
     if tps:
-        h["one_box_2kib_by_workers"] = {
-            ("default" if k == "throughput_2kib" else k.rsplit("_w", 1)[1] + " workers"): {
+        h["one_box_2kib_by_gpu_settings"] = {
+            ("default" if k == "throughput_2kib" else variant(k.rsplit("_", 1)[1])): {
                 "jobs": v["throughput_jobs"],
                 "per_s": round(v["jobs_per_s"], 2),
                 "steady_per_s": v.get("steady_jobs_per_s") and round(v["steady_jobs_per_s"], 2),

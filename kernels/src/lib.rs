@@ -76,6 +76,10 @@ impl CudaBackend {
     ) -> Result<Self, CudaError> {
         Err(CudaError::NotBuilt)
     }
+
+    pub fn with_lanes(self, _lanes: usize) -> Result<Self, CudaError> {
+        match self {}
+    }
 }
 
 #[cfg(not(cuzk_fatbin))]

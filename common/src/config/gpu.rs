@@ -34,6 +34,14 @@ settings! {
         #[arg(long = "gpu-workers", env = "CUZK_GPU_WORKERS")]
         workers: usize => Option<usize> = None, shown "by backend",
             check |n| *n != Some(0) => "must be at least 1";
+        /// Partitions proved at once on each device, each on streams of its own, for shapes
+        /// whose plan has room for every one's working buffers beside the key and whose MSMs
+        /// leave gaps worth filling (small shapes; the others take the device one partition at
+        /// a time): one fills the gaps of the other's host round trips. At most the workers
+        /// per device.
+        #[arg(long = "gpu-lanes", env = "CUZK_GPU_LANES")]
+        lanes: usize = 2, shown "2",
+            check |n| (1..=8).contains(n) => "from 1 to 8";
         /// Partitions fetched and decoded ahead of the one being proved, per worker.
         #[arg(long = "gpu-prefetch", env = "CUZK_GPU_PREFETCH")]
         prefetch: usize = 1, shown "1",

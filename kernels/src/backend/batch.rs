@@ -189,10 +189,10 @@ mod tests {
                 );
                 std::thread::spawn(move || {
                     // Partitions take turns, as the backend's do.
-                    let turn = Mutex::new(Some(gate.take()));
+                    let turn = Mutex::new(Some(gate.take(1)));
                     std::thread::sleep(Duration::from_millis(5 * i as u64));
                     let release = || drop(turn.lock().unwrap().take());
-                    let take = || gate.take();
+                    let take = || gate.take(1);
                     let run = |members: &[Member]| -> Vec<Sums> {
                         runs.fetch_add(1, SeqCst);
                         sizes.lock().unwrap().push(members.len());
@@ -242,9 +242,9 @@ mod tests {
         let waiter = {
             let (room, gate, all) = (room.clone(), gate.clone(), all.clone());
             std::thread::spawn(move || {
-                let turn = Mutex::new(Some(gate.take()));
+                let turn = Mutex::new(Some(gate.take(1)));
                 let release = || drop(turn.lock().unwrap().take());
-                let take = || gate.take();
+                let take = || gate.take(1);
                 let run = |m: &[Member]| m.iter().map(|m| Ok(sums(tag(&all, m)))).collect();
                 let how = Arrival {
                     release_turn: &release,

@@ -108,7 +108,7 @@ impl Drop for CudaKey {
 
 impl CudaBackend {
     fn upload_matrix(&self, m: &Matrix) -> Result<DeviceMatrix, CudaError> {
-        let g = &self.gpu;
+        let g = self.gpu();
         // ~300 K rows of the 32 GiB shape (1.2 MB: inside the plan's fixed bytes).
         let long = long_rows(&m.row_ptr);
         Ok(DeviceMatrix {
@@ -125,8 +125,14 @@ impl CudaBackend {
     pub fn key_plan(&self, pk: &ProvingKey, others: u64) -> Result<(PlanShape, Plan), CudaError> {
         let shape = PlanShape::of(pk);
         let available = self.budget.saturating_sub(others);
-        let plan = plan::choose(&shape, available, self.workers, self.limits)
-            .map_err(|e| CudaError::Shape(e.to_string()))?;
+        let plan = plan::choose(
+            &shape,
+            available,
+            self.workers,
+            self.lanes.len(),
+            self.limits,
+        )
+        .map_err(|e| CudaError::Shape(e.to_string()))?;
         Ok((shape, plan))
     }
 
@@ -143,7 +149,7 @@ impl CudaBackend {
                 gib(self.budget)
             )));
         }
-        let g = &self.gpu;
+        let g = self.gpu();
         tracing::info!(device = %g.name(), plan = ?plan.summary(),
             resident_gib = format!("{:.2}", gib(plan.resident)),
             working_gib = format!("{:.2}", gib(plan.working())),

@@ -31,53 +31,96 @@ use witness::{Data, DeferredC, HostWitness};
 /// Device memory left out of the default budget (the context, the memory pool's slack).
 const DEFAULT_RESERVE: u64 = 2 << 30;
 
-/// A counted gate: `take` waits for a permit, handed back when the permit is dropped.
-#[derive(Default)]
+/// The device's lanes, handed out first come, first served: `take(n)` waits until every
+/// earlier taker has had its lanes and `n` are free; they are handed back when the permit is
+/// dropped.
 struct Gate {
-    free: Mutex<usize>,
+    queue: Mutex<Queue>,
     freed: Condvar,
 }
 
-/// A permit of a [`Gate`].
-pub(crate) struct Permit(Arc<Gate>);
+struct Queue {
+    free: Vec<usize>,
+    /// The next ticket to hand out, and the one whose turn it is.
+    next: u64,
+    serving: u64,
+}
+
+/// Lanes taken from a [`Gate`].
+pub(crate) struct Permit {
+    lanes: Vec<usize>,
+    gate: Arc<Gate>,
+}
 
 impl Gate {
-    fn new(permits: usize) -> Arc<Self> {
+    fn new(lanes: usize) -> Arc<Self> {
         Arc::new(Gate {
-            free: Mutex::new(permits),
+            queue: Mutex::new(Queue {
+                free: (0..lanes).rev().collect(),
+                next: 0,
+                serving: 0,
+            }),
             freed: Condvar::new(),
         })
     }
 
-    fn take(self: &Arc<Self>) -> Permit {
-        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        while *free == 0 {
-            free = self.freed.wait(free).unwrap_or_else(|e| e.into_inner());
+    fn take(self: &Arc<Self>, n: usize) -> Permit {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let ticket = q.next;
+        q.next += 1;
+        while q.serving != ticket || q.free.len() < n {
+            q = self.freed.wait(q).unwrap_or_else(|e| e.into_inner());
         }
-        *free -= 1;
-        Permit(self.clone())
+        q.serving += 1;
+        let at = q.free.len() - n;
+        let lanes = q.free.split_off(at);
+        drop(q);
+        // The next ticket may be served from what is left.
+        self.freed.notify_all();
+        Permit {
+            lanes,
+            gate: self.clone(),
+        }
+    }
+}
+
+impl Permit {
+    /// The lane its partition's steps run on: the first of its lanes, so a turn of the whole
+    /// device runs on the first lane, whose staging was reserved at key load and whose twiddles
+    /// are the ones its plan counts.
+    fn lane(&self) -> usize {
+        *self.lanes.iter().min().expect("a permit holds a lane")
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        *self.0.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        self.0.freed.notify_one();
+        let mut q = self.gate.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.free.append(&mut self.lanes);
+        drop(q);
+        self.gate.freed.notify_all();
     }
 }
 
-/// One partition at a time between evaluation and MSMs: the plan counts one partition's
-/// evaluations, H and MSM scratch, while workers' uploads overlap it.
+/// A partition's lanes from its evaluation to its MSMs: one where its key's plan counts a
+/// working set per lane, otherwise the whole device (the plan counts one partition's
+/// evaluations, H and MSM scratch) while workers' uploads overlap it.
 pub(crate) type Turn = Permit;
+
+/// A place for one partition's proving steps: streams, twiddles and staging of its own.
+struct Lane {
+    gpu: Gpu,
+    /// One proving step at a time on this lane (they share its compute stream and scratch).
+    job: Mutex<()>,
+}
 
 /// Groth16 proving on one CUDA device.
 pub struct CudaBackend {
-    gpu: Gpu,
+    /// The first also takes uploads, keys and parameter generation.
+    lanes: Vec<Lane>,
     budget: u64,
     limits: PlanLimits,
     resident: Arc<Mutex<Resident>>,
-    /// One proving step at a time on this device (they share the compute stream and scratch).
-    job: Mutex<()>,
     turns: Arc<Gate>,
     /// Workers proving on this device: each may hold an uploaded witness.
     workers: usize,
@@ -109,15 +152,31 @@ impl CudaBackend {
         };
         gpu.set_budget(budget);
         Ok(CudaBackend {
-            gpu,
+            lanes: vec![Lane {
+                gpu,
+                job: Mutex::new(()),
+            }],
             budget,
             limits: PlanLimits::default(),
             resident: Arc::default(),
-            job: Mutex::new(()),
             turns: Gate::new(1),
             workers: workers.max(1),
             batches: Default::default(),
         })
+    }
+
+    /// Proves up to `lanes` partitions at once on the device, for keys whose plans have room
+    /// for each one's working buffers (set before any key is loaded).
+    pub fn with_lanes(mut self, lanes: usize) -> Result<Self, CudaError> {
+        while self.lanes.len() < lanes {
+            let gpu = self.gpu().lane()?;
+            self.lanes.push(Lane {
+                gpu,
+                job: Mutex::new(()),
+            });
+        }
+        self.turns = Gate::new(self.lanes.len());
+        Ok(self)
     }
 
     /// Plans keys loaded from now on with `limits` (checks of the streaming path).
@@ -128,11 +187,11 @@ impl CudaBackend {
 
     /// The underlying device (NTTs, MSMs on device-resident data).
     pub fn gpu(&self) -> &Gpu {
-        &self.gpu
+        &self.lanes[0].gpu
     }
 
     pub fn device_name(&self) -> &str {
-        self.gpu.name()
+        self.gpu().name()
     }
 
     /// Bytes of device memory proving may take (keys and working buffers).
@@ -142,7 +201,7 @@ impl CudaBackend {
 
     /// The most device memory allocated at once so far.
     pub fn device_peak(&self) -> u64 {
-        self.gpu.memory().peak()
+        self.gpu().memory().peak()
     }
 
     /// Batches of L, A and B MSMs run so far, and the partitions they served.
@@ -156,10 +215,28 @@ impl CudaBackend {
         key.plan().summary()
     }
 
-    /// The device lock. A panic in another proving step leaves nothing that the next one
-    /// depends on (every step allocates its own buffers), so a poisoned lock is taken anyway.
-    fn lock(&self) -> MutexGuard<'_, ()> {
-        self.job.lock().unwrap_or_else(|e| e.into_inner())
+    /// Lane `i` and its lock. A panic in another proving step leaves nothing that the next
+    /// one depends on (every step allocates its own buffers), so a poisoned lock is taken
+    /// anyway.
+    fn lock(&self, i: usize) -> (&Gpu, MutexGuard<'_, ()>) {
+        let lane = &self.lanes[i];
+        (
+            &lane.gpu,
+            lane.job.lock().unwrap_or_else(|e| e.into_inner()),
+        )
+    }
+
+    /// Lanes a turn of `key`'s partitions takes: so many that no more of its partitions are
+    /// proved at once than its plan counts working sets for (one lane each where it counts
+    /// one for every lane, all of them where it counts one).
+    fn turn_lanes(&self, key: &CudaKey) -> usize {
+        self.lanes.len().div_ceil(key.plan.lanes.max(1))
+    }
+
+    /// The lane `w`'s turn holds (the first where it holds none).
+    fn lane_of(&self, w: &DevWitness) -> usize {
+        let turn = w.turn.lock().unwrap_or_else(|e| e.into_inner());
+        turn.as_ref().map_or(0, Permit::lane)
     }
 
     /// Whether witnesses of `key`'s shape wait in host memory and are expanded on the device
@@ -175,8 +252,7 @@ impl CudaBackend {
 
     /// H's MSM, first of a partition's MSMs: its vector is freed before the witness is
     /// expanded for the others, so that no MSM pass shares the device with both.
-    fn h_msm(&self, key: &CudaKey, h: DevScalars) -> Result<G1Projective, BackendError> {
-        let g = &self.gpu;
+    fn h_msm(&self, g: &Gpu, key: &CudaKey, h: DevScalars) -> Result<G1Projective, BackendError> {
         let started = Instant::now();
         let h_at = h
             .buf()
@@ -198,10 +274,10 @@ impl CudaBackend {
     /// of bases serving them all.
     fn witness_sums(
         &self,
+        g: &Gpu,
         key: &CudaKey,
         witnesses: &[u64],
     ) -> Result<Vec<WitnessSums>, BackendError> {
-        let g = &self.gpu;
         let info = &key.info;
         let s = |i: usize| key.srs[i].bases();
         let chunk = |i: usize| key.plan.section_chunk(i);
@@ -250,11 +326,10 @@ impl CudaBackend {
         w: &DevWitness,
         h: DevScalars,
     ) -> Result<MsmResults, BackendError> {
-        let _job = self.lock();
-        let h = self.h_msm(key, h)?;
-        let mut sums = w.with_expanded(&self.gpu, false, |wb| {
-            self.witness_sums(key, &[self.gpu.ptr_at(wb, 0)])
-        })?;
+        let (g, _job) = self.lock(self.lane_of(w));
+        let h = self.h_msm(g, key, h)?;
+        let mut sums =
+            w.with_expanded(g, false, |wb| self.witness_sums(g, key, &[g.ptr_at(wb, 0)]))?;
         let own = sums.pop().expect("one witness, one set of sums");
         Ok(own.with_h(h))
     }
@@ -268,8 +343,8 @@ impl CudaBackend {
         h: DevScalars,
     ) -> Result<MsmResults, BackendError> {
         let h = {
-            let _job = self.lock();
-            self.h_msm(key, h)?
+            let (g, _job) = self.lock(self.lane_of(w));
+            self.h_msm(g, key, h)?
         };
         let witness = w.host.clone().ok_or_else(|| {
             BackendError::Device("a batched partition's witness is not in host memory".into())
@@ -277,7 +352,7 @@ impl CudaBackend {
         let member = Member { witness };
         let counted = w.coming.swap(false, Ordering::SeqCst);
         let release = || drop(w.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
-        let take = || self.turns.take();
+        let take = || self.turns.take(self.lanes.len());
         let run = |members: &[Member]| self.run_batch(key, members);
         let how = Arrival {
             release_turn: &release,
@@ -289,14 +364,14 @@ impl CudaBackend {
     }
 
     /// A batch's L, A and B MSMs: each witness expanded (one that the device refuses fails
-    /// alone), then every pass shared.
+    /// alone), then every pass shared. Its turn holds every lane (a batching plan counts one
+    /// partition at a time), so it runs on the first.
     fn run_batch(
         &self,
         key: &CudaKey,
         members: &[Member],
     ) -> Vec<Result<WitnessSums, BackendError>> {
-        let _job = self.lock();
-        let g = &self.gpu;
+        let (g, _job) = self.lock(0);
         self.batches[0].fetch_add(1, Ordering::Relaxed);
         self.batches[1].fetch_add(members.len() as u64, Ordering::Relaxed);
         let mut bufs = Vec::with_capacity(members.len());
@@ -313,7 +388,7 @@ impl CudaBackend {
         let at: Vec<u64> = bufs.iter().map(|b| g.ptr_at(b, 0)).collect();
         let shared = match at.is_empty() {
             true => Ok(Vec::new()),
-            false => self.witness_sums(key, &at),
+            false => self.witness_sums(g, key, &at),
         };
         // The witnesses were made on the copy stream: the kernels reading them are done
         // before they are freed.
@@ -334,12 +409,18 @@ impl CudaBackend {
             .collect()
     }
 
-    /// A new evaluation vector: matrix `i` times the witness.
-    fn evaluation(&self, key: &CudaKey, i: usize, w: &DevBuf) -> Result<DevScalars, BackendError> {
+    /// A new evaluation vector on lane `lane`: matrix `i` times the witness.
+    fn evaluation(
+        &self,
+        (g, lane): (&Gpu, usize),
+        key: &CudaKey,
+        i: usize,
+        w: &DevBuf,
+    ) -> Result<DevScalars, BackendError> {
         let m = key.info.m;
-        let buf = self.gpu.alloc(m * 32)?;
-        key.matrices[i].spmv(&self.gpu, &key.coeffs, w, &buf, m)?;
-        Ok(DevScalars::device(buf, key.info.constraints))
+        let buf = g.alloc(m * 32)?;
+        key.matrices[i].spmv(g, &key.coeffs, w, &buf, m)?;
+        Ok(DevScalars::device(buf, key.info.constraints, lane))
     }
 }
 
@@ -353,7 +434,7 @@ impl Backend for CudaBackend {
     }
 
     fn load_key(&self, key: Arc<ProvingKey>) -> Result<CudaKey, BackendError> {
-        let _job = self.lock();
+        let _job = self.lock(0);
         Ok(self.load(&key)?)
     }
 
@@ -369,7 +450,7 @@ impl Backend for CudaBackend {
     }
 
     fn h2d_bytes(&self) -> u64 {
-        self.gpu.h2d_bytes()
+        self.gpu().h2d_bytes()
     }
 
     unsafe fn pin(&self, bytes: &[u8]) -> Option<HostPin> {
@@ -378,7 +459,7 @@ impl Backend for CudaBackend {
         }
         let started = Instant::now();
         // SAFETY: passed on from the caller.
-        match unsafe { self.gpu.pin_host(bytes) } {
+        match unsafe { self.gpu().pin_host(bytes) } {
             Ok(pin) => {
                 tracing::debug!(
                     bytes = bytes.len(),
@@ -399,12 +480,13 @@ impl Backend for CudaBackend {
     fn upload(&self, key: &CudaKey, w: &Witness) -> Result<DevWitness, BackendError> {
         // The MSMs read the key's numbers of variables from the expanded witness.
         key.info.check_lens((w.input.len(), w.aux.len()))?;
+        let lanes = self.turn_lanes(key);
         if self.expands_at_turn(key) {
-            let host = HostWitness::scalars(&self.gpu, w);
-            return Ok(DevWitness::on_host(host).in_room(key.room.clone()));
+            let host = HostWitness::scalars(self.gpu(), w);
+            return Ok(DevWitness::on_host(host, lanes).in_room(key.room.clone()));
         }
-        let buf = self.gpu.upload_concat(&[&w.input, &w.aux])?;
-        Ok(DevWitness::expanded(buf))
+        let buf = self.gpu().upload_concat(&[&w.input, &w.aux])?;
+        Ok(DevWitness::expanded(buf, lanes))
     }
 
     /// As `upload`, the aux's compact bytes expanded on the device; a chunk it refuses is
@@ -415,15 +497,16 @@ impl Backend for CudaBackend {
         w: &CompactWitness,
     ) -> Result<DevWitness, BackendError> {
         key.info.check_lens((w.input.len(), w.aux.len()))?;
+        let lanes = self.turn_lanes(key);
         if self.expands_at_turn(key) {
-            let host = HostWitness::compact(&self.gpu, w);
-            return Ok(DevWitness::on_host(host).in_room(key.room.clone()));
+            let host = HostWitness::compact(self.gpu(), w);
+            return Ok(DevWitness::on_host(host, lanes).in_room(key.room.clone()));
         }
         let buf = self
-            .gpu
+            .gpu()
             .upload_compact(&w.input, &w.aux)
             .map_err(|e| witness::refused(&w.aux, e))?;
-        Ok(DevWitness::expanded(buf))
+        Ok(DevWitness::expanded(buf, lanes))
     }
 
     fn wait_turn(&self, w: &DevWitness) -> Result<(), BackendError> {
@@ -431,27 +514,28 @@ impl Backend for CudaBackend {
         if turn.is_none() {
             // A batch does not close while a partition of its key waits for a turn.
             w.count_coming();
-            *turn = Some(self.turns.take());
+            *turn = Some(self.turns.take(w.lanes));
         }
         Ok(())
     }
 
     fn evaluate(&self, key: &CudaKey, w: &DevWitness) -> Result<[DevScalars; 3], BackendError> {
-        let g = &self.gpu;
         // Callers that skipped `wait_turn` wait here.
         self.wait_turn(w)?;
         let started = Instant::now();
-        let _job = self.lock();
+        let lane = self.lane_of(w);
+        let (g, _job) = self.lock(lane);
         let started = g.note_slow("waiting for the device lock", started);
         let lean = key.plan.h_stage == HStage::Lean;
         // A full plan keeps a witness expanded at its turn until its MSMs are done.
         let abc = w.with_expanded(g, !lean, |wb| {
-            let a = self.evaluation(key, 0, wb)?;
-            let b = self.evaluation(key, 1, wb)?;
+            let a = self.evaluation((g, lane), key, 0, wb)?;
+            let b = self.evaluation((g, lane), key, 1, wb)?;
             // A lean plan makes C·w once A·w and B·w are multiplied (`compute_h`).
             let c = match (&w.host, lean) {
                 (Some(host), true) => DevScalars {
                     len: key.info.constraints,
+                    lane,
                     data: Data::CofW(DeferredC {
                         witness: host.clone(),
                         matrix: key.matrices[2].clone(),
@@ -459,7 +543,7 @@ impl Backend for CudaBackend {
                         m: key.info.m,
                     }),
                 },
-                _ => self.evaluation(key, 2, wb)?,
+                _ => self.evaluation((g, lane), key, 2, wb)?,
             };
             Ok([a, b, c])
         })?;
@@ -470,8 +554,8 @@ impl Backend for CudaBackend {
     }
 
     fn compute_h(&self, key: &CudaKey, abc: [DevScalars; 3]) -> Result<DevScalars, BackendError> {
-        let _job = self.lock();
-        let g = &self.gpu;
+        let lane = abc[0].lane;
+        let (g, _job) = self.lock(lane);
         let logm = key.info.log_m;
         let [a, b, c] = abc.map(|v| v.data);
         let (Data::Device(a), Data::Device(b)) = (a, b) else {
@@ -492,7 +576,7 @@ impl Backend for CudaBackend {
                 a
             }
         };
-        Ok(DevScalars::device(buf, key.info.m - 1))
+        Ok(DevScalars::device(buf, key.info.m - 1, lane))
     }
 
     fn msms(
@@ -511,13 +595,12 @@ impl Backend for CudaBackend {
     }
 
     fn download(&self, v: &DevScalars) -> Result<Vec<Scalar>, BackendError> {
-        let _job = self.lock();
+        // On the lane that made it: its stream has the writes before the copy.
+        let (g, _job) = self.lock(v.lane);
         match &v.data {
-            Data::Device(buf) => Ok(self.gpu.download_scalars(buf, v.len)?),
+            Data::Device(buf) => Ok(g.download_scalars(buf, v.len)?),
             // Made for the download: what `compute_h` makes (Dual compares it).
-            Data::CofW(deferred) => Ok(self
-                .gpu
-                .download_scalars(&deferred.make(&self.gpu)?, v.len)?),
+            Data::CofW(deferred) => Ok(g.download_scalars(&deferred.make(g)?, v.len)?),
         }
     }
 }
@@ -525,23 +608,23 @@ impl Backend for CudaBackend {
 /// Parameter generation's query points on the device.
 impl FixedBase for CudaBackend {
     fn g1(&self, scalars: &[Scalar]) -> Result<Vec<G1Affine>, BackendError> {
-        let _job = self.lock();
-        Ok(self.gpu.fixed_base_g1(scalars)?)
+        let (g, _job) = self.lock(0);
+        Ok(g.fixed_base_g1(scalars)?)
     }
 
     fn g2(&self, scalars: &[Scalar]) -> Result<Vec<G2Affine>, BackendError> {
-        let _job = self.lock();
-        Ok(self.gpu.fixed_base_g2(scalars)?)
+        let (g, _job) = self.lock(0);
+        Ok(g.fixed_base_g2(scalars)?)
     }
 
     fn g1_uncompressed(&self, scalars: &[Scalar], out: &mut Vec<u8>) -> Result<(), BackendError> {
-        let _job = self.lock();
-        Ok(self.gpu.fixed_base_uncompressed(Curve::G1, scalars, out)?)
+        let (g, _job) = self.lock(0);
+        Ok(g.fixed_base_uncompressed(Curve::G1, scalars, out)?)
     }
 
     fn g2_uncompressed(&self, scalars: &[Scalar], out: &mut Vec<u8>) -> Result<(), BackendError> {
-        let _job = self.lock();
-        Ok(self.gpu.fixed_base_uncompressed(Curve::G2, scalars, out)?)
+        let (g, _job) = self.lock(0);
+        Ok(g.fixed_base_uncompressed(Curve::G2, scalars, out)?)
     }
 }
 
@@ -552,25 +635,65 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn a_gate_hands_out_its_permits_and_no_more() {
-        for permits in [1, 2] {
-            let gate = Gate::new(permits);
-            let held: Vec<Permit> = (0..permits).map(|_| gate.take()).collect();
+    fn a_gate_hands_out_its_lanes_and_no_more() {
+        for lanes in [1, 2] {
+            let gate = Gate::new(lanes);
+            let held: Vec<Permit> = (0..lanes).map(|_| gate.take(1)).collect();
+            let mut named: Vec<usize> = held.iter().map(Permit::lane).collect();
+            named.sort_unstable();
+            assert_eq!(named, (0..lanes).collect::<Vec<_>>(), "each lane once");
+            drop(held);
+            assert_eq!(
+                gate.take(lanes).lane(),
+                0,
+                "the whole device runs on the first lane"
+            );
+            let held: Vec<Permit> = (0..lanes).map(|_| gate.take(1)).collect();
             let (tx, rx) = mpsc::channel();
             let waiter = {
                 let gate = gate.clone();
                 std::thread::spawn(move || {
-                    let _next = gate.take();
+                    let _next = gate.take(1);
                     tx.send(()).unwrap();
                 })
             };
-            // The next one waits while every permit is held ...
+            // The next one waits while every lane is held ...
             assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
             // ... and gets one once a holder hands it back.
             drop(held);
             rx.recv_timeout(Duration::from_secs(5)).unwrap();
             waiter.join().unwrap();
-            drop(gate.take());
+            drop(gate.take(lanes));
         }
+    }
+
+    #[test]
+    fn a_turn_of_the_whole_device_is_not_overtaken() {
+        let gate = Gate::new(2);
+        let first = gate.take(1);
+        let (tx, rx) = mpsc::channel();
+        let whole = {
+            let (gate, tx) = (gate.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let both = gate.take(2);
+                tx.send("whole").unwrap();
+                drop(both);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        // A lane is free, but the whole-device turn asked first: a later single lane waits.
+        let later = {
+            let gate = gate.clone();
+            std::thread::spawn(move || {
+                let _one = gate.take(1);
+                tx.send("later").unwrap();
+            })
+        };
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        drop(first);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "whole");
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "later");
+        whole.join().unwrap();
+        later.join().unwrap();
     }
 }

@@ -28,6 +28,8 @@ pub struct DevWitness {
     pub(super) host: Option<Arc<HostWitness>>,
     /// The device's turn, from its evaluation to the end of its MSMs (or until it is dropped).
     pub(super) turn: Mutex<Option<Turn>>,
+    /// Lanes its turn takes (`CudaBackend::turn_lanes`).
+    pub(super) lanes: usize,
     /// Where its L, A and B MSMs meet other partitions' (a key whose plan batches them).
     pub(super) room: Option<Arc<Room>>,
     /// Counted in the room as on its way: from asking for its turn until it arrives.
@@ -45,21 +47,23 @@ impl Drop for DevWitness {
 }
 
 impl DevWitness {
-    pub(super) fn expanded(buf: DevBuf) -> Self {
+    pub(super) fn expanded(buf: DevBuf, lanes: usize) -> Self {
         DevWitness {
             expanded: Mutex::new(Some(buf)),
             host: None,
             turn: Mutex::new(None),
+            lanes,
             room: None,
             coming: AtomicBool::new(false),
         }
     }
 
-    pub(super) fn on_host(host: HostWitness) -> Self {
+    pub(super) fn on_host(host: HostWitness, lanes: usize) -> Self {
         DevWitness {
             expanded: Mutex::new(None),
             host: Some(Arc::new(host)),
             turn: Mutex::new(None),
+            lanes,
             room: None,
             coming: AtomicBool::new(false),
         }
@@ -177,6 +181,8 @@ pub(super) fn refused(aux: &CompactAux, e: CudaError) -> BackendError {
 /// Scalars on the device; the buffer may be longer than `len` (padding of the domain).
 pub struct DevScalars {
     pub(super) len: usize,
+    /// The lane whose compute stream made it: the next steps run there.
+    pub(super) lane: usize,
     pub(super) data: Data,
 }
 
@@ -207,9 +213,10 @@ impl DeferredC {
 }
 
 impl DevScalars {
-    pub(super) fn device(buf: DevBuf, len: usize) -> Self {
+    pub(super) fn device(buf: DevBuf, len: usize, lane: usize) -> Self {
         DevScalars {
             len,
+            lane,
             data: Data::Device(buf),
         }
     }

@@ -166,25 +166,27 @@ struct Staging {
     holder: &'static str,
 }
 
-/// One GPU: context, streams, the loaded module and cached tables.
+/// One GPU: context, streams, the loaded module and cached tables. A [`Gpu::lane`] of it
+/// shares the context, the module, the memory account and the settings, with streams, twiddles
+/// and staging of its own.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     copy: Arc<CudaStream>,
     _module: Arc<CudaModule>,
-    f: Funcs,
+    f: Arc<Funcs>,
     tw: Mutex<Option<Twiddles>>,
     staging: Mutex<Staging>,
     /// Fixed-base tables of the generators (parameter generation only).
     fb: Mutex<Option<fixed_base::Tables>>,
     /// MSM window width set by a benchmark (`set_msm_window`); 0: by size (`window_bits`).
-    msm_window: AtomicU32,
+    msm_window: Arc<AtomicU32>,
     /// Whether dense MSMs in passes share one set of buckets (`set_shared_passes`).
-    shared_passes: AtomicBool,
+    shared_passes: Arc<AtomicBool>,
     /// Every device allocation, against the budget.
     memory: Arc<DeviceMemory>,
     /// Bytes copied from the host to this device, for the node's transfer figures.
-    h2d: AtomicU64,
+    h2d: Arc<AtomicU64>,
     name: String,
 }
 
@@ -322,7 +324,7 @@ impl Gpu {
                 to_jacobian: lf(&format!("msm_to_jacobian_{s}"))?,
             })
         };
-        let f = Funcs {
+        let f = Arc::new(Funcs {
             ntt_bitrev: lf("ntt_bitrev")?,
             ntt_pass: lf("ntt_pass")?,
             fr_powers: lf("fr_powers")?,
@@ -352,7 +354,7 @@ impl Gpu {
             encode_uncompressed_g1: lf("encode_uncompressed_g1")?,
             encode_uncompressed_g2: lf("encode_uncompressed_g2")?,
             curve: [cf(Curve::G1)?, cf(Curve::G2)?],
-        };
+        });
         let name = ctx.name().unwrap_or_else(|_| "unknown".into());
         let (_, total) = ctx.mem_get_info()?;
         Ok(Gpu {
@@ -367,11 +369,36 @@ impl Gpu {
                 holder: "nothing",
             }),
             fb: Mutex::new(None),
-            msm_window: AtomicU32::new(0),
-            shared_passes: AtomicBool::new(true),
+            msm_window: Arc::default(),
+            shared_passes: Arc::new(AtomicBool::new(true)),
             memory: Arc::new(DeviceMemory::new(total as u64)),
-            h2d: AtomicU64::new(0),
+            h2d: Arc::default(),
             name,
+        })
+    }
+
+    /// Another lane on this device: a partition's kernels on its compute stream overlap those
+    /// on this one's (and fill the gaps of their host round trips). Buffers are shared freely:
+    /// every buffer handed from one lane to another is written by a copy or a kernel its writer
+    /// has waited for.
+    pub fn lane(&self) -> Result<Gpu> {
+        Ok(Gpu {
+            ctx: self.ctx.clone(),
+            stream: self.ctx.new_stream()?,
+            copy: self.ctx.new_stream()?,
+            _module: self._module.clone(),
+            f: self.f.clone(),
+            tw: Mutex::new(None),
+            staging: Mutex::new(Staging {
+                buf: None,
+                holder: "nothing",
+            }),
+            fb: Mutex::new(None),
+            msm_window: self.msm_window.clone(),
+            shared_passes: self.shared_passes.clone(),
+            memory: self.memory.clone(),
+            h2d: self.h2d.clone(),
+            name: self.name.clone(),
         })
     }
 

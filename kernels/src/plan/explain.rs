@@ -60,6 +60,10 @@ impl Plan {
     /// One line: the H stage and how much of the key streams.
     pub fn summary(&self) -> String {
         let stage = match self.h_stage {
+            HStage::Full { witnesses } if self.lanes > 1 => format!(
+                "full H stage, {witnesses} witness(es) on the device, {} partitions at once",
+                self.lanes
+            ),
             HStage::Full { witnesses } => {
                 format!("full H stage, {witnesses} witness(es) on the device")
             }

@@ -17,6 +17,11 @@
 //!    the cost model below finds cheapest. With room left, several partitions waiting on the
 //!    device share each streamed pass of L, A and B ([`Plan::batch`]): their witnesses are
 //!    expanded side by side and each pass's bases serve all of them.
+//!
+//! A full plan with every worker's witness expanded at upload may also prove several partitions
+//! at once, each on streams of its own ([`Plan::lanes`]), where the budget holds each one's
+//! working buffers beside the others': one partition's kernels fill the gaps of the other's
+//! host round trips.
 
 mod explain;
 mod memory;
@@ -47,6 +52,13 @@ pub const MATRIX_CHUNK: u64 = 256 << 20;
 /// 2^24 points fit 8.6 ms + 8.4 ns a point on the H200, docs/gpu.md). It only orders plans.
 const PCIE_BYTES_PER_S: f64 = 25e9;
 const PASS_S: f64 = 0.008;
+const POINT_S: f64 = 8.4e-9;
+
+/// Least share of a partition's MSM time that its passes' fixed costs (the host round trips
+/// another lane's kernels fill) must make for a second lane: where they are a large share (a
+/// 2 KiB partition) a second lane paid; where they are a small one (32 GiB) it did not, while
+/// holding a second working set (docs/gpu.md, "Lanes").
+const LANE_GAPS: f64 = 0.1;
 
 /// What a plan needs to know of a shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,6 +147,9 @@ pub struct Plan {
     /// lean plan that streams one of them, as many expanded witnesses as the MSM phase has
     /// room for beside the passes, at most one per worker.
     pub batch: usize,
+    /// Partitions proved at once, each on streams of its own (1 but under a full plan with
+    /// room for each one's working buffers).
+    pub lanes: usize,
     /// Device bytes of the resident parts.
     pub resident: u64,
     pub phases: Vec<Phase>,
@@ -181,6 +196,19 @@ impl Plan {
         (0..5)
             .map(|i| shape.points[i].div_ceil(self.section_chunk(i)))
             .sum()
+    }
+
+    /// The share of a partition's MSM time, by the cost model, that its passes' fixed costs
+    /// make (G2 points counted twice).
+    fn gaps(&self, shape: &PlanShape) -> f64 {
+        let fixed = self.passes(shape) as f64 * PASS_S;
+        let points: usize = (0..5)
+            .map(|i| match Query::ALL[i] {
+                Query::BG2 => 2 * shape.points[i],
+                _ => shape.points[i],
+            })
+            .sum();
+        fixed / (fixed + points as f64 * POINT_S)
     }
 
     /// The cost model's seconds of this plan beyond a resident one's.
@@ -233,11 +261,12 @@ enum Part {
 }
 
 /// The plan for `shape` within `budget` bytes of device memory, with `workers` proving on the
-/// device.
+/// device and at most `lanes` partitions at once.
 pub fn choose(
     shape: &PlanShape,
     budget: u64,
     workers: usize,
+    lanes: usize,
     limits: PlanLimits,
 ) -> Result<Plan, PlanError> {
     let chunks = candidate_chunks(shape, limits.max_chunk);
@@ -249,16 +278,10 @@ pub fn choose(
         }
         for &w in &witnesses {
             for &chunk in &chunks {
-                let plan = build(
-                    shape,
-                    budget,
-                    HStage::Full { witnesses: w },
-                    (chunk, chunk),
-                    [true; 8],
-                    1,
-                );
+                let stage = HStage::Full { witnesses: w };
+                let plan = build(shape, budget, stage, (chunk, chunk), [true; 8], 1, 1);
                 if plan.total() <= budget {
-                    return Ok(widen(plan));
+                    return Ok(more_lanes(shape, widen(plan), workers, lanes));
                 }
             }
         }
@@ -287,8 +310,34 @@ pub fn minimum(shape: &PlanShape, limits: PlanLimits) -> u64 {
         (smallest, smallest),
         [false; 8],
         1,
+        1,
     )
     .total()
+}
+
+/// A full plan with every worker's witness on the device, proving up to `lanes` partitions at
+/// once where the budget holds their working buffers with the same passes (more passes would
+/// cost the time a lane gains) and where the passes' fixed costs leave gaps worth filling.
+fn more_lanes(shape: &PlanShape, plan: Plan, workers: usize, lanes: usize) -> Plan {
+    if plan.h_stage != (HStage::Full { witnesses: workers }) || plan.gaps(shape) < LANE_GAPS {
+        return plan;
+    }
+    (2..=lanes.min(workers))
+        .rev()
+        .map(|lanes| {
+            let passes = (plan.chunk, plan.h_chunk);
+            build(
+                shape,
+                plan.budget,
+                plan.h_stage,
+                passes,
+                [true; 8],
+                1,
+                lanes,
+            )
+        })
+        .find(|p| p.total() <= p.budget)
+        .unwrap_or(plan)
 }
 
 /// `plan` with H's passes as large as its budget holds (a streamed H at most
@@ -316,6 +365,7 @@ fn widen_h(shape: &PlanShape, plan: Plan, chunks: &[usize], limits: PlanLimits) 
                 (plan.chunk, c),
                 resident,
                 plan.batch,
+                plan.lanes,
             )
         })
         .find(|p| p.total() <= p.budget)
@@ -353,8 +403,17 @@ fn lean(
     stream_all: bool,
     workers: usize,
 ) -> Option<Plan> {
-    let lean =
-        |resident, batch| build(shape, budget, HStage::Lean, (chunk, chunk), resident, batch);
+    let lean = |resident, batch| {
+        build(
+            shape,
+            budget,
+            HStage::Lean,
+            (chunk, chunk),
+            resident,
+            batch,
+            1,
+        )
+    };
     let greedy = |batch: usize| -> Option<Plan> {
         let mut resident = [false; 8];
         let mut plan = lean(resident, batch);
@@ -396,7 +455,8 @@ fn index(part: Part) -> usize {
 }
 
 /// A plan and its phases' bytes, for residency flags in [`index`] order, MSM passes of
-/// `chunk` points and H's of `h_chunk`, and `batch` witnesses expanded for L, A and B.
+/// `chunk` points and H's of `h_chunk`, `batch` witnesses expanded for L, A and B, and `lanes`
+/// partitions at once (a full plan's).
 fn build(
     shape: &PlanShape,
     budget: u64,
@@ -404,6 +464,7 @@ fn build(
     (chunk, h_chunk): (usize, usize),
     resident: [bool; 8],
     batch: usize,
+    lanes: usize,
 ) -> Plan {
     let place = |r: bool| {
         if r {
@@ -467,11 +528,14 @@ fn build(
     let phase = |name, bytes| Phase { name, bytes };
     let phases = match h_stage {
         HStage::Full { witnesses } => {
-            let base = witnesses as u64 * (w + e) + t;
+            // Each lane its own twiddles and vectors; the other lanes counted at their largest.
+            let own = [3 * v + m_s, v + h_pass, others].map(|b| b + t);
+            let base = witnesses as u64 * (w + e)
+                + (lanes as u64 - 1) * own.iter().max().expect("three phases");
             vec![
-                phase("witnesses, A·w, B·w, C·w, H", base + 3 * v + m_s),
-                phase("witnesses, H, its MSM pass", base + v + h_pass),
-                phase("witnesses, MSM pass", base + others),
+                phase("witnesses, A·w, B·w, C·w, H", base + own[0]),
+                phase("witnesses, H, its MSM pass", base + own[1]),
+                phase("witnesses, MSM pass", base + own[2]),
             ]
         }
         HStage::Lean => vec![
@@ -493,6 +557,7 @@ fn build(
         chunk,
         h_chunk,
         batch,
+        lanes,
         resident: resident_bytes,
         phases,
     }

@@ -38,6 +38,7 @@ fn plan(shape: &PlanShape, budget_gib: f64) -> Result<Plan, PlanError> {
         shape,
         (budget_gib * GIB as f64) as u64,
         2,
+        1,
         PlanLimits::default(),
     )
 }
@@ -119,7 +120,7 @@ fn h_takes_the_largest_passes_its_phase_has_room_for() {
 fn lean_plans_keep_the_parts_that_hide_least_first() {
     let shape = porep_32g();
     // One worker: no batch competes with the key for the room.
-    let p = choose(&shape, 30 * GIB, 1, PlanLimits::default()).unwrap();
+    let p = choose(&shape, 30 * GIB, 1, 1, PlanLimits::default()).unwrap();
     assert_eq!(p.batch, 1);
     assert_eq!(p.h_stage, HStage::Lean);
     // The matrices before any SRS section; H, whose MSM hides its copies best, streams.
@@ -152,7 +153,7 @@ fn a_budget_below_the_streaming_plan_is_refused_with_the_minimum() {
         "{err}"
     );
     // Exactly the minimum is enough.
-    let p = choose(&shape, min, 2, PlanLimits::default()).unwrap();
+    let p = choose(&shape, min, 2, 1, PlanLimits::default()).unwrap();
     assert!(p.total() <= min);
 }
 
@@ -178,7 +179,7 @@ fn checks_can_force_streaming_at_small_shapes() {
         max_chunk: Some(1 << 16),
         stream_all: true,
     };
-    let forced = choose(&shape, 40 * GIB, 2, limits).unwrap();
+    let forced = choose(&shape, 40 * GIB, 2, 1, limits).unwrap();
     assert_eq!(forced.h_stage, HStage::Lean);
     assert!(forced.srs.iter().all(|&s| s == Placement::Streamed));
     assert!(forced.matrices.iter().all(|&m| m == Placement::Streamed));
@@ -214,9 +215,9 @@ fn partitions_share_streamed_passes_where_the_budget_has_room() {
     let shape = porep_32g();
     let w = shape.vars() as u64 * FR;
     for budget in [15, 22, 30] {
-        let alone = choose(&shape, budget * GIB, 1, PlanLimits::default()).unwrap();
+        let alone = choose(&shape, budget * GIB, 1, 1, PlanLimits::default()).unwrap();
         for workers in [2, 3, 4] {
-            let p = choose(&shape, budget * GIB, workers, PlanLimits::default()).unwrap();
+            let p = choose(&shape, budget * GIB, workers, 1, PlanLimits::default()).unwrap();
             let text = p.explain(&shape, "32 GiB");
             assert_eq!(
                 p.batch,
@@ -242,7 +243,7 @@ fn partitions_share_streamed_passes_where_the_budget_has_room() {
     // A key kept whole batches nothing.
     for budget in [75, 139] {
         assert_eq!(
-            choose(&shape, budget * GIB, 4, PlanLimits::default())
+            choose(&shape, budget * GIB, 4, 1, PlanLimits::default())
                 .unwrap()
                 .batch,
             1
@@ -251,6 +252,56 @@ fn partitions_share_streamed_passes_where_the_budget_has_room() {
     // Batching never raises the smallest budget: two witnesses take less room than the H
     // stage's three domain vectors.
     let min = minimum(&shape, PlanLimits::default());
-    let at_min = choose(&shape, min, 4, PlanLimits::default()).unwrap();
+    let at_min = choose(&shape, min, 4, 1, PlanLimits::default()).unwrap();
     assert!(at_min.total() <= min && at_min.batch >= 2);
+}
+
+#[test]
+fn a_second_partition_runs_at_once_only_where_it_fits_and_has_gaps_to_fill() {
+    let small = porep_2k();
+    let one = choose(&small, 30 * GIB, 2, 1, PlanLimits::default()).unwrap();
+    let two = choose(&small, 30 * GIB, 2, 2, PlanLimits::default()).unwrap();
+    assert_eq!((one.lanes, two.lanes), (1, 2));
+    // The same passes, and the second lane's vectors, twiddles and scratch on top.
+    assert_eq!((two.chunk, two.h_chunk), (one.chunk, one.h_chunk));
+    assert!(two.working() > one.working());
+    assert!(
+        two.summary().contains("2 partitions at once"),
+        "{}",
+        two.summary()
+    );
+    // Never more lanes than workers, whatever is asked.
+    assert_eq!(
+        choose(&small, 30 * GIB, 1, 4, PlanLimits::default())
+            .unwrap()
+            .lanes,
+        1
+    );
+    // Where the second lane's buffers do not fit beside the key, one lane: the budget just
+    // below the two-lane plan's total.
+    let tight = two.total() - 1;
+    let p = choose(&small, tight, 2, 2, PlanLimits::default()).unwrap();
+    assert_eq!((p.lanes, p.chunk), (1, one.chunk));
+    assert!(p.total() <= tight);
+    // Lean and batched plans prove one partition at a time, and so does a whole H200's full
+    // plan of a 32 GiB partition, whose MSMs leave few gaps, though a second lane would fit.
+    for budget in [15, 22, 138] {
+        let p = choose(&porep_32g(), budget * GIB, 2, 2, PlanLimits::default()).unwrap();
+        assert_eq!(p.lanes, 1, "{budget} GiB");
+    }
+    let full = choose(&porep_32g(), 138 * GIB, 2, 1, PlanLimits::default()).unwrap();
+    let two = build(
+        &porep_32g(),
+        full.budget,
+        full.h_stage,
+        (full.chunk, full.h_chunk),
+        [true; 8],
+        1,
+        2,
+    );
+    assert!(
+        two.total() <= two.budget,
+        "a second lane fits: {:.1} GiB",
+        gib(two.total())
+    );
 }
