@@ -231,7 +231,8 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
     }
     let leaks = leaks(&topology).await;
     let alive = cluster.all_nodes_running();
-    let tally = tally(&heard, &specs, &gateway.jobs, &cache);
+    let stored = stored_answers(&topology.js, &heard, &specs).await;
+    let tally = tally(&heard, &stored, &specs, &gateway.jobs, &cache);
     let growth = growth(&rss, args.warmup.0.as_secs_f64());
     print!(
         "{}",
@@ -399,7 +400,9 @@ struct Tally {
     submitted: usize,
     done: usize,
     failed_as_expected: usize,
-    lost: usize,
+    /// Answered in the job's record but never heard on the core subscription.
+    unheard: Vec<String>,
+    lost: Vec<String>,
     heard_twice: usize,
     published_twice: usize,
     published_other_bytes: usize,
@@ -408,9 +411,34 @@ struct Tally {
     failed: Vec<String>,
 }
 
-/// `refused`: jobs whose input the synth nodes must turn down (the gateway's).
+/// The answers in the records of the jobs the core subscription did not hear. A result published
+/// while the listener's server was down never reaches a core subscription; a client finds it in
+/// the job's record (`submit --wait` and `AwaitProof` look there), so a job is lost only when
+/// its record has no answer either.
+async fn stored_answers(
+    js: &async_nats::jetstream::Context,
+    heard: &Mutex<Heard>,
+    specs: &HashMap<String, JobSpec>,
+) -> HashMap<String, JobResult> {
+    let unheard: Vec<String> = {
+        let heard = heard.lock().unwrap_or_else(|e| e.into_inner());
+        let unheard = specs.keys().filter(|id| !heard.answers.contains_key(*id));
+        unheard.cloned().collect()
+    };
+    let mut out = HashMap::new();
+    for id in unheard {
+        if let Some(result) = cuzk_cli::submit::stored_result(js, &id).await {
+            out.insert(id, result);
+        }
+    }
+    out
+}
+
+/// `stored`: answers found in the records of jobs not heard ([`stored_answers`]); `refused`:
+/// jobs whose input the synth nodes must turn down (the gateway's).
 fn tally(
     heard: &Mutex<Heard>,
+    stored: &HashMap<String, JobResult>,
     specs: &HashMap<String, JobSpec>,
     refused: &HashSet<String>,
     cache: &ShapeCache,
@@ -426,11 +454,18 @@ fn tally(
             t.published_other_bytes += usize::from(published.other_bytes > 0);
             t.published_other_answer += usize::from(published.other_answer > 0);
         }
-        let Some((count, result)) = heard.answers.get(id) else {
-            t.lost += 1;
-            continue;
+        let (count, result) = match (heard.answers.get(id), stored.get(id)) {
+            (Some((count, result)), _) => (*count, result),
+            (None, Some(result)) => {
+                t.unheard.push(id.clone());
+                (1, result)
+            }
+            (None, None) => {
+                t.lost.push(id.clone());
+                continue;
+            }
         };
-        t.heard_twice += usize::from(*count > 1);
+        t.heard_twice += usize::from(count > 1);
         let bad = spec.circuit == "no-such-circuit" || refused.contains(id);
         match (result.status, bad) {
             (JobStatus::Done, false) => match cuzk_cli::verify_job_proof(spec, result, cache) {
@@ -522,7 +557,8 @@ fn report(
          | done, proof verified here | {} |\n\
          | malformed or refused, answered failed | {} |\n\
          | through the gateway: requests accepted (refused or unanswered) / retries given the same job / the next attempt / AwaitProof answered FAILED | {} ({}) / {} / {} / {} |\n\
-         | **lost** (no answer) | **{}** |\n\
+         | answered in the job's record, not heard by the core subscription (published while its server was down) | {} |\n\
+         | **lost** (no answer, none in the record) | **{}** |\n\
          | **answered twice** (core subscription) | **{}** |\n\
          | **published more than once** (ledger, before deduplication): all / other bytes / another answer | **{}** / {} / **{}** |\n\
          | **wrong answers** | **{}** |\n\
@@ -539,7 +575,8 @@ fn report(
         g.retry_same_job,
         g.retry_next_attempt,
         g.awaited_failed,
-        t.lost,
+        t.unheard.len(),
+        t.lost.len(),
         t.heard_twice,
         t.published_twice,
         t.published_other_bytes,
@@ -550,12 +587,18 @@ fn report(
         leaks.objects,
         leaks.chunks,
     ));
-    for why in t
-        .wrong
+    let lost = t.lost.iter().map(|id| format!("{id}: lost"));
+    let unheard = t
+        .unheard
         .iter()
-        .chain(&t.failed)
-        .chain(&g.await_problems)
-        .chain(&leaks.errors)
+        .map(|id| format!("{id}: not heard, in its record"));
+    // Lost jobs first: the report quotes twenty reasons at most.
+    for why in lost
+        .chain(t.wrong.iter().cloned())
+        .chain(t.failed.iter().cloned())
+        .chain(unheard)
+        .chain(g.await_problems.iter().cloned())
+        .chain(leaks.errors.iter().cloned())
         .take(20)
     {
         out.push_str(&format!("  {why}\n"));
@@ -630,12 +673,20 @@ mod tests {
             heard.raw.insert(id, published);
         }
         let cache = ShapeCache::new(std::env::temp_dir(), false, 0);
-        let t = tally(&Mutex::new(heard), &specs, &HashSet::new(), &cache);
+        let heard = Mutex::new(heard);
+        let none = HashMap::new();
+        let t = tally(&heard, &none, &specs, &HashSet::new(), &cache);
         assert_eq!(
-            (t.submitted, t.lost, t.heard_twice, t.published_twice),
+            (t.submitted, t.lost.len(), t.heard_twice, t.published_twice),
             (50, 1, 1, 1)
         );
         assert_eq!((t.wrong.len(), t.failed.len(), t.done), (1, 48, 0));
+        assert!(t.unheard.is_empty());
+        // Job 0's answer found in its record instead: not lost, told apart, and judged.
+        let stored =
+            HashMap::from([("soak-t-0".to_owned(), answer("soak-t-0", JobStatus::Failed))]);
+        let t = tally(&heard, &stored, &specs, &HashSet::new(), &cache);
+        assert_eq!((t.lost.len(), t.unheard.len(), t.failed.len()), (0, 1, 49));
         assert!(t.wrong[0].contains("to refuse"), "{:?}", t.wrong);
     }
 
