@@ -319,11 +319,14 @@ async fn listen(client: &async_nats::Client) -> anyhow::Result<Arc<Mutex<Heard>>
 }
 
 fn answered(heard: &Mutex<Heard>, specs: &HashMap<String, JobSpec>) -> usize {
+    specs.len() - unheard(heard, specs).len()
+}
+
+/// The jobs whose answer the core subscription has not heard.
+fn unheard(heard: &Mutex<Heard>, specs: &HashMap<String, JobSpec>) -> Vec<String> {
     let heard = heard.lock().unwrap_or_else(|e| e.into_inner());
-    specs
-        .keys()
-        .filter(|id| heard.answers.contains_key(*id))
-        .count()
+    let unheard = specs.keys().filter(|id| !heard.answers.contains_key(*id));
+    unheard.cloned().collect()
 }
 
 /// Kills a synth node, a GPU node or a nats-server at random (SIGKILL), waits `down` and
@@ -420,13 +423,8 @@ async fn stored_answers(
     heard: &Mutex<Heard>,
     specs: &HashMap<String, JobSpec>,
 ) -> HashMap<String, JobResult> {
-    let unheard: Vec<String> = {
-        let heard = heard.lock().unwrap_or_else(|e| e.into_inner());
-        let unheard = specs.keys().filter(|id| !heard.answers.contains_key(*id));
-        unheard.cloned().collect()
-    };
     let mut out = HashMap::new();
-    for id in unheard {
+    for id in unheard(heard, specs) {
         if let Some(result) = cuzk_cli::submit::stored_result(js, &id).await {
             out.insert(id, result);
         }

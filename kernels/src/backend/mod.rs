@@ -352,7 +352,7 @@ impl CudaBackend {
         let member = Member { witness };
         let counted = w.coming.swap(false, Ordering::SeqCst);
         let release = || drop(w.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
-        let take = || self.turns.take(self.lanes.len());
+        let take = || self.turns.take(w.lanes);
         let run = |members: &[Member]| self.run_batch(key, members);
         let how = Arrival {
             release_turn: &release,
@@ -409,14 +409,16 @@ impl CudaBackend {
             .collect()
     }
 
-    /// A new evaluation vector on lane `lane`: matrix `i` times the witness.
+    /// A new evaluation vector on lane `lane` (whose lock the caller holds): matrix `i` times
+    /// the witness.
     fn evaluation(
         &self,
-        (g, lane): (&Gpu, usize),
+        lane: usize,
         key: &CudaKey,
         i: usize,
         w: &DevBuf,
     ) -> Result<DevScalars, BackendError> {
+        let g = &self.lanes[lane].gpu;
         let m = key.info.m;
         let buf = g.alloc(m * 32)?;
         key.matrices[i].spmv(g, &key.coeffs, w, &buf, m)?;
@@ -529,8 +531,8 @@ impl Backend for CudaBackend {
         let lean = key.plan.h_stage == HStage::Lean;
         // A full plan keeps a witness expanded at its turn until its MSMs are done.
         let abc = w.with_expanded(g, !lean, |wb| {
-            let a = self.evaluation((g, lane), key, 0, wb)?;
-            let b = self.evaluation((g, lane), key, 1, wb)?;
+            let a = self.evaluation(lane, key, 0, wb)?;
+            let b = self.evaluation(lane, key, 1, wb)?;
             // A lean plan makes C·w once A·w and B·w are multiplied (`compute_h`).
             let c = match (&w.host, lean) {
                 (Some(host), true) => DevScalars {
@@ -543,7 +545,7 @@ impl Backend for CudaBackend {
                         m: key.info.m,
                     }),
                 },
-                _ => self.evaluation((g, lane), key, 2, wb)?,
+                _ => self.evaluation(lane, key, 2, wb)?,
             };
             Ok([a, b, c])
         })?;
