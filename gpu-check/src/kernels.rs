@@ -61,7 +61,7 @@ fn every_length() -> Vec<Scalar> {
 
 /// `input ‖ aux` as a GPU node holds it: encoded into a blob in chunks of 2^`chunk_log`, then
 /// decompressed.
-fn compact(input: &[Scalar], aux: &[Scalar], chunk_log: u32) -> CompactWitness {
+pub(crate) fn compact(input: &[Scalar], aux: &[Scalar], chunk_log: u32) -> CompactWitness {
     let info = BlobHeaderInfo::new("check", 0, "check", [0; 32]).unwrap();
     let opts = EncodeOptions {
         chunk_elements: 1 << chunk_log,
@@ -94,6 +94,40 @@ fn check_compact_uploads(gpu: &Gpu, seed: u64, rep: &mut Report) {
             rep.check(
                 &format!("compact witness expanded, chunks of 2^{chunk_log}, {what}"),
                 arrives(&w, batch),
+            );
+        }
+    }
+    // Windows of a compact witness, as a batch makes them a pass at a time: inside the
+    // inputs, across their end, from mid-chunk across chunks, to the end; the chunks staged a
+    // few at a time, all at once, and kept on the device.
+    let n = want.len();
+    let ranges = [0..3, 2..105, 5 + 4095..5 + 4097 + 70_000, n - 10..n, 7..n];
+    for chunk_log in [12, 16] {
+        let w = compact(&input, &aux, chunk_log);
+        let largest = (0..w.aux.chunks())
+            .map(|i| w.aux.starts()[i + 1] - w.aux.starts()[i])
+            .max()
+            .unwrap_or(0);
+        let ways = [
+            ("a chunk staged", largest, false),
+            ("all staged", EXPAND_BATCH, false),
+            ("on the device", 0, true),
+        ];
+        for (what, staged, on_device) in ways {
+            let made = gpu
+                .compact_source(&w.input, &w.aux, on_device)
+                .and_then(|src| {
+                    let mut bufs = gpu.window_bufs(n, staged as usize)?;
+                    let mut all = true;
+                    for r in &ranges {
+                        gpu.make_window(&src, r.clone(), &mut bufs)?;
+                        all &= gpu.download_scalars(bufs.window(), r.len())?[..] == want[r.clone()];
+                    }
+                    Ok(all)
+                });
+            rep.check(
+                &format!("compact witness made in windows, chunks of 2^{chunk_log}, {what}"),
+                made.is_ok_and(|all| all),
             );
         }
     }

@@ -20,6 +20,7 @@ use cuzk_circuits::{CircuitFamily, MimcFamily};
 use cuzk_kernels::plan::{self, gib, PlanLimits, PlanShape};
 use cuzk_kernels::CudaBackend;
 use cuzk_prover::{proof_bytes, prove, verify, Backend, CpuBackend, Dual, ProvingKey};
+use cuzk_wire::blob::CompactWitness;
 use cuzk_wire::witness::Witness;
 use ff::Field;
 
@@ -48,8 +49,10 @@ fn workers_backend(
 /// How partitions proved at once share the device.
 #[derive(Clone, Copy)]
 enum AtOnce {
-    /// A plan that streams the whole key in passes of 2^`log`, their L, A and B MSMs batched.
-    Batched { log: u32 },
+    /// A plan that streams the whole key in passes of 2^`log`, their L, A and B MSMs batched,
+    /// each witness made a window at a time from its scalars or, `compact`, from its blob's
+    /// compact form in chunks of 2^12 (as a GPU node holds it).
+    Batched { log: u32, compact: bool },
     /// The resident plan, each partition's steps on a lane of its own.
     Lanes,
 }
@@ -161,14 +164,25 @@ fn check_at_once(
     drop((loaded, resident));
     let n = partitions.len();
     let (limits, lanes, way) = match how {
-        AtOnce::Batched { log } => {
+        AtOnce::Batched { log, compact } => {
             let limits = PlanLimits {
                 max_chunk: Some(1 << log),
                 stream_all: true,
             };
-            (limits, 1, "L, A and B batched")
+            let way = match compact {
+                true => "L, A and B batched, compact witnesses",
+                false => "L, A and B batched",
+            };
+            (limits, 1, way)
         }
         AtOnce::Lanes => (PlanLimits::default(), 2, "on two lanes"),
+    };
+    let compact: Vec<CompactWitness> = match how {
+        AtOnce::Batched { compact: true, .. } => partitions
+            .iter()
+            .map(|(w, _)| crate::kernels::compact(&w.input, &w.aux, 12))
+            .collect(),
+        _ => Vec::new(),
     };
     let be = workers_backend(None, limits, (n, lanes));
     let loaded = match be.load_key(key.clone()) {
@@ -179,12 +193,16 @@ fn check_at_once(
     let got: Vec<Result<[u8; 192], String>> = std::thread::scope(|scope| {
         let threads: Vec<_> = partitions
             .iter()
-            .map(|(w, _)| {
-                let (be, loaded) = (&be, &loaded);
+            .enumerate()
+            .map(|(i, (w, _))| {
+                let (be, loaded, compact) = (&be, &loaded, compact.get(i));
                 scope.spawn(move || {
-                    prove(&**be, loaded, w, rs.0, rs.1)
-                        .map(|p| proof_bytes(&p))
-                        .map_err(|e| e.to_string())
+                    match compact {
+                        Some(c) => prove(&**be, loaded, c, rs.0, rs.1),
+                        None => prove(&**be, loaded, w, rs.0, rs.1),
+                    }
+                    .map(|p| proof_bytes(&p))
+                    .map_err(|e| e.to_string())
                 })
             })
             .collect();
@@ -292,7 +310,17 @@ pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
             (w, fam.public_inputs(&input, 0).unwrap())
         })
         .collect();
-    for how in [AtOnce::Batched { log: 18 }, AtOnce::Lanes] {
+    for how in [
+        AtOnce::Batched {
+            log: 18,
+            compact: false,
+        },
+        AtOnce::Batched {
+            log: 18,
+            compact: true,
+        },
+        AtOnce::Lanes,
+    ] {
         check_at_once(
             &format!("mimc 2^{plan_log}"),
             &key,

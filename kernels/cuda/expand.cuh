@@ -56,7 +56,9 @@ DEVI uint32_t block_scan(uint32_t v, uint32_t* total) {
 }  // namespace expand
 
 // Block b expands chunk first_chunk + b: elements [c·chunk_elements, ...) of the aux, its bytes
-// at bytes[starts[c] - base ...]. Per tile, the tags go to shared memory, each thread scans the
+// at bytes[starts[c] - base ...], element j in [out_first, out_end) to out[j - out_first] (a
+// window of the aux, a batch's pass at a time), or nowhere when out is null (the codec's checks
+// only). Per tile, the tags go to shared memory, each thread scans the
 // value lengths of 8 adjacent elements (a block scan joins them) and leaves their offsets there,
 // then the threads expand the tile's elements strided, so a warp's stores are contiguous. A
 // chunk whose tags, value lengths or values the codec refuses (a value >= r, a bad tag, value
@@ -65,7 +67,7 @@ DEVI uint32_t block_scan(uint32_t v, uint32_t* total) {
 extern "C" __global__ void __launch_bounds__(expand::THREADS) witness_expand(
     const uint8_t* __restrict__ bytes, uint64_t base, const uint64_t* __restrict__ starts,
     uint32_t first_chunk, uint32_t chunk_elements, uint64_t n, Fr* __restrict__ out,
-    uint32_t* bad_chunk) {
+    uint64_t out_first, uint64_t out_end, uint32_t* bad_chunk) {
     using namespace expand;
     __shared__ int bad;
     __shared__ uint8_t tag_s[TILE];
@@ -137,7 +139,8 @@ extern "C" __global__ void __launch_bounds__(expand::THREADS) witness_expand(
                     if (tag > NEG_BASE) x = x.neg();
                 }
             }
-            st(out + first + tile + e, x);
+            const uint64_t j = first + tile + e;
+            if (out != nullptr && j >= out_first && j < out_end) st(out + (j - out_first), x);
         }
         carry += tile_bytes;
         __syncthreads();  // tag_s and off_s are rewritten by the next tile

@@ -16,7 +16,7 @@ use crate::gpu::{
     as_bytes, long_rows, Bases, Curve, DevBuf, DeviceBases, DeviceMatrix, Gpu, HostBases,
     HostMatrix,
 };
-use crate::plan::{self, gib, Placement, Plan, PlanShape};
+use crate::plan::{self, gib, Passes, Placement, Plan, PlanShape, WINDOW_SPAN};
 
 /// A shape's proving key on the device.
 pub struct CudaKey {
@@ -30,6 +30,9 @@ pub struct CudaKey {
     pub(super) shape: PlanShape,
     /// Where its partitions meet for batched L, A and B MSMs, when its plan batches them.
     pub(super) room: Option<Arc<Room>>,
+    /// The passes of a batch's L, A, B in G1 and B in G2 MSMs and the witness windows they
+    /// read, when its plan batches them.
+    pub(super) windows: Option<Box<[Passes; 4]>>,
     accounted: Arc<Mutex<Resident>>,
 }
 
@@ -206,6 +209,7 @@ impl CudaBackend {
             info: pk.info.clone(),
             accounted: self.resident.clone(),
             room: (plan.batch > 1).then(Arc::default),
+            windows: (plan.batch > 1).then(|| Box::new(batch_passes(pk, &plan))),
             plan,
             shape,
         };
@@ -226,4 +230,17 @@ impl CudaBackend {
         resident.working = resident.working.max(working);
         Ok(key)
     }
+}
+
+/// The passes of a batch's L, A, B in G1 and B in G2 MSMs under `plan`, each pass's window at
+/// most [`WINDOW_SPAN`] G1 passes wide.
+fn batch_passes(pk: &ProvingKey, plan: &Plan) -> [Passes; 4] {
+    let span = WINDOW_SPAN * plan.chunk;
+    let windowed = |vars: &[u32], i: usize| Passes::windowed(vars, plan.section_chunk(i), span);
+    [
+        Passes::contiguous(pk.info.aux, plan.section_chunk(1), pk.info.inputs),
+        windowed(&pk.a_vars, 2),
+        windowed(&pk.b_vars, 3),
+        windowed(&pk.b_vars, 4),
+    ]
 }

@@ -5,6 +5,7 @@
 
 mod batch;
 mod key;
+mod sums;
 mod witness;
 
 pub use key::CudaKey;
@@ -22,10 +23,11 @@ use cuzk_wire::blob::CompactWitness;
 use cuzk_wire::witness::Witness;
 
 use crate::error::CudaError;
-use crate::gpu::{jac_g1, jac_g2, Curve, DevBuf, Gpu, Scalars};
+use crate::gpu::{jac_g1, Curve, DevBuf, Gpu, Scalars};
 use crate::plan::{gib, HStage, PlanLimits};
 use batch::{Arrival, Member, Room, WitnessSums};
 use key::Resident;
+use sums::Witnesses;
 use witness::{Data, DeferredC, HostWitness};
 
 /// Device memory left out of the default budget (the context, the memory pool's slack).
@@ -270,55 +272,6 @@ impl CudaBackend {
         Ok(sum)
     }
 
-    /// The L, A and B MSMs of each expanded witness (its address on the device), every pass
-    /// of bases serving them all.
-    fn witness_sums(
-        &self,
-        g: &Gpu,
-        key: &CudaKey,
-        witnesses: &[u64],
-    ) -> Result<Vec<WitnessSums>, BackendError> {
-        let info = &key.info;
-        let s = |i: usize| key.srs[i].bases();
-        let chunk = |i: usize| key.plan.section_chunk(i);
-        // Each MSM returns its points to the host, so the clocks between them are its time.
-        let mut clock = Instant::now();
-        let mut lap = || {
-            let now = Instant::now();
-            let ms = (now - clock).as_secs_f64() * 1e3;
-            clock = now;
-            ms
-        };
-        let inputs = (info.inputs * 32) as u64;
-        let aux: Vec<Scalars> = witnesses.iter().map(|&w| Scalars::At(w + inputs)).collect();
-        let gather = |idx: &DevBuf| -> Vec<Scalars> {
-            let indices = g.ptr_at(idx, 0);
-            witnesses
-                .iter()
-                .map(|&witness| Scalars::Gather { witness, indices })
-                .collect()
-        };
-        let l = g.msm_batch(s(1), &aux, info.aux, chunk(1), jac_g1)?;
-        let l_ms = lap();
-        let a = g.msm_batch(s(2), &gather(&key.a_vars.0), key.a_vars.1, chunk(2), jac_g1)?;
-        let a_ms = lap();
-        let b = gather(&key.b_vars.0);
-        let b_g1 = g.msm_batch(s(3), &b, key.b_vars.1, chunk(3), jac_g1)?;
-        let b_g1_ms = lap();
-        let b_g2 = g.msm_batch(s(4), &b, key.b_vars.1, chunk(4), jac_g2)?;
-        let b_g2_ms = lap();
-        tracing::debug!(device = %g.name(), batch = witnesses.len(), l_ms, a_ms, b_g1_ms, b_g2_ms,
-            "MSM times");
-        Ok((0..witnesses.len())
-            .map(|i| WitnessSums {
-                l: l[i],
-                a: a[i],
-                b_g1: b_g1[i],
-                b_g2: b_g2[i],
-            })
-            .collect())
-    }
-
     /// A partition's five MSMs alone.
     fn msms_alone(
         &self,
@@ -328,8 +281,9 @@ impl CudaBackend {
     ) -> Result<MsmResults, BackendError> {
         let (g, _job) = self.lock(self.lane_of(w));
         let h = self.h_msm(g, key, h)?;
-        let mut sums =
-            w.with_expanded(g, false, |wb| self.witness_sums(g, key, &[g.ptr_at(wb, 0)]))?;
+        let mut sums = w.with_expanded(g, false, |wb| {
+            self.witness_sums(g, key, Witnesses::Expanded(&[g.ptr_at(wb, 0)]))
+        })?;
         let own = sums.pop().expect("one witness, one set of sums");
         Ok(own.with_h(h))
     }
@@ -363,9 +317,9 @@ impl CudaBackend {
         Ok(own.with_h(h))
     }
 
-    /// A batch's L, A and B MSMs: each witness expanded (one that the device refuses fails
-    /// alone), then every pass shared. Its turn holds every lane (a batching plan counts one
-    /// partition at a time), so it runs on the first.
+    /// A batch's L, A and B MSMs: each witness checked and made a window at a time (one that
+    /// the device refuses fails alone), every pass shared. Its turn holds every lane (a
+    /// batching plan counts one partition at a time), so it runs on the first.
     fn run_batch(
         &self,
         key: &CudaKey,
@@ -374,37 +328,39 @@ impl CudaBackend {
         let (g, _job) = self.lock(0);
         self.batches[0].fetch_add(1, Ordering::Relaxed);
         self.batches[1].fetch_add(members.len() as u64, Ordering::Relaxed);
-        let mut bufs = Vec::with_capacity(members.len());
+        // The batch's compact bytes stay on the device for its passes where its plan has room.
+        let compact: u64 = members.iter().map(|m| m.witness.compact_bytes()).sum();
+        let on_device = compact <= key.plan.compact_room(&key.shape);
+        let mut sources = Vec::with_capacity(members.len());
         let mut refused = Vec::with_capacity(members.len());
         for m in members {
-            match m.witness.expand(g) {
-                Ok(b) => {
-                    bufs.push(b);
+            match m.witness.window_source(g, on_device) {
+                Ok(source) => {
+                    sources.push(source);
                     refused.push(None);
                 }
                 Err(e) => refused.push(Some(e)),
             }
         }
-        let at: Vec<u64> = bufs.iter().map(|b| g.ptr_at(b, 0)).collect();
-        let shared = match at.is_empty() {
+        let shared = match sources.is_empty() {
             true => Ok(Vec::new()),
-            false => self.witness_sums(g, key, &at),
+            false => self.witness_sums(g, key, Witnesses::Windows(&sources)),
         };
-        // The witnesses were made on the copy stream: the kernels reading them are done
-        // before they are freed.
+        // The kernels reading the sources' buffers are done before they are freed.
         let synced = g.synchronize();
-        drop(bufs);
+        let made = sources.len();
+        drop(sources);
         let shared = shared.and_then(|s| synced.map(|()| s).map_err(BackendError::from));
         let mut sums = match shared {
             Ok(s) => s.into_iter().map(Ok).collect::<Vec<_>>(),
-            Err(e) => at.iter().map(|_| Err(e.clone())).collect(),
+            Err(e) => (0..made).map(|_| Err(e.clone())).collect(),
         }
         .into_iter();
         refused
             .into_iter()
             .map(|r| match r {
                 Some(e) => Err(e),
-                None => sums.next().expect("sums for each expanded witness"),
+                None => sums.next().expect("sums for each witness made"),
             })
             .collect()
     }

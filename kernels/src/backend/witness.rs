@@ -17,7 +17,7 @@ use super::batch::Room;
 use super::key::KeyMatrix;
 use super::Turn;
 use crate::error::CudaError;
-use crate::gpu::{as_bytes, DevBuf, Gpu, HostPin};
+use crate::gpu::{as_bytes, DevBuf, Gpu, HostPin, WindowSource};
 
 /// A witness on the device: inputs then aux, contiguous, when expanded.
 pub struct DevWitness {
@@ -152,6 +152,29 @@ impl HostWitness {
         HostWitness {
             _pin: None,
             form: HostForm::Scalars(Vec::new()),
+        }
+    }
+
+    /// The witness as a batch makes its windows: a compact one's chunks checked first, and
+    /// its bytes copied to the device when `on_device`.
+    pub(super) fn window_source<'a>(
+        &'a self,
+        gpu: &Gpu,
+        on_device: bool,
+    ) -> Result<WindowSource<'a>, BackendError> {
+        match &self.form {
+            HostForm::Compact { input, aux } => gpu
+                .compact_source(input, aux, on_device)
+                .map_err(|e| refused(aux, e)),
+            HostForm::Scalars(all) => Ok(WindowSource::Scalars(all)),
+        }
+    }
+
+    /// Bytes of its compact form (0 for scalars).
+    pub(super) fn compact_bytes(&self) -> u64 {
+        match &self.form {
+            HostForm::Compact { aux, .. } => aux.bytes().len() as u64,
+            HostForm::Scalars(_) => 0,
         }
     }
 

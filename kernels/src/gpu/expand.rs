@@ -33,10 +33,24 @@ impl Gpu {
         if !input.is_empty() {
             self.htod(c, as_bytes(input), &mut d.buf.slice_mut(0..inputs))?;
         }
+        let out = d.ptr(c) + inputs as u64;
+        self.expand_chunks(aux, batch, out)?;
+        Ok(d)
+    }
+
+    /// Checks every chunk of `aux` as [`Gpu::upload_compact`] does, writing nothing.
+    pub fn check_compact(&self, aux: &CompactAux) -> Result<()> {
+        self.expand_chunks(aux, EXPAND_BATCH, 0)
+    }
+
+    /// Every chunk of `aux` expanded to `out` (0: checked only) on the copy stream, in batches
+    /// of whole chunks of at most `batch` bytes, and waited for.
+    fn expand_chunks(&self, aux: &CompactAux, batch: u64, out: u64) -> Result<()> {
+        let c = &self.copy;
         let chunks = aux.chunks();
         if chunks == 0 {
             c.synchronize()?;
-            return Ok(d);
+            return Ok(());
         }
         let (bytes, starts) = (aux.bytes(), aux.starts());
         let mut dstarts = self.alloc_on(c, starts.len() * 8)?;
@@ -44,7 +58,6 @@ impl Gpu {
         let mut refused = self.alloc_on(c, 4)?;
         self.htod(c, &u32::MAX.to_le_bytes(), &mut refused.buf)?;
         let mut staged = self.alloc_on(c, (bytes.len() as u64).min(batch) as usize)?;
-        let out = d.ptr(c) + inputs as u64;
         let mut first = 0;
         while first < chunks {
             // Whole chunks up to the batch's size.
@@ -70,7 +83,7 @@ impl Gpu {
             }
             launch!(on c, self.f.witness_expand, cfg((end - first) as u32, 256, 0);
                 staged.ptr(c), base, dstarts.ptr(c), first as u32, aux.chunk_elements() as u32,
-                aux.len() as u64, out, refused.ptr(c))?;
+                aux.len() as u64, out, 0u64, aux.len() as u64, refused.ptr(c))?;
             first = end;
         }
         let mut lowest = [0u8; 4];
@@ -78,7 +91,7 @@ impl Gpu {
         c.synchronize()?;
         drop((staged, dstarts, refused));
         match u32::from_le_bytes(lowest) {
-            u32::MAX => Ok(d),
+            u32::MAX => Ok(()),
             chunk => Err(CudaError::RefusedChunk(chunk as usize)),
         }
     }

@@ -8,6 +8,7 @@ pub use ntt::NttKind;
 pub use pinned::HostPin;
 pub use spmv::{long_rows, DeviceMatrix};
 pub use stream::{Bases, HostBases, HostMatrix, Scalars};
+pub use window::{compact_bytes, WindowBufs, WindowSource};
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -660,3 +661,4 @@ mod ntt;
 mod pinned;
 mod spmv;
 mod stream;
+mod window;

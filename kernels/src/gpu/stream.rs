@@ -16,6 +16,7 @@ use group::Group;
 use super::msm::{check_bases, combine, jac_g1, MsmBuckets};
 use super::pinned::Shared;
 use super::spmv::LONG_ROW;
+use super::window::{WindowBufs, WindowSource};
 use super::{as_bytes, cfg, grid, Curve, DevBuf, DeviceBases, Gpu, HostPin, Result};
 use crate::error::CudaError;
 use crate::plan::MATRIX_CHUNK;
@@ -87,11 +88,21 @@ enum Source<'a> {
 }
 
 /// Where an MSM's scalars are on the device: from an address, or gathered from a witness at
-/// the indices of a list (the A and B queries' variables).
+/// the indices of a list (the A and B queries' variables); or made a pass at a time from a
+/// witness in host memory, each pass's stretch of it in a window (`windows[i]`, witness
+/// positions) and read there in order (L) or gathered at `indices`.
 #[derive(Clone, Copy)]
-pub enum Scalars {
+pub enum Scalars<'a> {
     At(u64),
-    Gather { witness: u64, indices: u64 },
+    Gather {
+        witness: u64,
+        indices: u64,
+    },
+    Window {
+        from: &'a WindowSource<'a>,
+        windows: &'a [Range<usize>],
+        indices: Option<u64>,
+    },
 }
 
 impl Gpu {
@@ -156,23 +167,26 @@ impl Gpu {
         chunk: usize,
         conv: fn(&[u8]) -> G,
     ) -> Result<G> {
-        let mut sums = self.msm_batch(bases, &[scalars], n, chunk, conv)?;
+        let passes = crate::plan::fixed_passes(n, chunk);
+        let mut sums = self.msm_batch(bases, &[scalars], n, &passes, None, conv)?;
         Ok(sums.pop().expect("one sum for one set of scalars"))
     }
 
-    /// `sum_i s_i P_i` over `n` points for each set of scalars of `batch`, `chunk` points a
-    /// pass, every pass's bases serving the whole batch; the passes of each set share one set
-    /// of buckets where its scalars are dense (`Gpu::msm_accumulate`). Bases in host memory go
-    /// up a pass at a time into two device buffers: the copy of pass i+1 runs on the copy
-    /// stream while pass i's MSMs run (each waits on the host until its accumulation, the one
-    /// kernel reading the bases, is done, so when pass i starts, the buffer pass i-1 read is
-    /// free to be filled again).
+    /// `sum_i s_i P_i` over `n` points for each set of scalars of `batch`, in `passes` (ranges
+    /// of points, in order, covering all `n`), every pass's bases serving the whole batch; the
+    /// passes of each set share one set of buckets where its scalars are dense
+    /// (`Gpu::msm_accumulate`). Bases in host memory go up a pass at a time into two device
+    /// buffers: the copy of pass i+1 runs on the copy stream while pass i's MSMs run (each
+    /// waits on the host until its accumulation, the one kernel reading the bases, is done, so
+    /// when pass i starts, the buffer pass i-1 read is free to be filled again). Scalars made
+    /// in windows ([`Scalars::Window`]) share the buffers `windows`, sized by the caller.
     pub(crate) fn msm_batch<G: Group>(
         &self,
         bases: Bases<'_>,
         batch: &[Scalars],
         n: usize,
-        chunk: usize,
+        ranges: &[Range<usize>],
+        mut windows: Option<&mut WindowBufs>,
         conv: fn(&[u8]) -> G,
     ) -> Result<Vec<G>> {
         let (curve, len) = bases.curve_len();
@@ -180,10 +194,15 @@ impl Gpu {
         if n == 0 || batch.is_empty() {
             return Ok(vec![G::identity(); batch.len()]);
         }
-        let chunk = chunk.clamp(1, n);
+        if ranges.first().map(|r| r.start) != Some(0) || ranges.last().map(|r| r.end) != Some(n) {
+            return Err(CudaError::Shape(format!(
+                "MSM passes that do not cover its {n} points"
+            )));
+        }
+        let chunk = ranges.iter().map(|r| r.len()).max().unwrap_or(1).max(1);
         let pb = curve.affine_bytes();
-        let passes = n.div_ceil(chunk);
-        let range = |i: usize| i * chunk..((i + 1) * chunk).min(n);
+        let passes = ranges.len();
+        let range = |i: usize| ranges[i].clone();
         // Where each pass's bases come from: host bases into two buffers (a second only when
         // there is a second pass).
         let mut source = match bases {
@@ -199,7 +218,17 @@ impl Gpu {
             }
         };
         // One buffer for gathered scalars: the batch's MSMs of a pass run one after another.
-        let gathered = match batch.iter().any(|s| matches!(s, Scalars::Gather { .. })) {
+        let gathers = |s: &Scalars| {
+            matches!(
+                s,
+                Scalars::Gather { .. }
+                    | Scalars::Window {
+                        indices: Some(_),
+                        ..
+                    }
+            )
+        };
+        let gathered = match batch.iter().any(gathers) {
             true => Some(self.alloc(chunk * 32)?),
             false => None,
         };
@@ -226,14 +255,31 @@ impl Gpu {
                 }
             };
             for ((scalars, sum), acc) in batch.iter().zip(&mut sums).zip(&mut buckets) {
+                let gather = |witness: u64, indices: u64| -> Result<u64> {
+                    let out = gathered.as_ref().expect("made for gathered scalars");
+                    let m = r.len() as u64;
+                    launch!(self, self.f.gather_fr, cfg(grid(m, 256).min(1 << 16), 256, 0);
+                        witness, indices + (r.start * 4) as u64, out.ptr(s), m)?;
+                    Ok(out.ptr(s))
+                };
                 let sc = match *scalars {
                     Scalars::At(p) => p + (r.start * 32) as u64,
-                    Scalars::Gather { witness, indices } => {
-                        let out = gathered.as_ref().expect("made for gathered scalars");
-                        let m = r.len() as u64;
-                        launch!(self, self.f.gather_fr, cfg(grid(m, 256).min(1 << 16), 256, 0);
-                            witness, indices + (r.start * 4) as u64, out.ptr(s), m)?;
-                        out.ptr(s)
+                    Scalars::Gather { witness, indices } => gather(witness, indices)?,
+                    Scalars::Window {
+                        from,
+                        windows: stretches,
+                        indices,
+                    } => {
+                        let bufs = windows.as_deref_mut().ok_or_else(|| {
+                            CudaError::Shape("scalars made in windows without their buffers".into())
+                        })?;
+                        let w = stretches[i].clone();
+                        let at = self.make_window(from, w.clone(), bufs)?;
+                        match indices {
+                            // The window holds positions from w.start on.
+                            Some(indices) => gather(at - (w.start * 32) as u64, indices)?,
+                            None => at,
+                        }
                     }
                 };
                 self.msm_accumulate((at, curve), sc, r.len(), passes, acc)?;

@@ -14,9 +14,10 @@
 //!    again for each transform stage), and every part of the key that does not fit streams from
 //!    pinned host memory in double-buffered passes. The parts kept resident are chosen greedily,
 //!    those whose streaming would hide least behind compute first; among pass sizes, the one
-//!    the cost model below finds cheapest. With room left, several partitions waiting on the
-//!    device share each streamed pass of L, A and B ([`Plan::batch`]): their witnesses are
-//!    expanded side by side and each pass's bases serve all of them.
+//!    the cost model below finds cheapest. Several partitions waiting on the device share each
+//!    streamed pass of L, A and B ([`Plan::batch`]): each pass's bases serve all of them, and
+//!    each witness is made a window at a time, the stretch its pass reads ([`passes`]), in one
+//!    window buffer the batch shares, so a batch takes no more room than one partition.
 //!
 //! A full plan with every worker's witness expanded at upload may also prove several partitions
 //! at once, each on streams of its own ([`Plan::lanes`]), where the budget holds each one's
@@ -25,8 +26,10 @@
 
 mod explain;
 mod memory;
+mod passes;
 
 pub use memory::{expand_staging, msm_scratch, EXPAND_BATCH, FR, G1, G2};
+pub use passes::{fixed as fixed_passes, Passes};
 
 use cuzk_prover::params::Query;
 use cuzk_prover::ProvingKey;
@@ -38,11 +41,23 @@ pub const MIN_CHUNK: usize = 1 << 20;
 /// Largest pass of a streamed section: two of its buffers and its scratch must leave room.
 pub const MAX_STREAM_CHUNK: usize = 1 << 24;
 
-/// Most partitions whose L, A and B MSMs share streamed passes. Each partition of a batch has
-/// its whole witness expanded on the device, and the passes' fixed costs grow with the batch:
-/// on the H200 batches of three, which stream more of the key to make room, were slower than
-/// batches of two at 22 and 30 GiB (docs/gpu.md, "At each device memory budget").
-pub const MAX_BATCH: usize = 2;
+/// Most partitions whose L, A and B MSMs share streamed passes: one per GPU worker, up to
+/// this. The batch's witnesses are made a window at a time in buffers they share, so its room
+/// does not grow with it; the partitions wait for one another (a batch's first partition
+/// waits for the others' H stages), and their page-locked compact witnesses wait in host
+/// memory.
+pub const MAX_BATCH: usize = 8;
+
+/// A window of a batched pass over A's or B's points holds at most this many times the pass's
+/// points of witness positions: a pass whose variables spread wider ends early
+/// ([`Passes::windowed`]).
+pub const WINDOW_SPAN: usize = 2;
+
+/// A batch keeps its witnesses' compact bytes on the device while its passes run where they
+/// fit in what its plan counts for them: at least this share of each witness's scalars (a
+/// PoRep witness's compact form is about a sixteenth of them, docs/gpu.md). Otherwise each
+/// window's chunks cross with it, on the compute stream, behind the next pass's bases.
+pub const COMPACT_SHARE: u64 = 8;
 
 /// Bytes of a streamed matrix's entries (columns and coefficients) per pass.
 pub const MATRIX_CHUNK: u64 = 256 << 20;
@@ -179,6 +194,12 @@ impl Plan {
         let srs = (0..5).filter(|&i| self.srs[i] == Placement::Streamed);
         let mats = (0..3).filter(|&i| self.matrices[i] == Placement::Streamed);
         srs.map(section).sum::<u64>() + mats.map(|i| shape.matrices[i]).sum::<u64>()
+    }
+
+    /// Device bytes a batch may keep its witnesses' compact bytes in ([`COMPACT_SHARE`]), at
+    /// least what expanding one witness stages; 0 without batches.
+    pub fn compact_room(&self, shape: &PlanShape) -> u64 {
+        compact_room(shape, self.batch)
     }
 
     /// Whether L's, A's or B's bases stream (what a batch shares).
@@ -446,6 +467,14 @@ fn lean(
     best
 }
 
+/// [`Plan::compact_room`] of a batch of `batch`.
+fn compact_room(shape: &PlanShape, batch: usize) -> u64 {
+    match batch {
+        1 => 0,
+        k => expand_staging(shape.vars()).max(k as u64 * shape.vars() as u64 * FR / COMPACT_SHARE),
+    }
+}
+
 /// Index of a part in a plan's residency flags: the SRS sections, then the matrices.
 fn index(part: Part) -> usize {
     match part {
@@ -545,8 +574,16 @@ fn build(
             phase("C·w", 2 * v + w + m_s.max(e)),
             phase("H", 2 * v + t),
             phase("H, its MSM pass", v + h_pass),
-            // A batch's witnesses are expanded one after another, each through the staging.
-            phase("witnesses, MSM pass", batch as u64 * w + others.max(e)),
+            // One partition's witness expanded whole; a batch's made a window at a time, from
+            // their compact bytes on the device.
+            match batch {
+                1 => phase("witness, MSM pass", w + others.max(e)),
+                k => {
+                    let window = (WINDOW_SPAN * chunk).min(shape.vars()) as u64 * FR;
+                    let compact = compact_room(shape, k);
+                    phase("witness windows, MSM pass", window + compact + others)
+                }
+            },
         ],
     };
     Plan {
