@@ -58,7 +58,7 @@ impl NatsCluster {
     /// the untenanted path from the results stream first (the record keeps the result's timing
     /// sums only).
     async fn stored_result(&self, job_id: &str) -> Result<Option<JobResult>, ClusterError> {
-        let ledger = cuzk_common::lifecycle::Ledger::new(&self.topology);
+        let ledger = cuzk_common::lifecycle::Ledger::reader(&self.topology);
         let key = self.key(job_id);
         let answer = match self.tenant {
             Some(_) => ledger.recorded_answer(&key).await,
@@ -152,7 +152,7 @@ impl Cluster for NatsCluster {
     }
 
     async fn status(&self, job_id: &str) -> Result<Option<JobStatus>, ClusterError> {
-        let ledger = cuzk_common::lifecycle::Ledger::new(&self.topology);
+        let ledger = cuzk_common::lifecycle::Ledger::reader(&self.topology);
         if let Some(record) = ledger.get(&self.key(job_id)).await.map_err(unavailable)? {
             return Ok(Some(record.status));
         }
@@ -185,7 +185,7 @@ impl Cluster for NatsCluster {
                 Some(tenant) => crate::status::listing(&self.client, Some(tenant), self.timeout)
                     .await
                     .map_err(unavailable)?,
-                None => cuzk_common::lifecycle::Ledger::new(topology)
+                None => cuzk_common::lifecycle::Ledger::reader(topology)
                     .recent(crate::status::STATUS_SCAN)
                     .await
                     .map_err(unavailable)?,

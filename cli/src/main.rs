@@ -637,7 +637,7 @@ async fn status(args: StatusArgs, file: ConfigFile) -> anyhow::Result<()> {
     match args.job_id {
         Some(job_id) => {
             let key = job_key(nats.tenant.as_deref(), &job_id);
-            let record = Ledger::new(&topology)
+            let record = Ledger::reader(&topology)
                 .get(&key)
                 .await?
                 .with_context(|| format!("no job {key}"))?;

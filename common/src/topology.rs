@@ -332,6 +332,15 @@ pub async fn provision(
     limits: Limits,
 ) -> Result<Topology, TopologyError> {
     limits.check()?;
+    if replicas > 1 {
+        let version = js.client().server_info().version;
+        if !keeps_concurrent_updates(&version) {
+            tracing::warn!(
+                server = %version,
+                "nats-server before 2.9.21 may accept two updates of one record made from the same revision in a replicated bucket, the later overwriting the earlier: the ledger reads each write back and applies it again where it did not stick, but an update still in flight when it looks can be lost (a job never answered). Run nats-server 2.9.21 or later (docs/deploy.md)"
+            );
+        }
+    }
     ensure_stream(
         js,
         stream::Config {
@@ -414,6 +423,18 @@ pub async fn provision(
         inputs,
         blob_readers: vec![js.clone()],
     })
+}
+
+/// Whether nats-server `version` checks an update's expected revision within the write's
+/// consensus (2.9.21 and later), so that of two updates of a replicated record made from the
+/// same revision only one is accepted.
+pub fn keeps_concurrent_updates(version: &str) -> bool {
+    let mut parts = version
+        .trim_start_matches('v')
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let v = [(); 3].map(|_| parts.next().unwrap_or(0));
+    v >= [2, 9, 21]
 }
 
 /// Creates (or finds) an inputs bucket: the shared one, or a submitter's own
@@ -697,6 +718,16 @@ pub fn jetstream_context(client: async_nats::Client, timeout: Duration) -> Conte
 mod tests {
     use super::*;
     use crate::local_nats::NatsServer;
+
+    #[test]
+    fn servers_that_keep_concurrent_updates_apart_are_told_from_older_ones() {
+        for old in ["2.9.10", "2.9.20", "v2.8.4", "2.9", "garbage"] {
+            assert!(!keeps_concurrent_updates(old), "{old}");
+        }
+        for fixed in ["2.9.21", "2.10.0", "2.12.8", "v2.11.3-RC.1", "3.0.0"] {
+            assert!(keeps_concurrent_updates(fixed), "{fixed}");
+        }
+    }
 
     /// Each tenant's subjects parse back to it; `high` stays the untenanted priority subject,
     /// and nothing else under `cuzk.jobs.submit` passes for a submit subject.

@@ -47,6 +47,15 @@ pub struct SoakArgs {
     /// Longest time between two kills.
     #[arg(long, env = "CUZK_SOAK_KILL_MAX", default_value = "5m")]
     kill_max: Span,
+    /// What a kill may hit, chosen at random among these (`server` alone: the cluster's
+    /// restarts and its replicas catching up, every minute or two).
+    #[arg(
+        long,
+        env = "CUZK_SOAK_KILL",
+        value_delimiter = ',',
+        default_value = "synth,gpu,server"
+    )]
+    kill: Vec<Victim>,
     /// How long a killed node or server stays down before it is started again.
     #[arg(long, env = "CUZK_SOAK_DOWN", default_value = "5s")]
     down: Span,
@@ -118,6 +127,7 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
         "--rate must be positive"
     );
     anyhow::ensure!(args.submitters > 0, "--submitters must be positive");
+    anyhow::ensure!(!args.kill.is_empty(), "--kill names nothing to kill");
     anyhow::ensure!(
         args.kill_min.0 <= args.kill_max.0,
         "--kill-min exceeds --kill-max"
@@ -194,7 +204,7 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
             }
         }
         if Instant::now() >= next_kill {
-            let victim = kill_one(cluster, &shape, args.down.0, &mut rng).await?;
+            let victim = kill_one(cluster, &shape, (&args.kill, args.down.0), &mut rng).await?;
             *kills.entry(victim).or_default() += 1;
             next_kill = Instant::now() + Duration::from_secs_f64(between_kills(&mut rng));
         }
@@ -329,19 +339,26 @@ fn unheard(heard: &Mutex<Heard>, specs: &HashMap<String, JobSpec>) -> Vec<String
     unheard.cloned().collect()
 }
 
-/// Kills a synth node, a GPU node or a nats-server at random (SIGKILL), waits `down` and
-/// starts it again. Returns the victim's role.
+/// What a kill may hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Victim {
+    Synth,
+    Gpu,
+    Server,
+}
+
+/// Kills one of `victims` at random — a synth node, a GPU node or a nats-server — (SIGKILL),
+/// waits `down` and starts it again. Returns the victim's role.
 async fn kill_one(
     cluster: &mut ProcessCluster,
     shape: &ClusterShape,
-    down: Duration,
+    (victims, down): (&[Victim], Duration),
     rng: &mut rand::rngs::ThreadRng,
 ) -> anyhow::Result<&'static str> {
-    let choice = rng.gen_range(0..3);
-    let role = match choice {
-        0 => Role::Synth,
-        1 => Role::Gpu,
-        _ => {
+    let role = match victims[rng.gen_range(0..victims.len())] {
+        Victim::Synth => Role::Synth,
+        Victim::Gpu => Role::Gpu,
+        Victim::Server => {
             let index = rng.gen_range(0..cluster.servers.len());
             eprintln!("soak: killing nats-server {index}");
             cluster.servers[index].kill();

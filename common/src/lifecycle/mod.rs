@@ -85,21 +85,33 @@ pub enum Finish {
 
 #[derive(Clone)]
 pub struct Ledger {
-    kv: kv::Store,
+    records: store::Records,
     js: Context,
     /// Waiting submissions by job id, for cancels of jobs no synth node has taken.
     queued: Arc<tokio::sync::Mutex<queued::Index>>,
 }
 
 impl Ledger {
+    /// A node's ledger: records are read from the bucket stream's leader (`store`).
     pub fn new(topology: &Topology) -> Ledger {
+        Ledger::on(topology.js.clone(), topology.jobs_kv.clone(), true)
+    }
+
+    /// A client's ledger on a bucket opened by hand: records are read by direct gets, which a
+    /// tenant's permissions confine to its own (a server restarted a moment ago may answer with
+    /// an older record; a client asks again).
+    pub fn open(js: Context, jobs_kv: kv::Store) -> Ledger {
+        Ledger::on(js, jobs_kv, false)
+    }
+
+    /// [`Ledger::open`] on a topology's bucket.
+    pub fn reader(topology: &Topology) -> Ledger {
         Ledger::open(topology.js.clone(), topology.jobs_kv.clone())
     }
 
-    /// A ledger on a bucket opened by hand: clients that may only read records use it so.
-    pub fn open(js: Context, jobs_kv: kv::Store) -> Ledger {
+    fn on(js: Context, kv: kv::Store, leader: bool) -> Ledger {
         Ledger {
-            kv: jobs_kv,
+            records: store::Records { kv, leader },
             js,
             queued: Arc::default(),
         }
@@ -107,7 +119,7 @@ impl Ledger {
 
     /// The record of the job with key `key`, if it has one.
     pub async fn get(&self, key: &str) -> Result<Option<JobRecord>, RecordError> {
-        Ok(store::load(&self.kv, key).await?.map(|(r, _)| r))
+        Ok(self.records.load(key).await?.map(|(r, _)| r))
     }
 
     /// Records a submission of `tenant` (`None`: the untenanted path) that passed intake, or
@@ -132,10 +144,10 @@ impl Ledger {
         );
         let key = record.key();
         loop {
-            if store::create(&self.kv, &record).await? {
+            if store::create(&self.records, &record).await? {
                 return Ok(Admission::New(record));
             }
-            let Some((existing, _)) = store::load(&self.kv, &key).await? else {
+            let Some((existing, _)) = self.records.load(&key).await? else {
                 continue; // expired between the two calls: create again
             };
             if existing.submission_seq != seq {
@@ -144,7 +156,8 @@ impl Ledger {
             if existing.status.is_final() {
                 return Ok(Admission::Ended(existing));
             }
-            let updated = store::update(&self.kv, &key, |r| machine::resumed(r, delivered)).await?;
+            let updated =
+                store::update(&self.records, &key, |r| machine::resumed(r, delivered)).await?;
             return Ok(match updated {
                 Some((r, _)) if r.status.is_final() => Admission::Ended(r),
                 Some((r, _)) => Admission::Resume(r),
@@ -167,7 +180,7 @@ impl Ledger {
         let submission = queued::at(&self.js, seq, &key).await?;
         let staged = submission.and_then(|q| q.input);
         let record = machine::ended(result, tenant, seq, submitted_at_ms, unix_ms(), staged);
-        if store::create(&self.kv, &record).await? {
+        if store::create(&self.records, &record).await? {
             self.report(result, &record).await?;
             return Ok(Admission::Ended(record));
         }
@@ -221,7 +234,7 @@ impl Ledger {
         work_seq: u64,
         attempt: u32,
     ) -> Result<Option<JobRecord>, RecordError> {
-        let updated = store::update(&self.kv, key, |r| {
+        let updated = store::update(&self.records, key, |r| {
             machine::queued(r, index, timings, work_seq, attempt)
         });
         Ok(updated.await?.map(|(r, _)| r))
@@ -229,7 +242,7 @@ impl Ledger {
 
     /// Every partition of the job with key `key` is queued.
     pub async fn synthesized(&self, key: &str) -> Result<(), RecordError> {
-        store::update(&self.kv, key, machine::synthesized).await?;
+        store::update(&self.records, key, machine::synthesized).await?;
         Ok(())
     }
 
@@ -243,7 +256,7 @@ impl Ledger {
         partition: &ProvedPartition,
     ) -> Result<Proved, RecordError> {
         let mut outcome = Proved::NoSuchPartition;
-        let updated = store::update(&self.kv, key, |r| {
+        let updated = store::update(&self.records, key, |r| {
             outcome = machine::proved(r, index, partition);
             outcome == Proved::Recorded
         })
@@ -302,12 +315,12 @@ impl Ledger {
         let (tenant, job_id) = split_job_key(key);
         debug_assert_eq!(job_id, result.job_id, "a result of another job");
         let (record, ended) =
-            match store::update(&self.kv, key, |r| machine::finish(r, result)).await? {
+            match store::update(&self.records, key, |r| machine::finish(r, result)).await? {
                 Some(updated) => updated,
                 None => {
                     let now = unix_ms();
                     let record = machine::ended(result, tenant, 0, now, now, None);
-                    let created = store::create(&self.kv, &record).await?;
+                    let created = store::create(&self.records, &record).await?;
                     (record, created)
                 }
             };
@@ -336,7 +349,7 @@ impl Ledger {
         // A record created between the two steps is cancelled on the next round.
         for _ in 0..3 {
             let mut result = JobResult::cancelled(job_id, reason);
-            let updated = store::update(&self.kv, key, |r| {
+            let updated = store::update(&self.records, key, |r| {
                 result.circuit = Some(r.circuit.clone());
                 result.partitions = r.partitions.len() as u32;
                 result.synthetic = r.synthetic;
@@ -359,7 +372,7 @@ impl Ledger {
             result.circuit = queued.circuit;
             let (seq, at) = (queued.seq, queued.published_ms);
             let record = machine::ended(&result, tenant, seq, at, unix_ms(), queued.input);
-            if store::create(&self.kv, &record).await? {
+            if store::create(&self.records, &record).await? {
                 tracing::info!(job = key, reason, seq, "queued job cancelled");
                 self.report(&result, &record).await?;
                 return Ok((CancelOutcome::Cancelled, Some(record)));
@@ -379,7 +392,7 @@ impl Ledger {
     ) -> Result<Option<JobRecord>, RecordError> {
         let (key, job_id) = (seen.key(), seen.job_id.as_str());
         let mut failure = None;
-        let updated = store::update(&self.kv, &key, |r| {
+        let updated = store::update(&self.records, &key, |r| {
             if r != seen || r.status.is_final() {
                 return false;
             }
@@ -459,7 +472,7 @@ impl Ledger {
         if let Some(staged) = &record.staged_input {
             inputs::release(&self.js, &key, staged).await;
         }
-        store::update(&self.kv, &key, machine::published).await?;
+        store::update(&self.records, &key, machine::published).await?;
         Ok(())
     }
 
