@@ -2,7 +2,11 @@
 //! kernels/cuda/expand.cuh): for a 32 GiB PoRep partition ~0.2 GB crosses PCIe instead of the
 //! 4.2 GB of scalars, and the host never writes those.
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use blstrs::Scalar;
+use cudarc::driver::CudaStream;
 use cuzk_wire::blob::CompactAux;
 
 use super::{as_bytes, cfg, pinned, DevBuf, Gpu, Result};
@@ -60,27 +64,10 @@ impl Gpu {
         let mut staged = self.alloc_on(c, (bytes.len() as u64).min(batch) as usize)?;
         let mut first = 0;
         while first < chunks {
-            // Whole chunks up to the batch's size.
+            let end = chunk_run(starts, first..chunks, batch)?;
             let base = starts[first];
-            let end = (first + 1..=chunks)
-                .take_while(|&e| starts[e] - base <= batch)
-                .last()
-                .ok_or_else(|| {
-                    CudaError::Shape(format!(
-                        "compact chunk {first} of {} bytes exceeds the {batch}-byte batch",
-                        starts[first + 1] - base
-                    ))
-                })?;
             let part = &bytes[base as usize..starts[end] as usize];
-            if pinned::is_pinned(part) {
-                self.htod(c, part, &mut staged.buf.slice_mut(0..part.len()))?;
-            } else {
-                self.with_staging(part.len(), "a compact witness", |host| {
-                    self.stage_upload(host, 0, part, &mut staged, 0)?;
-                    // The staging is free for others once the copy has read it.
-                    Ok(c.synchronize()?)
-                })?;
-            }
+            self.copy_to(c, part, &mut staged, "a compact witness")?;
             launch!(on c, self.f.witness_expand, cfg((end - first) as u32, 256, 0);
                 staged.ptr(c), base, dstarts.ptr(c), first as u32, aux.chunk_elements() as u32,
                 aux.len() as u64, out, 0u64, aux.len() as u64, refused.ptr(c))?;
@@ -94,5 +81,42 @@ impl Gpu {
             u32::MAX => Ok(()),
             chunk => Err(CudaError::RefusedChunk(chunk as usize)),
         }
+    }
+}
+
+/// The end of the run of whole chunks from `chunks.start` (before `chunks.end`) whose bytes
+/// (`starts`) fit in `cap` together: at least one chunk, or a shape error.
+pub(super) fn chunk_run(starts: &[u64], chunks: Range<usize>, cap: u64) -> Result<usize> {
+    let (first, base) = (chunks.start, starts[chunks.start]);
+    (first + 1..=chunks.end)
+        .take_while(|&e| starts[e] - base <= cap)
+        .last()
+        .ok_or_else(|| {
+            CudaError::Shape(format!(
+                "compact chunk {first} of {} bytes exceeds the {cap} bytes it goes up through",
+                starts[first + 1] - base
+            ))
+        })
+}
+
+impl Gpu {
+    /// `src` to the start of `dst` on `st`: by DMA from where it lies when pinned, else through
+    /// the pinned staging once `st`'s earlier work (which may read `dst`) is done, waited for
+    /// (the staging is free for others once the copy has read it).
+    pub(super) fn copy_to(
+        &self,
+        st: &Arc<CudaStream>,
+        src: &[u8],
+        dst: &mut DevBuf,
+        what: &'static str,
+    ) -> Result<()> {
+        if pinned::is_pinned(src) {
+            return self.htod(st, src, &mut dst.buf.slice_mut(0..src.len()));
+        }
+        st.synchronize()?;
+        self.with_staging(src.len(), what, |host| {
+            self.stage_upload(host, 0, src, dst, 0)?;
+            Ok(self.copy.synchronize()?)
+        })
     }
 }

@@ -9,7 +9,8 @@ use std::ops::Range;
 use blstrs::Scalar;
 use cuzk_wire::blob::CompactAux;
 
-use super::{as_bytes, cfg, pinned, DevBuf, Gpu, Result};
+use super::expand::chunk_run;
+use super::{as_bytes, cfg, DevBuf, Gpu, Result};
 use crate::error::CudaError;
 
 /// A batch member's witness, as its windows are made from.
@@ -102,17 +103,7 @@ impl Gpu {
         match w {
             WindowSource::Scalars(all) => {
                 let part = as_bytes(&all[range.clone()]);
-                let mut dst = bufs.window.buf.slice_mut(0..part.len());
-                if pinned::is_pinned(part) {
-                    self.htod(s, part, &mut dst)?;
-                } else {
-                    // The window's last readers are done before the staging's copy lands.
-                    s.synchronize()?;
-                    self.with_staging(part.len(), "a witness window", |host| {
-                        self.stage_upload(host, 0, part, &mut bufs.window, 0)?;
-                        Ok(self.copy.synchronize()?)
-                    })?;
-                }
+                self.copy_to(s, part, &mut bufs.window, "a witness window")?;
             }
             WindowSource::Compact {
                 input,
@@ -182,27 +173,10 @@ impl Gpu {
         let cap = bufs.staged.bytes() as u64;
         let mut first = c0;
         while first < c1 {
+            let end = chunk_run(starts, first..c1, cap)?;
             let base = starts[first];
-            let end = (first + 1..=c1)
-                .take_while(|&e| starts[e] - base <= cap)
-                .last()
-                .ok_or_else(|| {
-                    CudaError::Shape(format!(
-                        "compact chunk {first} of {} bytes exceeds the {cap}-byte window staging",
-                        starts[first + 1] - base
-                    ))
-                })?;
             let part = &bytes[base as usize..starts[end] as usize];
-            if pinned::is_pinned(part) {
-                self.htod(s, part, &mut bufs.staged.buf.slice_mut(0..part.len()))?;
-            } else {
-                // The staged bytes' last reader is done before the copy overwrites them.
-                s.synchronize()?;
-                self.with_staging(part.len(), "a compact window", |host| {
-                    self.stage_upload(host, 0, part, &mut bufs.staged, 0)?;
-                    Ok(self.copy.synchronize()?)
-                })?;
-            }
+            self.copy_to(s, part, &mut bufs.staged, "a compact window")?;
             launch!(self, self.f.witness_expand, cfg((end - first) as u32, 256, 0);
                 bufs.staged.ptr(s), base, starts_dev.ptr(s), first as u32, ce as u32,
                 aux.len() as u64, out, range.start as u64, range.end as u64,

@@ -41,12 +41,22 @@ pub const MIN_CHUNK: usize = 1 << 20;
 /// Largest pass of a streamed section: two of its buffers and its scratch must leave room.
 pub const MAX_STREAM_CHUNK: usize = 1 << 24;
 
-/// Most partitions whose L, A and B MSMs share streamed passes: one per GPU worker, up to
-/// this. The batch's witnesses are made a window at a time in buffers they share, so its room
-/// does not grow with it; the partitions wait for one another (a batch's first partition
-/// waits for the others' H stages), and their page-locked compact witnesses wait in host
-/// memory.
+/// Most partitions whose L, A and B MSMs share streamed passes ([`batch_limit`]). The batch's
+/// witnesses are made a window at a time in buffers they share, so its room does not grow with
+/// it; the partitions wait for one another (a batch's first partition waits for the others' H
+/// stages), and their page-locked compact witnesses wait in host memory.
 pub const MAX_BATCH: usize = 8;
+
+/// The largest batch `workers` GPU workers form: one worker stays out of it where there are
+/// three or more, so that a partition is ready for the device's turn when the batch ends (a
+/// batch of every worker left the device idle while they all started their next partitions:
+/// docs/gpu.md, "At each device memory budget"); two workers batch both.
+pub fn batch_limit(workers: usize) -> usize {
+    match workers {
+        0..=2 => workers.max(1),
+        w => (w - 1).min(MAX_BATCH),
+    }
+}
 
 /// A window of a batched pass over A's or B's points holds at most this many times the pass's
 /// points of witness positions: a pass whose variables spread wider ends early
@@ -456,7 +466,7 @@ fn lean(
         (batch == 1 || plan.streams_witness_sections()).then_some(plan)
     };
     let mut best: Option<Plan> = None;
-    for plan in (1..=workers.clamp(1, MAX_BATCH)).map_while(greedy) {
+    for plan in (1..=batch_limit(workers)).map_while(greedy) {
         if best
             .as_ref()
             .is_none_or(|b| plan.cost(shape) < b.cost(shape))

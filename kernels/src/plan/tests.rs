@@ -214,12 +214,12 @@ fn partitions_share_streamed_passes_where_the_budget_has_room() {
     let shape = porep_32g();
     for budget in [15, 22, 30] {
         let alone = choose(&shape, budget * GIB, 1, 1, PlanLimits::default()).unwrap();
-        for workers in [2, 3, 4] {
+        for workers in [2, 3, 5] {
             let p = choose(&shape, budget * GIB, workers, 1, PlanLimits::default()).unwrap();
             let text = p.explain(&shape, "32 GiB");
             assert_eq!(
                 p.batch,
-                workers.min(MAX_BATCH),
+                batch_limit(workers),
                 "{budget} GiB, {workers} workers: {text}"
             );
             assert!(p.streams_witness_sections(), "{text}");
@@ -240,6 +240,11 @@ fn partitions_share_streamed_passes_where_the_budget_has_room() {
             );
         }
     }
+    // Three workers or more keep one out of the batch, ready for the turn it ends.
+    assert_eq!(
+        [0, 1, 2, 3, 5, 20].map(batch_limit),
+        [1, 1, 2, 2, 4, MAX_BATCH]
+    );
     // A key kept whole batches nothing.
     for budget in [75, 139] {
         assert_eq!(
