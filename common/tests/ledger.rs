@@ -586,8 +586,8 @@ async fn a_node_reads_records_as_they_are_past_a_lagging_server() {
 /// On a server that checks updates within their consensus every job ends done. (On 2.9.10,
 /// 37 of the 60 jobs were left incomplete; with the ledger reading each write back and applying
 /// it again where it did not stick, 1 of 60 — an update still in flight when it looked — so
-/// the test needs a fixed server: `NATS_SERVER=$(scripts/install-nats-server.sh 2.12.8 | tail
-/// -n 1)`, and says so where it has none.)
+/// the test needs a fixed server, and says so where it has none: scripts/test.sh runs it
+/// against 2.12.8 too.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn partitions_proved_at_once_in_a_replicated_bucket_all_count() {
     use cuzk_common::local_nats::start_cluster;
