@@ -88,11 +88,11 @@ impl CudaBackend {
             clock = now;
             ms
         };
-        let mut g1 = Vec::with_capacity(3);
+        let mut g1: [Vec<_>; 3] = Default::default();
         let mut ms = [0.0; 4];
         for k in 0..3 {
             let (scalars, passes) = section(k);
-            g1.push(g.msm_batch(s(k), &scalars, n[k], &passes, bufs.as_mut(), jac_g1)?);
+            g1[k] = g.msm_batch(s(k), &scalars, n[k], &passes, bufs.as_mut(), jac_g1)?;
             ms[k] = lap();
         }
         let (scalars, passes) = section(3);
@@ -102,7 +102,7 @@ impl CudaBackend {
         let batch = b_g2.len();
         tracing::debug!(device = %g.name(), batch, windows = windows.is_some(), l_ms, a_ms,
             b_g1_ms, b_g2_ms, "MSM times");
-        let [l, a, b_g1] = [0, 1, 2].map(|k| std::mem::take(&mut g1[k]));
+        let [l, a, b_g1] = g1;
         Ok((0..batch)
             .map(|i| WitnessSums {
                 l: l[i],
@@ -115,8 +115,9 @@ impl CudaBackend {
 }
 
 /// The positions of the widest window of `passes`, and the staged bytes the compact sources
-/// not on the device need for a window at a time: what one window's chunks take, at most what the plan counts for
-/// expanding a witness's chunks (the window is then made a few chunks at a time).
+/// not on the device need for a window at a time: what one window's chunks take, at most what
+/// the plan counts for expanding a witness's chunks (the window is then made a few chunks at a
+/// time).
 fn window_room(key: &CudaKey, sources: &[WindowSource], passes: &[Passes; 4]) -> (usize, usize) {
     let positions = passes.iter().map(Passes::widest).max().unwrap_or(0);
     let inputs = key.info.inputs;
