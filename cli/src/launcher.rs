@@ -254,6 +254,23 @@ fn terminate(child: &mut Child) {
     let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
 }
 
+/// A future that resolves at SIGINT or SIGTERM with the signal's name; both are caught from
+/// this call on. A command that owns a [`ProcessCluster`] selects on it, so a supervisor's
+/// SIGTERM drops the cluster and stops its processes instead of leaving them behind.
+pub fn stop_signal() -> std::io::Result<impl std::future::Future<Output = &'static str>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (mut int, mut term) = (
+        signal(SignalKind::interrupt())?,
+        signal(SignalKind::terminate())?,
+    );
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        }
+    })
+}
+
 impl Drop for ProcessCluster {
     fn drop(&mut self) {
         for node in &mut self.nodes {

@@ -398,6 +398,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ack_wait_secs: args.ack_wait_secs,
                 ..Default::default()
             };
+            let stop = cuzk_cli::launcher::stop_signal()?;
             let cluster =
                 cuzk_cli::launcher::ProcessCluster::start(spec, &std::env::current_exe()?)?;
             println!("NATS: {}", cluster.urls());
@@ -406,7 +407,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "submit with: cuzk submit --nats-url {} --wait",
                 cluster.urls()
             );
-            tokio::signal::ctrl_c().await?;
+            stop.await;
             drop(cluster);
             Ok(())
         }
@@ -420,7 +421,7 @@ where
     F: FnOnce(CancellationToken) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
-    let token = shutdown_on_signal();
+    let token = shutdown_on_signal()?;
     let deadline = async {
         token.cancelled().await;
         tokio::time::sleep(drain).await;
@@ -435,20 +436,16 @@ where
 }
 
 /// Cancelled on SIGINT or SIGTERM: nodes stop pulling and hand back in-flight work.
-fn shutdown_on_signal() -> CancellationToken {
+fn shutdown_on_signal() -> std::io::Result<CancellationToken> {
     let token = CancellationToken::new();
     let trigger = token.clone();
+    let stop = cuzk_cli::launcher::stop_signal()?;
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        info!("shutdown requested");
+        let signal = stop.await;
+        info!(signal, "shutdown requested");
         trigger.cancel();
     });
-    token
+    Ok(token)
 }
 
 /// Logging, tracing and metrics for a command (flushed by `main` on exit), and the metrics and
@@ -623,7 +620,7 @@ async fn gateway(args: GatewayCommandArgs, file: ConfigFile) -> anyhow::Result<(
         cuzk_cli::gateway::NatsCluster::new(client, topology, nats.timeout, bucket, tenant);
     let listen = config.listen.clone();
     let gateway = cuzk_gateway::Gateway::new(Arc::new(cluster), config, access);
-    cuzk_gateway::serve(&listen, gateway, shutdown_on_signal(), |addr| {
+    cuzk_gateway::serve(&listen, gateway, shutdown_on_signal()?, |addr| {
         // The line scripts and tests wait for.
         println!("cuzk gateway listening on {addr}");
     })

@@ -335,19 +335,30 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        match cli.command {
-            Command::Run(args) => run(args).await,
-            Command::Herd(args) => herd(args).await,
-            Command::Scale(args) => scale(args).await,
-            Command::Flood(args) => flood(args).await,
-            Command::Blobs(args) => blobs::run(args).await,
-            Command::Gateway(args) => gateway::run(args).await,
-            Command::Soak(args) => {
-                let shape = args.launch.shape(args.launch.gpu)?;
-                soak::soak(args.soak, shape).await
+        // A signal drops the command, and with it any cluster it started (its processes stop).
+        let stop = cuzk_cli::launcher::stop_signal()?;
+        tokio::select! {
+            done = command(cli.command) => done,
+            signal = stop => {
+                anyhow::bail!("stopped by {signal}")
             }
         }
     })
+}
+
+async fn command(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Run(args) => run(args).await,
+        Command::Herd(args) => herd(args).await,
+        Command::Scale(args) => scale(args).await,
+        Command::Flood(args) => flood(args).await,
+        Command::Blobs(args) => blobs::run(args).await,
+        Command::Gateway(args) => gateway::run(args).await,
+        Command::Soak(args) => {
+            let shape = args.launch.shape(args.launch.gpu)?;
+            soak::soak(args.soak, shape).await
+        }
+    }
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {

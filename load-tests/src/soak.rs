@@ -76,18 +76,32 @@ pub struct SoakArgs {
     /// AwaitProof (0: none).
     #[arg(long, env = "CUZK_SOAK_GATEWAY_EVERY", default_value_t = 10)]
     gateway_every: usize,
+    /// The job shapes: `standard`, or `light` (the same circuits and partition counts, smaller
+    /// circuits: a long run's many jobs on a small box, where the nodes' control path and the
+    /// cluster's records, not proving, are what it tests).
+    #[arg(long, env = "CUZK_SOAK_MIX", value_enum, default_value = "standard")]
+    mix: Mix,
 }
 
-/// The job shapes a soak cycles through: small and multi-partition, two circuits.
-fn mix() -> Vec<(&'static str, serde_json::Value)> {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mix {
+    Standard,
+    Light,
+}
+
+/// The job shapes a soak cycles through: one to three partitions, two circuits, two sizes
+/// of each.
+fn mix(mix: Mix) -> Vec<(&'static str, serde_json::Value)> {
+    use serde_json::json;
+    let (blocks, rounds) = match mix {
+        Mix::Standard => ([1, 2], [2000, 20000]),
+        Mix::Light => ([1, 1], [100, 1000]),
+    };
     vec![
-        ("sha256", serde_json::json!({"blocks": 1, "partitions": 1})),
-        ("mimc", serde_json::json!({"rounds": 2000, "partitions": 3})),
-        ("sha256", serde_json::json!({"blocks": 2, "partitions": 2})),
-        (
-            "mimc",
-            serde_json::json!({"rounds": 20000, "partitions": 2}),
-        ),
+        ("sha256", json!({"blocks": blocks[0], "partitions": 1})),
+        ("mimc", json!({"rounds": rounds[0], "partitions": 3})),
+        ("sha256", json!({"blocks": blocks[1], "partitions": 2})),
+        ("mimc", json!({"rounds": rounds[1], "partitions": 2})),
     ]
 }
 
@@ -133,7 +147,7 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
         "--kill-min exceeds --kill-max"
     );
     let cache = ShapeCache::open_default(true)?;
-    for (circuit, params) in mix() {
+    for (circuit, params) in mix(args.mix) {
         cache.proving_key(&*cuzk_circuits::resolve(circuit, &params)?)?;
     }
     let mut target = Target::launch(shape.clone()).await?;
@@ -170,7 +184,7 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
     let mut next_kill = start + Duration::from_secs_f64(between_kills(&mut rng));
     let mut next_sample = start;
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate));
-    let templates = mix();
+    let templates = mix(args.mix);
     let tag = format!("{:08x}", rand::random::<u32>());
     let cluster = target.cluster_mut().context("a started cluster")?;
     let mut index = 0;
@@ -636,7 +650,7 @@ mod tests {
 
     #[test]
     fn one_job_in_bad_every_is_malformed_and_the_mix_cycles() {
-        let templates = mix();
+        let templates = mix(Mix::Standard);
         let jobs: Vec<JobSpec> = (0..100).map(|i| job("t", i, &templates, 50)).collect();
         let bad = jobs.iter().filter(|j| j.circuit == "no-such-circuit");
         assert_eq!(bad.count(), 2);
@@ -663,7 +677,7 @@ mod tests {
 
     #[test]
     fn lost_twice_wrong_and_failed_are_told_apart() {
-        let templates = mix();
+        let templates = mix(Mix::Standard);
         let specs: HashMap<String, JobSpec> = (0..50)
             .map(|i| job("t", i, &templates, 50))
             .map(|j| (j.job_id.clone(), j))
