@@ -8,38 +8,30 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+/// The fields of `/proc/<pid>/stat` after the command's name (state, ppid, ...): the name may
+/// hold spaces, so they are read after its closing paren.
+fn stat_fields(pid: &str) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')
+        .map(|(_, rest)| rest.trim().to_owned())
+}
+
 /// The processes whose parent is `pid`.
 fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(child) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ...: comm may hold spaces, so read after its closing paren.
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            out.push(child);
-        }
-    }
-    out
+    let entries = std::fs::read_dir("/proc").expect("/proc").flatten();
+    entries
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            stat_fields(&child.to_string())
+                .and_then(|f| f.split_whitespace().nth(1)?.parse::<u32>().ok())
+                == Some(pid)
+        })
+        .collect()
 }
 
 /// Whether `pid` is still a process that runs (not gone, not a zombie).
 fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim().to_owned()))
-        .is_some_and(|rest| !rest.starts_with('Z'))
+    stat_fields(&pid.to_string()).is_some_and(|f| !f.starts_with('Z'))
 }
 
 #[test]
