@@ -277,6 +277,32 @@ pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
         let s = witness_like_scalars(seed + 250 + log as u64, 1 << log);
         g1_case(rep, &format!("witness-like 2^{log}"), &bases1, &d1, &s);
     }
+    // A batch in passes, as a streaming plan runs L, A and B: witness-like sets, whose
+    // passes are reduced on a second stream while the next accumulates, beside a dense one,
+    // which waits for the reduction in flight.
+    if args.max_log > 20 {
+        let n = (1 << 20) + 7;
+        let sets = [
+            witness_like_scalars(seed + 260, n),
+            random_scalars(seed + 261, n),
+            witness_like_scalars(seed + 262, n),
+        ];
+        let on_device: Vec<_> = sets
+            .iter()
+            .map(|s| gpu.upload_scalars(s).unwrap())
+            .collect();
+        let refs: Vec<_> = on_device.iter().collect();
+        let got = gpu.msm_g1_batch_passes(&d1, &refs, n, 1 << 18);
+        for (i, s) in sets.iter().enumerate() {
+            let want = cpu::msm_g1(&bases1[..n], s);
+            rep.check(
+                &format!(
+                    "msm_g1 batch of 3 in 5 passes, set {i} (witness-like, random, witness-like)"
+                ),
+                matches!(&got, Ok(g) if g[i] == want),
+            );
+        }
+    }
     // edge cases on 2^14 points
     let n = 1 << 14;
     let mut r = rng_from(seed, 77);

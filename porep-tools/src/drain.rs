@@ -383,8 +383,9 @@ struct Report<'a> {
     json: Option<&'a Path>,
 }
 
-/// Medians of the GPU node's MSM times (RUST_LOG=cuzk_kernels=debug): H's per partition, L's,
-/// A's and B's per batch of partitions, and the batches' mean size.
+/// The GPU node's MSM times (RUST_LOG=cuzk_kernels=debug): H's median per partition; L's,
+/// A's and B's summed over the batches and divided by the partitions they served (a median per
+/// batch would hide a sector's tail of small batches); the batches' sizes in order.
 fn msm_summary(log: &str) -> Option<String> {
     let values = |what: &str, key: &str| -> Vec<f64> {
         log.lines()
@@ -394,19 +395,20 @@ fn msm_summary(log: &str) -> Option<String> {
     };
     let h = values("H MSM time", "h_ms");
     let batch = values("MSM times", "batch");
-    if h.is_empty() || batch.is_empty() {
+    let served: f64 = batch.iter().sum();
+    if h.is_empty() || served == 0.0 {
         return None;
     }
-    let per_batch: Vec<String> = ["l_ms", "a_ms", "b_g1_ms", "b_g2_ms"]
+    let per_partition: Vec<String> = ["l_ms", "a_ms", "b_g1_ms", "b_g2_ms"]
         .iter()
-        .map(|k| format!("{:.0}", median(values("MSM times", k))))
+        .map(|k| format!("{:.0}", values("MSM times", k).iter().sum::<f64>() / served))
         .collect();
+    let sizes: Vec<String> = batch.iter().map(|b| format!("{b:.0}")).collect();
     Some(format!(
-        "H {:.0} a partition; L / A / B_G1 / B_G2 {} a batch of {:.2} (mean of {})",
+        "H {:.0}; L / A / B_G1 / B_G2 {} a partition (batches of {})",
         median(h),
-        per_batch.join(" / "),
-        batch.iter().sum::<f64>() / batch.len() as f64,
-        batch.len()
+        per_partition.join(" / "),
+        sizes.join(", ")
     ))
 }
 
@@ -478,7 +480,7 @@ fn report(sector: &SealedSector, result: &JobResult, r: Report<'_>) -> Result<()
         ),
         ("device memory plan", r.plan.clone()),
         (
-            "MSM ms (median)",
+            "MSM ms (H median; L, A, B summed per partition)",
             r.msms.clone().unwrap_or_else(|| "-".into()),
         ),
         (
@@ -570,7 +572,7 @@ DEBUG cuzk_kernels::backend: MSM times device=H200 batch=2 l_ms=220.0 a_ms=210.0
 ";
         assert_eq!(
             msm_summary(log).unwrap(),
-            "H 1020 a partition; L / A / B_G1 / B_G2 220 / 210 / 55 / 110 a batch of 1.67 (mean of 3)"
+            "H 1020; L / A / B_G1 / B_G2 132 / 126 / 33 / 66 a partition (batches of 2, 1, 2)"
         );
         assert_eq!(msm_summary("nothing logged"), None);
     }

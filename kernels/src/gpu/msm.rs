@@ -1,9 +1,11 @@
 //! Pippenger MSMs in G1 and G2 over device-resident bases and scalars.
 
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 
 use blst::{blst_fp, blst_fp2};
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use cudarc::driver::CudaStream;
 use group::Group;
 
 use super::{as_bytes, as_bytes_mut, cfg, grid, Curve, DevBuf, DeviceBases, Gpu, Result};
@@ -28,6 +30,31 @@ impl MsmBuckets {
     /// Whether the passes add up in [`Self::shared`] (else each pass is reduced alone).
     pub(super) fn shared(&self) -> bool {
         self.shared.is_some()
+    }
+
+    /// Whether the window is narrower than a pass of `n` dense scalars would take (a
+    /// witness's pass, mostly zeros and ones): its buckets are then at most half of those the
+    /// plan counts for the pass (plan::msm_scratch), so another set fits beside them.
+    pub(super) fn narrow(&self, n: usize) -> bool {
+        self.c < window_bits(n)
+    }
+}
+
+/// An MSM's reduction launched on a stream: its window sums, read by [`Gpu::msm_reduced`].
+pub(super) struct Reducing {
+    jac: DevBuf,
+    c: u32,
+    nwin: u32,
+    /// The buckets it reads, kept until it is done.
+    _buckets: DevBuf,
+    /// The stream it runs on, waited for before the buckets are freed (on their own stream).
+    stream: Arc<CudaStream>,
+}
+
+impl Drop for Reducing {
+    fn drop(&mut self) {
+        // Done already once its sums were read; an abandoned one must not outlive its buckets.
+        let _ = self.stream.synchronize();
     }
 }
 
@@ -139,7 +166,7 @@ impl Gpu {
         n: usize,
     ) -> Result<(Vec<u8>, u32, u32)> {
         let mut buckets = None;
-        self.msm_accumulate(bases, scalars, n, 1, &mut buckets)?;
+        self.msm_accumulate(bases, scalars, n, 1, &mut buckets, &mut || Ok(()))?;
         let buckets = buckets.expect("made by the first pass");
         self.msm_reduce(buckets)
     }
@@ -149,7 +176,9 @@ impl Gpu {
     /// [shared](MsmBuckets::shared). Passes of dense scalars (H's) share the buckets of the whole
     /// MSM's window where they are large enough ([`shared_window`]); passes of a witness's
     /// scalars, mostly zeros and ones whose other scalars the first pass may not represent,
-    /// each take the window of their own other scalars.
+    /// each take the window of their own other scalars. `settle` runs before the sort's
+    /// buffers are allocated where the window is not [narrow](MsmBuckets::narrow): the pass
+    /// then takes all the scratch the plan counts for it.
     pub(super) fn msm_accumulate(
         &self,
         (bases, curve): (u64, Curve),
@@ -157,6 +186,7 @@ impl Gpu {
         n: usize,
         passes: usize,
         buckets: &mut Option<MsmBuckets>,
+        settle: &mut dyn FnMut() -> Result<()>,
     ) -> Result<()> {
         let cf = &self.f.curve[curve as usize];
         let s = &self.stream;
@@ -172,6 +202,14 @@ impl Gpu {
         self.download_into(&ones, n * 4, as_bytes_mut(&mut class[..1]))?;
         self.download_into(&dense, n * 4, as_bytes_mut(&mut class[1..]))?;
         let [n_ones, m] = class;
+        let window = match (&*buckets, self.msm_window.load(Relaxed)) {
+            (Some(b), _) => b.c,
+            (None, 0) => window_bits(m as usize),
+            (None, c) => c,
+        };
+        if window >= window_bits(n) {
+            settle()?;
+        }
         let compact = |pos: &DevBuf, len: u32| -> Result<DevBuf> {
             let out = self.alloc(len as usize * 4)?;
             launch!(self, self.f.msm_compact, cfg(grid(n as u64, 256), 256, 0);
@@ -317,6 +355,13 @@ impl Gpu {
 
     /// The window sums of an MSM's buckets (see [`Self::msm_windows`]).
     pub(super) fn msm_reduce(&self, acc: MsmBuckets) -> Result<(Vec<u8>, u32, u32)> {
+        let reducing = self.msm_reduce_launch(acc)?;
+        self.msm_reduced(reducing)
+    }
+
+    /// Launches the reduction of an MSM's buckets on this `Gpu`'s stream, which must see
+    /// them written (the same stream, or one that waited for theirs).
+    pub(super) fn msm_reduce_launch(&self, acc: MsmBuckets) -> Result<Reducing> {
         let (curve, c) = (acc.curve, acc.c);
         let cf = &self.f.curve[curve as usize];
         let s = &self.stream;
@@ -343,10 +388,21 @@ impl Gpu {
         }
         let jac = self.alloc(nwin as usize * xb / 4 * 3)?;
         launch!(self, cf.to_jacobian, cfg(1, 64, 0); cur.ptr(s), nwin, jac.ptr(s))?;
-        let mut out = vec![0u8; nwin as usize * xb / 4 * 3];
-        self.download_into(&jac, 0, &mut out)?;
-        drop(buckets);
-        Ok((out, c, nwin))
+        Ok(Reducing {
+            jac,
+            c,
+            nwin,
+            _buckets: buckets,
+            stream: self.stream.clone(),
+        })
+    }
+
+    /// The window sums of a reduction launched on this `Gpu`'s stream, once it is done; its
+    /// buckets are freed then.
+    pub(super) fn msm_reduced(&self, r: Reducing) -> Result<(Vec<u8>, u32, u32)> {
+        let mut out = vec![0u8; r.jac.bytes()];
+        self.download_into(&r.jac, 0, &mut out)?;
+        Ok((out, r.c, r.nwin))
     }
 
     /// MSM with scalars already on the device (Montgomery form, `n <= bases.len()`).

@@ -13,7 +13,7 @@ use cuzk_prover::params::Query;
 use cuzk_prover::r1cs::{Matrix, ShapeMatrices};
 use group::Group;
 
-use super::msm::{check_bases, combine, jac_g1, MsmBuckets};
+use super::msm::{check_bases, combine, jac_g1, MsmBuckets, Reducing};
 use super::pinned::Shared;
 use super::spmv::LONG_ROW;
 use super::window::{WindowBufs, WindowSource};
@@ -233,12 +233,15 @@ impl Gpu {
             false => None,
         };
         let s = &self.stream;
-        let reduce = |acc: MsmBuckets| -> Result<G> {
-            let (raw, c, nwin) = self.msm_reduce(acc)?;
-            Ok(combine(&raw, c, nwin, conv))
-        };
+        let reduced = |(raw, c, nwin): (Vec<u8>, u32, u32)| combine(&raw, c, nwin, conv);
         let mut sums = vec![G::identity(); batch.len()];
         let mut buckets: Vec<Option<MsmBuckets>> = batch.iter().map(|_| None).collect();
+        // A pass of a witness's scalars is reduced on its own, by kernels of few threads whose
+        // time is their latency (a few ms a pass, more in G2): they run on a second stream
+        // while the next accumulation runs on this one. One reduction at a time is in flight,
+        // of buckets narrower than the plan counts for a pass ([`MsmBuckets::narrow`]).
+        let mut side: Option<Gpu> = None;
+        let mut reducing: Option<(usize, Reducing)> = None;
         for i in 0..passes {
             let r = range(i);
             let at = match &mut source {
@@ -254,7 +257,7 @@ impl Gpu {
                     bufs[i % 2].ptr(s)
                 }
             };
-            for ((scalars, sum), acc) in batch.iter().zip(&mut sums).zip(&mut buckets) {
+            for (k, (scalars, acc)) in batch.iter().zip(&mut buckets).enumerate() {
                 let gather = |witness: u64, indices: u64| -> Result<u64> {
                     let out = gathered.as_ref().expect("made for gathered scalars");
                     let m = r.len() as u64;
@@ -282,15 +285,35 @@ impl Gpu {
                         }
                     }
                 };
-                self.msm_accumulate((at, curve), sc, r.len(), passes, acc)?;
+                // A pass that takes all its scratch waits for the reduction in flight first.
+                let mut settle = || -> Result<()> {
+                    if let (Some((j, done)), Some(side)) = (reducing.take(), &side) {
+                        sums[j] += reduced(side.msm_reduced(done)?);
+                    }
+                    Ok(())
+                };
+                self.msm_accumulate((at, curve), sc, r.len(), passes, acc, &mut settle)?;
                 if let Some(alone) = acc.take_if(|b| !b.shared()) {
-                    *sum += reduce(alone)?;
+                    settle()?;
+                    if alone.narrow(r.len()) {
+                        if side.is_none() {
+                            side = Some(self.lane()?);
+                        }
+                        let side = side.as_ref().expect("made above");
+                        side.stream.wait(&self.stream.record_event(None)?)?;
+                        reducing = Some((k, side.msm_reduce_launch(alone)?));
+                    } else {
+                        sums[k] += reduced(self.msm_reduce(alone)?);
+                    }
                 }
             }
         }
+        if let (Some((j, done)), Some(side)) = (reducing, &side) {
+            sums[j] += reduced(side.msm_reduced(done)?);
+        }
         for (sum, acc) in sums.iter_mut().zip(buckets) {
             if let Some(shared) = acc {
-                *sum += reduce(shared)?;
+                *sum += reduced(self.msm_reduce(shared)?);
             }
         }
         Ok(sums)
@@ -307,6 +330,23 @@ impl Gpu {
     ) -> Result<G1Projective> {
         let at = Scalars::At(scalars.ptr(&self.stream));
         self.msm_passes(Bases::Device(bases), at, n, chunk, jac_g1)
+    }
+
+    /// G1 MSMs of several sets of scalars over resident bases, in passes of `chunk` points
+    /// that serve them all, as a batch of a streaming plan runs them, for checks.
+    pub fn msm_g1_batch_passes(
+        &self,
+        bases: &DeviceBases,
+        scalars: &[&DevBuf],
+        n: usize,
+        chunk: usize,
+    ) -> Result<Vec<G1Projective>> {
+        let batch: Vec<Scalars> = scalars
+            .iter()
+            .map(|s| Scalars::At(s.ptr(&self.stream)))
+            .collect();
+        let passes = crate::plan::fixed_passes(n, chunk);
+        self.msm_batch(Bases::Device(bases), &batch, n, &passes, None, jac_g1)
     }
 
     /// Points `r` of `h` into `buf` on the copy stream; the event the compute stream waits for.
