@@ -290,6 +290,12 @@ struct GpuNodeArgs {
     explain_plan: bool,
 }
 
+// Every role's allocator: glibc's keeps freed memory in its per-thread arenas, so a synth
+// node's resident set crept up job after job while its heap stayed flat (docs/reliability.md,
+// "Memory over a long run"); jemalloc hands freed pages back after a few seconds.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
