@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs another nats-server release beside the distribution's (scripts/ensure-deps.sh installs
 # Debian's 2.9.10) into a cache directory outside the repository, and prints the binary's path
-# on its last line: for benchmarking a newer server against the one the tests run on, e.g.
+# on its last line: the server the tests run on (scripts/test.sh), and others to benchmark, e.g.
 #
 #   NATS_ALT="$(scripts/install-nats-server.sh 2.12.8 | tail -n 1)" kernels/scripts/pack-device.sh
 #

@@ -464,9 +464,9 @@ async fn orphans_in_a_submitters_inputs_bucket_are_reclaimed() {
 
 /// A server that answers direct gets for a bucket without holding its newest objects — a
 /// replica catching up after a restart — stood in for by a mirror that serves direct gets
-/// (`mirror_direct`) and holds nothing (it starts past the end). Reads and deletes of objects it
-/// cannot see must still find them on the stream's leader: before, a read failed "not found"
-/// and a delete took the object for gone and left it.
+/// (`mirror_direct`) and holds none of the objects (it mirrors one subject they never use).
+/// Reads and deletes of objects it cannot see must still find them on the stream's leader:
+/// before, a read failed "not found" and a delete took the object for gone and left it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_a_lagging_server_does_not_see_are_read_and_deleted() {
     let server = NatsServer::start().unwrap();
@@ -496,19 +496,36 @@ async fn inputs_a_lagging_server_does_not_see_are_read_and_deleted() {
 /// a mirror that answers direct gets and holds none of them, then reads and deletes each.
 async fn past_a_lagging_server(js: &Context, bucket: &str, store: &ObjectStore, shards: &Shards) {
     use async_nats::jetstream::stream::{Config as StreamConfig, Source};
-    js.create_stream(StreamConfig {
-        name: "LAGGING".into(),
-        mirror: Some(Source {
-            name: format!("OBJ_{bucket}"),
-            start_sequence: Some(1 << 40),
+    // A mirror joins the direct gets' queue group only once it has taken a message from its
+    // source (nats-server 2.10 and later; 2.9 at once), so it takes one on a subject no object
+    // uses, which is then purged from the bucket.
+    let marker = format!("$O.{bucket}.C.lagging-marker");
+    let mut mirror = js
+        .create_stream(StreamConfig {
+            name: "LAGGING".into(),
+            mirror: Some(Source {
+                name: format!("OBJ_{bucket}"),
+                filter_subject: Some(marker.clone()),
+                ..Default::default()
+            }),
+            mirror_direct: true,
+            allow_direct: true,
             ..Default::default()
-        }),
-        mirror_direct: true,
-        allow_direct: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+        })
+        .await
+        .unwrap();
+    js.publish(marker.clone(), "x".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mirror.info().await.unwrap().state.messages == 0 {
+        assert!(Instant::now() < deadline, "the mirror took no message");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let source = js.get_stream(format!("OBJ_{bucket}")).await.unwrap();
+    source.purge().filter(marker).await.unwrap();
     let bytes = random(1000);
     let count = 24;
     for i in 0..count {
@@ -536,8 +553,7 @@ async fn past_a_lagging_server(js: &Context, bucket: &str, store: &ObjectStore, 
     for i in 0..count {
         objects::delete(shards, &format!("o{i}")).await.unwrap();
     }
-    let stream = js.get_stream(format!("OBJ_{bucket}")).await.unwrap();
-    let mut subjects = stream
+    let mut subjects = source
         .info_with_subjects(format!("$O.{bucket}.C.>"))
         .await
         .unwrap();
