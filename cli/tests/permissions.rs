@@ -1,5 +1,5 @@
-//! The shipped least-privilege config (deploy/nats/auth.conf and the users it includes): each role's credentials can do
-//! its job — a whole job, its input uploaded to the inputs bucket by the submitter, runs
+//! The shipped least-privilege users (deploy/nats/accounts.conf, which the shipped servers
+//! include): each role's credentials can do its job — a whole job, its input uploaded to the inputs bucket by the submitter, runs
 //! through synth and GPU nodes connected as `synth` and `gpu`, and a gateway connected as
 //! `gateway` serves Curio's calls (a PoSt job submitted at high priority with its input staged,
 //! awaited, cancelled; status; a proving-key preload), a synth node writes a blob striped over
@@ -38,7 +38,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const USERS: [&str; 6] = ["admin", "submitter", "priority", "synth", "gpu", "gateway"];
-/// Each submitter's own inputs bucket, as deploy/nats/auth.conf names them.
+/// Each submitter's own inputs bucket, as deploy/nats/accounts.conf names them.
 const SUBMITTER_INPUTS: &str = "cuzk-inputs-submitter";
 const PRIORITY_INPUTS: &str = "cuzk-inputs-priority";
 const GATEWAY_INPUTS: &str = "cuzk-inputs-gateway";
@@ -75,14 +75,14 @@ fn server(dir: &Path, loosened: bool) -> (NatsServer, String) {
     let port = free_port().unwrap();
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nats");
     let read = |name: &str| std::fs::read_to_string(deploy.join(name)).unwrap();
-    // One file, the users inlined where the shipped config includes them.
-    let shipped = read("auth.conf").replace("include ./accounts.conf", &read("accounts.conf"));
-    let mut config = shipped
-        .replace(
-            "/var/lib/cuzk/nats",
-            &dir.join("store").display().to_string(),
-        )
-        .replace("127.0.0.1:4222", &format!("127.0.0.1:{port}"));
+    // The shipped users on a plaintext loopback server: what is tested is what each may do once
+    // logged in (the shipped servers' TLS is tested in secure_server.rs and secure_cluster.rs).
+    let store = dir.join("store");
+    let mut config = format!(
+        "listen: 127.0.0.1:{port}\njetstream {{ store_dir: \"{}\" }}\n{}",
+        store.display(),
+        read("accounts.conf")
+    );
     for user in USERS {
         config = config.replace(
             &format!("$CUZK_{}_PASSWORD", user.to_uppercase()),
@@ -573,7 +573,7 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(String, bool)> {
         .map(|(check, allowed)| (check.to_owned(), allowed))
         .collect();
     // The head bucket's checks above, on each of the other blob buckets: each is named in
-    // auth.conf on its own. At once, since a refusal shows only as a timeout.
+    // accounts.conf on its own. At once, since a refusal shows only as a timeout.
     let shards: Vec<String> = (1..BLOB_SHARDS).map(blob_shard_bucket).collect();
     let (gpu_js, submitter_js, gateway_js) = (&gpu, &submitter, &gateway);
     let (stream_of, named, ephemeral) = (&stream, &named_push, &ephemeral_push);

@@ -1,8 +1,9 @@
-//! The one-server nats-server configurations in `deploy/nats` start and do what they promise:
-//! the dev server and the auth server come up with JetStream. Each config is used as written
-//! except for its store directory and port (moved to temporary ones so tests can run side by
-//! side); the permissions themselves are tested in `cli/tests/permissions.rs`, and the
-//! three-node cluster of `deploy/nats/cluster`, which needs certificates and runs a job, in
+//! The dev server's nats-server configuration, `deploy/nats/single.conf`, starts and does what
+//! it promises: it comes up with JetStream. It is used as written except for its store
+//! directory and port (moved to temporary ones so tests can run side by side). The permissions
+//! of the role users are tested in `cli/tests/permissions.rs`; the configs that need
+//! certificates and run a job, the one server of `deploy/nats/auth.conf` and the three-node
+//! cluster of `deploy/nats/cluster`, in `cli/tests/secure_server.rs` and
 //! `cli/tests/secure_cluster.rs`.
 
 use std::path::{Path, PathBuf};
@@ -26,8 +27,8 @@ impl Drop for Server {
     }
 }
 
-/// Copies `config` (and the users it includes) into `dir` with its store directory moved to
-/// `store`, so the copy can be run as is. (nats-server 2.9 refuses `-sd` next to a `store_dir` in the file.)
+/// Copies `config` into `dir` with its store directory moved to `store`, so the copy can be run
+/// as is. (nats-server 2.9 refuses `-sd` next to a `store_dir` in the file.)
 fn with_store(config: &Path, dir: &Path, store: &Path) -> PathBuf {
     let text = std::fs::read_to_string(config).unwrap();
     assert!(
@@ -36,13 +37,6 @@ fn with_store(config: &Path, dir: &Path, store: &Path) -> PathBuf {
         config.display()
     );
     let copy = dir.join(config.file_name().unwrap());
-    if text
-        .lines()
-        .any(|line| line.trim() == "include ./accounts.conf")
-    {
-        let users = config.with_file_name("accounts.conf");
-        std::fs::copy(users, dir.join("accounts.conf")).unwrap();
-    }
     std::fs::write(
         &copy,
         text.replace("/var/lib/cuzk/nats", &store.display().to_string()),
@@ -51,7 +45,7 @@ fn with_store(config: &Path, dir: &Path, store: &Path) -> PathBuf {
     copy
 }
 
-fn start(config: &Path, args: &[String], envs: &[(&str, &str)], port: u16) -> Server {
+fn start(config: &Path, args: &[String], port: u16) -> Server {
     let binary =
         nats_server_binary().expect("nats-server is installed (apt-get install nats-server)");
     let mut command = Command::new(binary);
@@ -61,9 +55,6 @@ fn start(config: &Path, args: &[String], envs: &[(&str, &str)], port: u16) -> Se
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    for (key, value) in envs {
-        command.env(key, value);
-    }
     let mut child = command.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -115,7 +106,7 @@ async fn single_server_config_runs_jetstream() {
         &dir.path().join("store"),
     );
     let port = free_port().unwrap();
-    let _server = start(&config, &["-p".into(), port.to_string()], &[], port);
+    let _server = start(&config, &["-p".into(), port.to_string()], port);
     let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
         .await
         .unwrap();
@@ -127,40 +118,4 @@ async fn single_server_config_runs_jetstream() {
         .await
         .unwrap();
     assert_eq!(stream.info().await.unwrap().state.messages, 1);
-}
-
-#[tokio::test]
-async fn auth_config_starts_and_admits_only_known_users() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = with_store(
-        &deploy_dir().join("auth.conf"),
-        dir.path(),
-        &dir.path().join("store"),
-    );
-    let port = free_port().unwrap();
-    // A bcrypt hash as the admin's password: in an environment variable it must carry its own
-    // quotes, or the server reads its `$2b$…` as another variable reference.
-    let admin_hash = "\"$2b$11$4VgEM6ZrQva99IH5PV00yefSdkls6V44vVwmYVn2z1ALiTohBIA6y\"";
-    let envs = [
-        ("CUZK_ADMIN_PASSWORD", admin_hash),
-        ("CUZK_SUBMITTER_PASSWORD", "submitter-pw"),
-        ("CUZK_PRIORITY_PASSWORD", "priority-pw"),
-        ("CUZK_SYNTH_PASSWORD", "synth-pw"),
-        ("CUZK_GPU_PASSWORD", "gpu-pw"),
-        ("CUZK_GATEWAY_PASSWORD", "gateway-pw"),
-    ];
-    let _server = start(&config, &["-p".into(), port.to_string()], &envs, port);
-    let url = format!("nats://127.0.0.1:{port}");
-    let admin =
-        async_nats::ConnectOptions::with_user_and_password("admin".into(), "admin-pw".into())
-            .connect(&url)
-            .await
-            .expect("admin logs in with the password behind the bcrypt hash");
-    create_stream(&jetstream::new(admin), 1).await;
-    let wrong = async_nats::ConnectOptions::with_user_and_password("synth".into(), "nope".into())
-        .connect(&url);
-    let wrong = tokio::time::timeout(Duration::from_secs(5), wrong)
-        .await
-        .expect("connect answers");
-    assert!(wrong.is_err(), "a wrong password must not log in");
 }

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod shipped;
+
 use std::time::Duration;
 
 use cuzk_cli::LocalCluster;
