@@ -307,6 +307,19 @@ impl Deployment {
         }
     }
 
+    /// Whether the server on `port` refuses `user` logging in over TLS with `password` and no
+    /// client certificate.
+    pub async fn refuses(&self, port: u16, user: &str, password: &str) -> bool {
+        let url = format!("tls://127.0.0.1:{port}");
+        let login =
+            async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
+                .add_root_certificates(self.ca.clone())
+                .require_tls(true)
+                .connect(url.as_str());
+        let login = tokio::time::timeout(Duration::from_secs(5), login).await;
+        login.expect("connect answers").is_err()
+    }
+
     /// The admin's connection, as cuzk's nodes connect.
     pub async fn admin(&self) -> async_nats::Client {
         let args = self
