@@ -14,7 +14,7 @@ use cuzk_cli::{inline_input, submit_and_wait, verify_job_proof, LocalCluster};
 use cuzk_common::config::{ConfigFile, GpuArgs, ParamArgs, SynthArgs};
 use cuzk_wire::job::{JobResult, JobStatus, PartitionTimings};
 
-use crate::{fresh_job_id, JobArgs};
+use crate::args::{fresh_job_id, JobArgs};
 
 #[derive(Args)]
 pub struct BenchArgs {
