@@ -262,9 +262,16 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         .and_then(|l| field(l, "plan"))
         .unwrap_or_default();
     // The device steps that stalled (kernels/src/gpu/mod.rs `note_slow`), with their partitions,
-    // each MSM's time (RUST_LOG=cuzk_kernels=debug) and each blob's and stripe's read
-    // (cuzk_common::objects=debug), where the node logs them.
-    const SHOWN: [&str; 4] = ["slow device step", "MSM time", "object read", "stripe read"];
+    // each MSM's time (RUST_LOG=cuzk_kernels=debug), each blob's and stripe's read
+    // (cuzk_common::objects=debug), and each partition's end with its stages' times: when each
+    // worker took its turn, and what the device waited for between them.
+    const SHOWN: [&str; 5] = [
+        "slow device step",
+        "MSM time",
+        "object read",
+        "stripe read",
+        "partition proved",
+    ];
     for line in gpu_log
         .lines()
         .filter(|l| SHOWN.iter().any(|s| l.contains(s)))
