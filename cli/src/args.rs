@@ -249,12 +249,11 @@ pub(crate) struct CancelArgs {
     pub(crate) job_id: String,
 }
 
+/// What every node takes besides its role's settings.
 #[derive(Args)]
-pub(crate) struct SynthNodeArgs {
+pub(crate) struct NodeArgs {
     #[command(flatten)]
     pub(crate) nats: NatsArgs,
-    #[command(flatten)]
-    pub(crate) synth: SynthArgs,
     #[command(flatten)]
     pub(crate) params: ParamArgs,
     #[command(flatten)]
@@ -265,18 +264,19 @@ pub(crate) struct SynthNodeArgs {
 }
 
 #[derive(Args)]
+pub(crate) struct SynthNodeArgs {
+    #[command(flatten)]
+    pub(crate) node: NodeArgs,
+    #[command(flatten)]
+    pub(crate) synth: SynthArgs,
+}
+
+#[derive(Args)]
 pub(crate) struct GpuNodeArgs {
     #[command(flatten)]
-    pub(crate) nats: NatsArgs,
+    pub(crate) node: NodeArgs,
     #[command(flatten)]
     pub(crate) gpu: GpuArgs,
-    #[command(flatten)]
-    pub(crate) params: ParamArgs,
-    #[command(flatten)]
-    pub(crate) telemetry: TelemetryArgs,
-    /// Validate the configuration, print it and exit.
-    #[arg(long, env = "CUZK_CHECK_CONFIG")]
-    pub(crate) check_config: bool,
     /// Print the device memory plan of each --gpu-preload shape within --gpu-memory-budget
     /// (what stays on the device, what streams from host memory) and exit; exits 1 when the
     /// budget cannot hold a shape. Needs no GPU when the budget is given.

@@ -65,20 +65,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Watch(args) => watch(args, file).await,
         Command::Cancel(args) => cancel(args, file).await,
         Command::SynthNode(args) => {
-            let nats = args.nats.merge(file.nats).resolve("cuzk-synth")?;
+            let nats = args.node.nats.merge(file.nats).resolve("cuzk-synth")?;
             let synth = args.synth.merge(file.synth).resolve()?;
-            let params = args.params.merge(file.params).resolve(false)?;
-            if args.check_config {
+            let params = args.node.params.merge(file.params).resolve(false)?;
+            if args.node.check_config {
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({
                         "nats": nats, "synth": synth, "params": params,
-                        "metrics_addr": args.telemetry.metrics_addr()?
+                        "metrics_addr": args.node.telemetry.metrics_addr()?
                     }))?
                 );
                 return Ok(());
             }
-            init_telemetry("cuzk-synth", &args.telemetry).await?;
+            init_telemetry("cuzk-synth", &args.node.telemetry).await?;
             let (_client, mut topology) = cuzk_cli::connect(&nats).await?;
             cuzk_cli::add_blob_connections(&mut topology, &nats).await?;
             let drain = synth.drain_timeout;
@@ -91,26 +91,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             run_until_drained(|token| node.run(token), drain).await
         }
         Command::GpuNode(args) => {
-            let nats = args.nats.merge(file.nats).resolve("cuzk-gpu")?;
+            let nats = args.node.nats.merge(file.nats).resolve("cuzk-gpu")?;
             let gpu = args.gpu.merge(file.gpu).resolve()?;
-            let params = args.params.merge(file.params).resolve(false)?;
+            let params = args.node.params.merge(file.params).resolve(false)?;
             if args.explain_plan {
                 let (plans, all) = cuzk_gpu_node::explain_plans(&gpu, &params)?;
                 print!("{plans}");
                 anyhow::ensure!(all, "the budget cannot hold every shape");
                 return Ok(());
             }
-            if args.check_config {
+            if args.node.check_config {
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({
                         "nats": nats, "gpu": gpu, "params": params,
-                        "metrics_addr": args.telemetry.metrics_addr()?
+                        "metrics_addr": args.node.telemetry.metrics_addr()?
                     }))?
                 );
                 return Ok(());
             }
-            init_telemetry("cuzk-gpu", &args.telemetry).await?;
+            init_telemetry("cuzk-gpu", &args.node.telemetry).await?;
             let (_client, mut topology) = cuzk_cli::connect(&nats).await?;
             cuzk_cli::add_blob_connections(&mut topology, &nats).await?;
             let drain = gpu.drain_timeout;
