@@ -1,6 +1,7 @@
 // Fp multiplication throughput on the device: many independent threads, each a dependent chain
 // of multiplications, timed with events. Compares the kernels' Fp multiplication with
-// instruction-count variants so the MSM's arithmetic ceiling is measured, not guessed.
+// variants (the textbook CIOS, Karatsuba's) so the MSM's arithmetic ceiling is measured, not
+// guessed; docs/gpu-runs.md has the results.
 //   nvcc -O3 -std=c++17 -arch=sm_90 -I../cuda fp_mul_bench.cu -o fp_mul_bench && ./fp_mul_bench
 #include <cstdio>
 #include <cstdlib>
@@ -68,11 +69,128 @@ __device__ __forceinline__ Mont<C> ref_mul(const Mont<C>& a, const Mont<C>& b) {
     return r;
 }
 
+// a·b (K limbs each, K even) into t[2K]: the products of a's even limbs summed in e as 64-bit
+// pairs, those of its odd limbs in o one word up (each pair one IMAD.WIDE, as in field.cuh), a
+// row's carry into a word no earlier row reached; then t = e + o.
+template <int K>
+__device__ __forceinline__ void mul_full(const uint32_t* a, const uint32_t* b, uint32_t* t) {
+    uint32_t e[2 * K], o[2 * K + 1];
+#pragma unroll
+    for (int k = 0; k < 2 * K; k++) e[k] = o[k] = 0;
+    o[2 * K] = 0;
+#pragma unroll
+    for (int i = 0; i < K; i++) {
+        const uint32_t bi = b[i];
+        asm volatile("mad.lo.cc.u32 %0, %2, %3, %0; madc.hi.cc.u32 %1, %2, %3, %1;"
+            : "+r"(e[i]), "+r"(e[i + 1]) : "r"(a[0]), "r"(bi));
+#pragma unroll
+        for (int k = 2; k < K; k += 2)
+            asm volatile("madc.lo.cc.u32 %0, %2, %3, %0; madc.hi.cc.u32 %1, %2, %3, %1;"
+                : "+r"(e[i + k]), "+r"(e[i + k + 1]) : "r"(a[k]), "r"(bi));
+        if (i + K < 2 * K) asm volatile("addc.u32 %0, %0, 0;" : "+r"(e[i + K]));
+        asm volatile("mad.lo.cc.u32 %0, %2, %3, %0; madc.hi.cc.u32 %1, %2, %3, %1;"
+            : "+r"(o[i + 1]), "+r"(o[i + 2]) : "r"(a[1]), "r"(bi));
+#pragma unroll
+        for (int k = 3; k < K; k += 2)
+            asm volatile("madc.lo.cc.u32 %0, %2, %3, %0; madc.hi.cc.u32 %1, %2, %3, %1;"
+                : "+r"(o[i + k]), "+r"(o[i + k + 1]) : "r"(a[k]), "r"(bi));
+        asm volatile("addc.u32 %0, %0, 0;" : "+r"(o[i + K + 1]));
+    }
+    asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(t[0]) : "r"(e[0]), "r"(o[0]));
+#pragma unroll
+    for (int k = 1; k < 2 * K; k++)
+        asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(t[k]) : "r"(e[k]), "r"(o[k]));
+}
+
+// Fp multiplication with Karatsuba's three half products (108 wide products against 144) and
+// the Montgomery reduction after it (separated operand scanning, 144): 252 wide products
+// against the kernels' 288, timed against them.
+__device__ __forceinline__ Fp kara_mul(const Fp& x, const Fp& y) {
+    constexpr int N = 12, H = 6;
+    const uint32_t* a = x.v;
+    const uint32_t* b = y.v;
+    uint32_t t[2 * N + 1], z1[N + 1], sa[H], sb[H], ca, cb;
+    mul_full<H>(a, b, t);
+    mul_full<H>(a + H, b + H, t + N);
+    asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(sa[0]) : "r"(a[0]), "r"(a[H]));
+#pragma unroll
+    for (int k = 1; k < H; k++) asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(sa[k]) : "r"(a[k]), "r"(a[H + k]));
+    asm volatile("addc.u32 %0, 0, 0;" : "=r"(ca));
+    asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(sb[0]) : "r"(b[0]), "r"(b[H]));
+#pragma unroll
+    for (int k = 1; k < H; k++) asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(sb[k]) : "r"(b[k]), "r"(b[H + k]));
+    asm volatile("addc.u32 %0, 0, 0;" : "=r"(cb));
+    // z1 = (sa + ca·2^192)(sb + cb·2^192) - a0·b0 - a1·b1, 13 words
+    mul_full<H>(sa, sb, z1);
+    z1[N] = ca & cb;
+    asm volatile("add.cc.u32 %0, %0, %1;" : "+r"(z1[H]) : "r"(sb[0] & (0u - ca)));
+#pragma unroll
+    for (int k = 1; k < H; k++) asm volatile("addc.cc.u32 %0, %0, %1;" : "+r"(z1[H + k]) : "r"(sb[k] & (0u - ca)));
+    asm volatile("addc.u32 %0, %0, 0;" : "+r"(z1[N]));
+    asm volatile("add.cc.u32 %0, %0, %1;" : "+r"(z1[H]) : "r"(sa[0] & (0u - cb)));
+#pragma unroll
+    for (int k = 1; k < H; k++) asm volatile("addc.cc.u32 %0, %0, %1;" : "+r"(z1[H + k]) : "r"(sa[k] & (0u - cb)));
+    asm volatile("addc.u32 %0, %0, 0;" : "+r"(z1[N]));
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const uint32_t* z = t + h * N;
+        asm volatile("sub.cc.u32 %0, %0, %1;" : "+r"(z1[0]) : "r"(z[0]));
+#pragma unroll
+        for (int k = 1; k < N; k++) asm volatile("subc.cc.u32 %0, %0, %1;" : "+r"(z1[k]) : "r"(z[k]));
+        asm volatile("subc.u32 %0, %0, 0;" : "+r"(z1[N]));
+    }
+    t[2 * N] = 0;
+    asm volatile("add.cc.u32 %0, %0, %1;" : "+r"(t[H]) : "r"(z1[0]));
+#pragma unroll
+    for (int k = 1; k <= N; k++) asm volatile("addc.cc.u32 %0, %0, %1;" : "+r"(t[H + k]) : "r"(z1[k]));
+#pragma unroll
+    for (int k = H + N + 1; k <= 2 * N; k++) asm volatile("addc.cc.u32 %0, %0, 0;" : "+r"(t[k]));
+    // Reduction: step i adds m·p at word i, p's even limbs in one chain, its odd ones in another
+    // one word up; their carries go to words past N - 1 in ce and co, which no m reads.
+    uint32_t ce[N + 1], co[N + 2];
+#pragma unroll
+    for (int k = 0; k <= N; k++) ce[k] = 0;
+#pragma unroll
+    for (int k = 0; k <= N + 1; k++) co[k] = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const uint32_t m = t[i] * FpCfg::INV;
+        asm volatile("mad.lo.cc.u32 %0, %2, %3, %0; madc.hi.cc.u32 %1, %2, %3, %1;"
+            : "+r"(t[i]), "+r"(t[i + 1]) : "r"(m), "r"(FpCfg::p(0)));
+#pragma unroll
+        for (int k = 2; k < N; k += 2)
+            asm volatile("madc.lo.cc.u32 %0, %2, %3, %0; madc.hi.cc.u32 %1, %2, %3, %1;"
+                : "+r"(t[i + k]), "+r"(t[i + k + 1]) : "r"(m), "r"(FpCfg::p(k)));
+        asm volatile("addc.u32 %0, %0, 0;" : "+r"(ce[i + 1]));  // word i + N
+        asm volatile("mad.lo.cc.u32 %0, %2, %3, %0; madc.hi.cc.u32 %1, %2, %3, %1;"
+            : "+r"(t[i + 1]), "+r"(t[i + 2]) : "r"(m), "r"(FpCfg::p(1)));
+#pragma unroll
+        for (int k = 3; k < N; k += 2)
+            asm volatile("madc.lo.cc.u32 %0, %2, %3, %0; madc.hi.cc.u32 %1, %2, %3, %1;"
+                : "+r"(t[i + k]), "+r"(t[i + k + 1]) : "r"(m), "r"(FpCfg::p(k)));
+        asm volatile("addc.u32 %0, %0, 0;" : "+r"(co[i + 2]));  // word i + N + 1
+    }
+    // (t + ce + co) / 2^384, words N .. 2N: ce[j] and co[j] are carries into word N + j - 1.
+    uint32_t r[N], hi;
+    asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(r[0]) : "r"(t[N]), "r"(ce[1]));
+#pragma unroll
+    for (int k = 1; k < N; k++) asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(r[k]) : "r"(t[N + k]), "r"(ce[k + 1]));
+    asm volatile("addc.u32 %0, %1, 0;" : "=r"(hi) : "r"(t[2 * N]));
+    asm volatile("add.cc.u32 %0, %0, %1;" : "+r"(r[1]) : "r"(co[2]));
+#pragma unroll
+    for (int k = 2; k < N; k++) asm volatile("addc.cc.u32 %0, %0, %1;" : "+r"(r[k]) : "r"(co[k + 1]));
+    asm volatile("addc.u32 %0, %0, %1;" : "+r"(hi) : "r"(co[N + 1]));
+    Fp out;
+    Fp::final_sub(out.v, r, hi);
+    return out;
+}
+
 // Counts products where the kernels' multiplication and the reference differ (Fp and Fr).
 extern "C" __global__ void check_mul(const Fp* in, uint32_t* bad) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const Fp a = ld(in + 2 * i), b = ld(in + 2 * i + 1);
     if (!(a * b == ref_mul(a, b))) atomicAdd(bad, 1u);
+    if (!(kara_mul(a, b) == ref_mul(a, b))) atomicAdd(bad + 2, 1u);
     Fr x, y;
 #pragma unroll
     for (int k = 0; k < 8; k++) { x.v[k] = a.v[k]; y.v[k] = b.v[k]; }
@@ -87,6 +205,27 @@ extern "C" __global__ void ref_mul_chain(Fp* io, int iters) {
     for (int k = 0; k < iters; k++) a = ref_mul(a, b);
     st(io + 2 * i, a);
 }
+
+extern "C" __global__ void kara_mul_chain(Fp* io, int iters) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    Fp a = ld(io + 2 * i), b = ld(io + 2 * i + 1);
+    for (int k = 0; k < iters; k++) a = kara_mul(a, b);
+    st(io + 2 * i, a);
+}
+
+// Fp multiplied by kara_mul, for the XYZZ addition.
+struct alignas(16) FpKara : Fp {
+    DEVI FpKara() {}
+    DEVI FpKara(const Fp& f) : Fp(f) {}
+    static DEVI FpKara zero() { return Fp::zero(); }
+    static DEVI FpKara one() { return Fp::one(); }
+    DEVI FpKara operator+(const FpKara& b) const { return Fp::operator+(b); }
+    DEVI FpKara operator-(const FpKara& b) const { return Fp::operator-(b); }
+    DEVI FpKara neg() const { return Fp::neg(); }
+    DEVI FpKara dbl() const { return Fp::dbl(); }
+    DEVI FpKara operator*(const FpKara& b) const { return kara_mul(*this, b); }
+    DEVI FpKara sqr() const { return kara_mul(*this, *this); }
+};
 
 // Fp whose multiplication is a call, not inlined: the XYZZ addition's code then fits the
 // instruction caches; timed against the inlined one.
@@ -116,6 +255,7 @@ __device__ void madd_chain_t(Fp* io, int iters) {
 }
 extern "C" __global__ void madd_chain(Fp* io, int iters) { madd_chain_t<Fp>(io, iters); }
 extern "C" __global__ void madd_chain_call(Fp* io, int iters) { madd_chain_t<FpCall>(io, iters); }
+extern "C" __global__ void madd_chain_kara(Fp* io, int iters) { madd_chain_t<FpKara>(io, iters); }
 
 template <class K>
 float time_kernel(K kern, Fp* d, int blocks, int threads, int iters) {
@@ -148,16 +288,19 @@ int main() {
     Fp* d; CK(cudaMalloc(&d, h.size() * 4));
     CK(cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
     const int iters = 2000;
-    uint32_t* bad; CK(cudaMalloc(&bad, 8)); CK(cudaMemset(bad, 0, 8));
+    uint32_t* bad; CK(cudaMalloc(&bad, 12)); CK(cudaMemset(bad, 0, 12));
     check_mul<<<blocks / 2, threads>>>(d, bad);
     CK(cudaGetLastError());
-    uint32_t hb[2]; CK(cudaMemcpy(hb, bad, 8, cudaMemcpyDeviceToHost));
-    printf("%s: Fp mul vs reference CIOS: %u of %d differ; Fr: %u of %d differ\n",
-           hb[0] || hb[1] ? "FAIL" : "PASS", hb[0], n / 2, hb[1], n / 2);
+    uint32_t hb[3]; CK(cudaMemcpy(hb, bad, 12, cudaMemcpyDeviceToHost));
+    const bool fail = hb[0] || hb[1] || hb[2];
+    printf("%s: Fp mul vs reference CIOS: %u of %d differ; Fr: %u of %d differ; Fp Karatsuba: %u of %d differ\n",
+           fail ? "FAIL" : "PASS", hb[0], n / 2, hb[1], n / 2, hb[2], n / 2);
     struct { const char* name; void (*k)(Fp*, int); int muls; } ks[] = {
         {"Fp mul (reference CIOS)", ref_mul_chain, 1}, {"Fp mul", mul_chain, 1}, {"Fp sqr", sqr_chain, 1},
         {"XYZZ madd, inlined mul (10 mul-equiv)", madd_chain, 10},
-        {"XYZZ madd, called mul (10 mul-equiv)", madd_chain_call, 10}};
+        {"XYZZ madd, called mul (10 mul-equiv)", madd_chain_call, 10},
+        {"Fp mul, Karatsuba", kara_mul_chain, 1},
+        {"XYZZ madd, Karatsuba mul (10 mul-equiv)", madd_chain_kara, 10}};
     printf("| kernel | ms | Gop/s | mul-equiv/s/SM/clk |\n|---|---|---|---|\n");
     for (auto& k : ks) {
         float ms = time_kernel(k.k, d, blocks, threads, iters);
@@ -165,5 +308,5 @@ int main() {
         double per_clk = ops * k.muls / (ms * 1e-3) / sms / (clk_khz * 1e3);
         printf("| %s | %.2f | %.2f | %.4f |\n", k.name, ms, ops / (ms * 1e6), per_clk);
     }
-    return hb[0] || hb[1] ? 1 : 0;
+    return fail ? 1 : 0;
 }
