@@ -8,6 +8,7 @@ pub mod codec;
 pub mod control;
 pub mod inputs;
 pub mod job;
+pub mod record;
 pub mod stage;
 pub mod witness;
 
