@@ -68,6 +68,11 @@ pub struct SoakArgs {
     /// Resident memory before this point of the run is warm-up, not growth.
     #[arg(long, env = "CUZK_SOAK_WARMUP", default_value = "5m")]
     warmup: Span,
+    /// Growth compares the median resident memory of this long a window right after each
+    /// node's warm-up with the median of the last such window of load (a node of a few tens of
+    /// MiB moves several MiB between two samples either way).
+    #[arg(long, env = "CUZK_SOAK_RSS_WINDOW", default_value = "5m")]
+    rss_window: Span,
     /// One job in this many is malformed (an unknown circuit) and must be answered failed.
     #[arg(long, env = "CUZK_SOAK_BAD_EVERY", default_value_t = 50)]
     bad_every: usize,
@@ -257,7 +262,12 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
     let alive = cluster.all_nodes_running();
     let stored = stored_answers(&topology.js, &heard, &specs).await;
     let tally = tally(&heard, &stored, &specs, &gateway.jobs, &cache);
-    let growth = growth(&rss, args.warmup.0.as_secs_f64());
+    let growth = growth(
+        &rss,
+        args.warmup.0.as_secs_f64(),
+        args.rss_window.0.as_secs_f64(),
+        submitted_s,
+    );
     print!(
         "{}",
         report(
@@ -416,15 +426,29 @@ fn sample_rss(cluster: &ProcessCluster, start: Instant, rss: &mut Rss) {
     }
 }
 
-/// Per node that lived past its own warm-up (counted from its first sample: a restarted node
-/// warms up again): its resident memory at the first sample after the warm-up and at its last.
-fn growth(rss: &Rss, warmup_s: f64) -> Vec<(String, u64, u64)> {
+/// Per node whose load outlasted its own warm-up by two windows (counted from its first sample:
+/// a restarted node warms up again): the median of its resident memory over the window right
+/// after the warm-up, and over the last window before it died or the submissions ended.
+fn growth(rss: &Rss, warmup_s: f64, window_s: f64, load_end_s: f64) -> Vec<(String, u64, u64)> {
+    let median = |from: f64, to: f64, samples: &[(f64, u64)]| {
+        let mut v: Vec<u64> = samples
+            .iter()
+            .filter(|(t, _)| (from..=to).contains(t))
+            .map(|s| s.1)
+            .collect();
+        v.sort_unstable();
+        v.get(v.len() / 2).copied()
+    };
     rss.iter()
         .filter_map(|(name, samples)| {
-            let born = samples.first()?.0;
-            let after = samples.iter().find(|(t, _)| *t >= born + warmup_s)?;
-            let last = samples.last()?;
-            (last.0 > after.0).then(|| (name.clone(), after.1, last.1))
+            let first = samples.first()?.0 + warmup_s;
+            let last = samples.iter().rev().find(|(t, _)| *t <= load_end_s)?.0;
+            (last - window_s >= first + window_s).then_some(())?;
+            Some((
+                name.clone(),
+                median(first, first + window_s, samples)?,
+                median(last - window_s, last, samples)?,
+            ))
         })
         .collect()
 }
@@ -632,7 +656,7 @@ fn report(
     {
         out.push_str(&format!("  {why}\n"));
     }
-    out.push_str("\n| node (alive past its warm-up) | RSS after warm-up MiB | at end MiB | growth |\n|---|---|---|---|\n");
+    out.push_str("\n| node (under load past its warm-up and two windows) | RSS median, first window after warm-up, MiB | last window of load, MiB | growth |\n|---|---|---|---|\n");
     for (name, after, last) in growth {
         let pct = (*last as f64 / (*after).max(1) as f64 - 1.0) * 100.0;
         out.push_str(&format!(
@@ -720,14 +744,40 @@ mod tests {
     }
 
     #[test]
-    fn growth_is_measured_after_the_warm_up_on_nodes_that_lived_past_it() {
+    fn growth_compares_medians_of_a_window_after_the_warm_up_and_the_last_of_load() {
         let mut rss = Rss::new();
-        rss.insert("a".into(), vec![(0.0, 10), (60.0, 100), (600.0, 105)]);
-        rss.insert("b".into(), vec![(0.0, 10), (30.0, 20)]);
-        rss.insert("c".into(), vec![(100.0, 1), (170.0, 50), (400.0, 55)]);
+        // Warm-up to 60 s; windows of 30 s; load ends at 600 s. A spike in each window moves
+        // neither median; the idle sample after the load is left out.
+        rss.insert(
+            "a".into(),
+            vec![
+                (0.0, 10),
+                (60.0, 100),
+                (70.0, 300),
+                (80.0, 101),
+                (500.0, 104),
+                (580.0, 105),
+                (590.0, 1),
+                (600.0, 106),
+                (700.0, 50),
+            ],
+        );
+        // Dies before two windows past its warm-up.
+        rss.insert("b".into(), vec![(0.0, 10), (60.0, 20), (100.0, 20)]);
+        // Restarted at 100 s: its own warm-up, killed at 400 s.
+        rss.insert(
+            "c".into(),
+            vec![
+                (100.0, 1),
+                (170.0, 50),
+                (190.0, 52),
+                (380.0, 55),
+                (400.0, 56),
+            ],
+        );
         assert_eq!(
-            growth(&rss, 60.0),
-            vec![("a".into(), 100, 105), ("c".into(), 50, 55)]
+            growth(&rss, 60.0, 30.0, 600.0),
+            vec![("a".into(), 101, 105), ("c".into(), 52, 56)]
         );
     }
 }
