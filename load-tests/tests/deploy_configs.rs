@@ -76,14 +76,13 @@ fn start(config: &Path, args: &[String], port: u16) -> Server {
     Server(child)
 }
 
-/// Creates a stream with `replicas`, retrying while a fresh cluster elects its leaders.
-async fn create_stream(js: &jetstream::Context, replicas: usize) -> stream::Stream {
+/// Creates a one-replica stream, retrying while a fresh server's JetStream comes up.
+async fn create_stream(js: &jetstream::Context) -> stream::Stream {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let config = stream::Config {
             name: "DEPLOY_CHECK".into(),
             subjects: vec!["deploy.check".into()],
-            num_replicas: replicas,
             ..Default::default()
         };
         match js.get_or_create_stream(config).await {
@@ -92,7 +91,7 @@ async fn create_stream(js: &jetstream::Context, replicas: usize) -> stream::Stre
                 eprintln!("retrying stream creation: {e}");
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
-            Err(e) => panic!("creating an R{replicas} stream: {e}"),
+            Err(e) => panic!("creating a stream: {e}"),
         }
     }
 }
@@ -111,7 +110,7 @@ async fn single_server_config_runs_jetstream() {
         .await
         .unwrap();
     let js = jetstream::new(client);
-    let mut stream = create_stream(&js, 1).await;
+    let mut stream = create_stream(&js).await;
     js.publish("deploy.check", "x".into())
         .await
         .unwrap()
