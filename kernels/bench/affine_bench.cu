@@ -353,6 +353,23 @@ static Run affine(const Bufs& m, uint32_t mask, uint32_t chains, int len, int re
     return {ms, diff(m, chains)};
 }
 
+// The table's rows for one way of inverting, K = 16 … 256; whether any chain sum differs.
+template <Inv INV>
+static bool rows(const char* inv, const Bufs& m, uint32_t mask, uint32_t chains, int len, int reps, float xyzz) {
+    const Run runs[] = {affine<16, INV>(m, mask, chains, len, reps), affine<32, INV>(m, mask, chains, len, reps),
+                        affine<64, INV>(m, mask, chains, len, reps), affine<128, INV>(m, mask, chains, len, reps),
+                        affine<256, INV>(m, mask, chains, len, reps)};
+    const int ks[] = {16, 32, 64, 128, 256};
+    const double points = (double)chains * len;
+    bool bad = false;
+    for (int i = 0; i < 5; i++) {
+        printf("| affine, one inversion a block and step | %d | %s | %.2f | %.3f | %.2f | %u |\n", ks[i], inv,
+               runs[i].ms, runs[i].ms * 1e6 / points, runs[i].ms / xyzz, runs[i].bad);
+        bad |= runs[i].bad != 0;
+    }
+    return bad;
+}
+
 int main(int argc, char** argv) {
     // 2^log_chains chains of `len` points (at most 256); 2^24 of 32 by default, enough blocks
     // for every SM at K = 256.
@@ -392,33 +409,12 @@ int main(int argc, char** argv) {
     const int reps = 3;
     const uint32_t mask = table_n - 1;
     const float xyzz = reference(m, mask, chains, len, reps);
-    const double adds = (double)chains * len;
+    const double points = (double)chains * len;
     printf("| accumulation | K chains a thread | block inversion | ms | ns per point | ÷ XYZZ | chain sums that differ |\n|---|---|---|---|---|---|---|\n");
-    printf("| XYZZ mixed addition, one chain a thread | 1 | – | %.2f | %.3f | 1.00 | reference |\n", xyzz, xyzz * 1e6 / adds);
-    struct {
-        int k;
-        const char* inv;
-        Run r;
-    } runs[] = {{16, "Fermat", affine<16, FERMAT>(m, mask, chains, len, reps)},
-                {32, "Fermat", affine<32, FERMAT>(m, mask, chains, len, reps)},
-                {64, "Fermat", affine<64, FERMAT>(m, mask, chains, len, reps)},
-                {128, "Fermat", affine<128, FERMAT>(m, mask, chains, len, reps)},
-                {256, "Fermat", affine<256, FERMAT>(m, mask, chains, len, reps)},
-                {16, "binary GCD", affine<16, GCD>(m, mask, chains, len, reps)},
-                {32, "binary GCD", affine<32, GCD>(m, mask, chains, len, reps)},
-                {64, "binary GCD", affine<64, GCD>(m, mask, chains, len, reps)},
-                {128, "binary GCD", affine<128, GCD>(m, mask, chains, len, reps)},
-                {256, "binary GCD", affine<256, GCD>(m, mask, chains, len, reps)},
-                {16, "binary GCD, every lane", affine<16, GCD_LANES>(m, mask, chains, len, reps)},
-                {32, "binary GCD, every lane", affine<32, GCD_LANES>(m, mask, chains, len, reps)},
-                {64, "binary GCD, every lane", affine<64, GCD_LANES>(m, mask, chains, len, reps)},
-                {128, "binary GCD, every lane", affine<128, GCD_LANES>(m, mask, chains, len, reps)},
-                {256, "binary GCD, every lane", affine<256, GCD_LANES>(m, mask, chains, len, reps)}};
-    for (const auto& r : runs) {
-        printf("| affine, one inversion a block and step | %d | %s | %.2f | %.3f | %.2f | %u |\n", r.k, r.inv, r.r.ms,
-               r.r.ms * 1e6 / adds, r.r.ms / xyzz, r.r.bad);
-        fail |= r.r.bad != 0;
-    }
+    printf("| XYZZ mixed addition, one chain a thread | 1 | – | %.2f | %.3f | 1.00 | reference |\n", xyzz, xyzz * 1e6 / points);
+    fail |= rows<FERMAT>("Fermat", m, mask, chains, len, reps, xyzz);
+    fail |= rows<GCD>("binary GCD", m, mask, chains, len, reps, xyzz);
+    fail |= rows<GCD_LANES>("binary GCD, every lane", m, mask, chains, len, reps, xyzz);
     printf("%s\n", fail ? "FAIL" : "PASS");
     return fail ? 1 : 0;
 }
