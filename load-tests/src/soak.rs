@@ -8,6 +8,8 @@
 //! deduplicates them.
 
 mod gateway_clients;
+mod leaks;
+mod memory;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -18,17 +20,15 @@ use clap::Args;
 use cuzk_circuits::ShapeCache;
 use cuzk_cli::launcher::{ProcessCluster, Role};
 use cuzk_common::config::{NatsArgs, Span};
-use cuzk_common::topology::{
-    blob_shard_bucket, ledger_results_subject, Topology, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH,
-};
-use cuzk_wire::job::{
-    JobInput, JobResult, JobSpec, JobStatus, Priority, INPUTS_BUCKET, JOB_SPEC_VERSION,
-};
+use cuzk_common::topology::{ledger_results_subject, SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH};
+use cuzk_wire::job::{JobInput, JobResult, JobSpec, JobStatus, Priority, JOB_SPEC_VERSION};
 use futures::StreamExt;
 use rand::Rng;
 
 use crate::cluster::{ClusterShape, Target};
 use gateway_clients::{GatewayClients, GatewayTally};
+use leaks::{leaks, Leaks};
+use memory::{growth, sample_rss, Rss};
 
 #[derive(Args)]
 pub struct SoakArgs {
@@ -138,8 +138,6 @@ fn answer_of(result: &JobResult) -> (JobStatus, Option<&str>, Option<&str>) {
 }
 
 /// Each node's resident memory over the run: (seconds from the start, bytes).
-type Rss = BTreeMap<String, Vec<(f64, u64)>>;
-
 pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.rate > 0.0 && args.rate.is_finite(),
@@ -405,54 +403,6 @@ async fn kill_one(
     })
 }
 
-fn sample_rss(cluster: &ProcessCluster, start: Instant, rss: &mut Rss) {
-    let t = start.elapsed().as_secs_f64();
-    for name in cluster
-        .nodes(Role::Synth)
-        .into_iter()
-        .chain(cluster.nodes(Role::Gpu))
-    {
-        let Some(pid) = cluster.pid(&name) else {
-            continue;
-        };
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let kib = status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok());
-        if let Some(kib) = kib {
-            rss.entry(name).or_default().push((t, kib * 1024));
-        }
-    }
-}
-
-/// Per node whose load outlasted its own warm-up by two windows (counted from its first sample:
-/// a restarted node warms up again): the median of its resident memory over the window right
-/// after the warm-up, and over the last window before it died or the submissions ended.
-fn growth(rss: &Rss, warmup_s: f64, window_s: f64, load_end_s: f64) -> Vec<(String, u64, u64)> {
-    let median = |from: f64, to: f64, samples: &[(f64, u64)]| {
-        let mut v: Vec<u64> = samples
-            .iter()
-            .filter(|(t, _)| (from..=to).contains(t))
-            .map(|s| s.1)
-            .collect();
-        v.sort_unstable();
-        v.get(v.len() / 2).copied()
-    };
-    rss.iter()
-        .filter_map(|(name, samples)| {
-            let first = samples.first()?.0 + warmup_s;
-            let last = samples.iter().rev().find(|(t, _)| *t <= load_end_s)?.0;
-            (last - window_s >= first + window_s).then_some(())?;
-            Some((
-                name.clone(),
-                median(first, first + window_s, samples)?,
-                median(last - window_s, last, samples)?,
-            ))
-        })
-        .collect()
-}
-
 #[derive(Default)]
 struct Tally {
     submitted: usize,
@@ -533,58 +483,6 @@ fn tally(
         }
     }
     t
-}
-
-/// Live blob and staged-input objects, and chunk messages no object names (orphans), left in
-/// the buckets.
-#[derive(Default)]
-struct Leaks {
-    objects: usize,
-    chunks: u64,
-    errors: Vec<String>,
-}
-
-async fn leaks(topology: &Topology) -> Leaks {
-    let mut out = Leaks::default();
-    let buckets = (0..topology.blobs.count())
-        .map(blob_shard_bucket)
-        .chain(std::iter::once(INPUTS_BUCKET.to_owned()));
-    for bucket in buckets {
-        match bucket_contents(&topology.js, &bucket).await {
-            Ok((objects, chunks)) => {
-                out.objects += objects;
-                out.chunks += chunks;
-            }
-            Err(why) => out.errors.push(format!("{bucket}: {why}")),
-        }
-    }
-    out
-}
-
-/// A bucket's live objects and chunk messages, from its stream (no listing consumer).
-async fn bucket_contents(
-    js: &async_nats::jetstream::Context,
-    bucket: &str,
-) -> Result<(usize, u64), async_nats::Error> {
-    let stream = js.get_stream(format!("OBJ_{bucket}")).await?;
-    let mut subjects = Vec::new();
-    let mut info = stream.info_with_subjects(format!("$O.{bucket}.>")).await?;
-    while let Some(entry) = info.next().await {
-        subjects.push(entry?);
-    }
-    let mut objects = 0;
-    let mut chunks = 0;
-    for (subject, count) in subjects {
-        if subject.starts_with(&format!("$O.{bucket}.C.")) {
-            chunks += count as u64;
-            continue;
-        }
-        let message = stream.get_last_raw_message_by_subject(&subject).await?;
-        let info: async_nats::jetstream::object_store::ObjectInfo =
-            serde_json::from_slice(&message.payload)?;
-        objects += usize::from(!info.deleted);
-    }
-    Ok((objects, chunks))
 }
 
 fn report(
@@ -741,43 +639,5 @@ mod tests {
         let t = tally(&heard, &stored, &specs, &HashSet::new(), &cache);
         assert_eq!((t.lost.len(), t.unheard.len(), t.failed.len()), (0, 1, 49));
         assert!(t.wrong[0].contains("to refuse"), "{:?}", t.wrong);
-    }
-
-    #[test]
-    fn growth_compares_medians_of_a_window_after_the_warm_up_and_the_last_of_load() {
-        let mut rss = Rss::new();
-        // Warm-up to 60 s; windows of 30 s; load ends at 600 s. A spike in each window moves
-        // neither median; the idle sample after the load is left out.
-        rss.insert(
-            "a".into(),
-            vec![
-                (0.0, 10),
-                (60.0, 100),
-                (70.0, 300),
-                (80.0, 101),
-                (500.0, 104),
-                (580.0, 105),
-                (590.0, 1),
-                (600.0, 106),
-                (700.0, 50),
-            ],
-        );
-        // Dies before two windows past its warm-up.
-        rss.insert("b".into(), vec![(0.0, 10), (60.0, 20), (100.0, 20)]);
-        // Restarted at 100 s: its own warm-up, killed at 400 s.
-        rss.insert(
-            "c".into(),
-            vec![
-                (100.0, 1),
-                (170.0, 50),
-                (190.0, 52),
-                (380.0, 55),
-                (400.0, 56),
-            ],
-        );
-        assert_eq!(
-            growth(&rss, 60.0, 30.0, 600.0),
-            vec![("a".into(), 101, 105), ("c".into(), 52, 56)]
-        );
     }
 }
