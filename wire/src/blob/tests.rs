@@ -1,5 +1,7 @@
 use super::*;
+use crate::witness::Witness;
 use crate::Retryable;
+use ff::Field;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 fn value(rng: &mut StdRng) -> Scalar {
