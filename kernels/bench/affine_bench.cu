@@ -97,9 +97,8 @@ __device__ __noinline__ Fp inverse_gcd(const Fp& a) {
     return r * r3;
 }
 
-// How a block inverts: Fermat or the binary GCD on lane 0 of 32 products, or the binary GCD on
-// each lane of warp 0 for its own product.
-enum Inv { FERMAT, GCD, GCD_LANES };
+// How a block inverts the product of its 32 lanes' products: Fermat, or the binary GCD.
+enum Inv { FERMAT, GCD };
 
 // Table point t: k·G for k = (t + 1)·0x9E3779B1 mod 2^32 (distinct, never 0), affine.
 extern "C" __global__ void make_points(Fp* table, uint32_t n) {
@@ -161,9 +160,8 @@ extern "C" __global__ void xyzz_to_affine(const Fp* in, Fp* x, Fp* y, uint32_t c
     st(y + c, ld(in + 4 * (size_t)c + 1) * inverse(ZZZ));
 }
 
-// The inverse of every thread's v (all nonzero) with one inversion for the block (32 with
-// GCD_LANES): warp 0's lanes take eight values each (Montgomery's trick), lane 0 their 32
-// products.
+// The inverse of every thread's v (all nonzero) with one inversion for the block: warp 0's
+// lanes take eight values each (Montgomery's trick), lane 0 their 32 products.
 template <Inv INV>
 DEVI Fp block_inverse(const Fp& v, Fp* sv, Fp* sp, Fp* sw, Fp* sq) {
     const int t = threadIdx.x;
@@ -175,28 +173,23 @@ DEVI Fp block_inverse(const Fp& v, Fp* sv, Fp* sp, Fp* sw, Fp* sq) {
             sp[8 * t + i] = r;
             r = r * sv[8 * t + i];
         }
-        Fp iv;
-        if (INV == GCD_LANES) {
-            iv = inverse_gcd(r);
-        } else {
-            sw[t] = r;
-            __syncwarp();
-            if (t == 0) {
-                Fp q = Fp::one();
-                for (int i = 0; i < 32; i++) {
-                    sq[i] = q;
-                    q = q * sw[i];
-                }
-                Fp a = INV == GCD ? inverse_gcd(q) : inverse(q);
-                for (int i = 31; i >= 0; i--) {
-                    const Fp b = a * sq[i];
-                    a = a * sw[i];
-                    sw[i] = b;
-                }
+        sw[t] = r;
+        __syncwarp();
+        if (t == 0) {
+            Fp q = Fp::one();
+            for (int i = 0; i < 32; i++) {
+                sq[i] = q;
+                q = q * sw[i];
             }
-            __syncwarp();
-            iv = sw[t];
+            Fp a = INV == GCD ? inverse_gcd(q) : inverse(q);
+            for (int i = 31; i >= 0; i--) {
+                const Fp b = a * sq[i];
+                a = a * sw[i];
+                sw[i] = b;
+            }
         }
+        __syncwarp();
+        Fp iv = sw[t];
         for (int i = BLOCK / 32 - 1; i >= 0; i--) {
             const Fp a = iv * sp[8 * t + i];
             iv = iv * sv[8 * t + i];
@@ -353,16 +346,15 @@ static Run affine(const Bufs& m, uint32_t mask, uint32_t chains, int len, int re
     return {ms, diff(m, chains)};
 }
 
-// The table's rows for one way of inverting, K = 16 … 256; whether any chain sum differs.
+// The table's rows for one way of inverting, K = 16 … 128; whether any chain sum differs.
 template <Inv INV>
 static bool rows(const char* inv, const Bufs& m, uint32_t mask, uint32_t chains, int len, int reps, float xyzz) {
     const Run runs[] = {affine<16, INV>(m, mask, chains, len, reps), affine<32, INV>(m, mask, chains, len, reps),
-                        affine<64, INV>(m, mask, chains, len, reps), affine<128, INV>(m, mask, chains, len, reps),
-                        affine<256, INV>(m, mask, chains, len, reps)};
-    const int ks[] = {16, 32, 64, 128, 256};
+                        affine<64, INV>(m, mask, chains, len, reps), affine<128, INV>(m, mask, chains, len, reps)};
+    const int ks[] = {16, 32, 64, 128};
     const double points = (double)chains * len;
     bool bad = false;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 4; i++) {
         printf("| affine, one inversion a block and step | %d | %s | %.2f | %.3f | %.2f | %u |\n", ks[i], inv,
                runs[i].ms, runs[i].ms * 1e6 / points, runs[i].ms / xyzz, runs[i].bad);
         bad |= runs[i].bad != 0;
@@ -371,9 +363,8 @@ static bool rows(const char* inv, const Bufs& m, uint32_t mask, uint32_t chains,
 }
 
 int main(int argc, char** argv) {
-    // 2^log_chains chains of `len` points (at most 256); 2^24 of 32 by default, enough blocks
-    // for every SM at K = 256.
-    const int log_chains = argc > 1 ? atoi(argv[1]) : 24;
+    // 2^log_chains chains of `len` points; 2^23 of 32 by default.
+    const int log_chains = argc > 1 ? atoi(argv[1]) : 23;
     const int len = argc > 2 ? atoi(argv[2]) : 32;
     const uint32_t chains = 1u << log_chains;
     cudaDeviceProp p;
@@ -400,10 +391,10 @@ int main(int argc, char** argv) {
     bool fail = false;
     const uint32_t small = 1u << 16;
     reference(m, 3, small, len, 1);
-    const Run checks[] = {affine<8, FERMAT>(m, 3, small, len, 1), affine<32, GCD>(m, 3, small, len, 1),
-                          affine<8, GCD_LANES>(m, 3, small, len, 1)};
-    printf("checks, 4 points: %u, %u and %u of %u chain sums differ (K = 8 Fermat, 32 GCD, 8 GCD on every lane)\n",
-           checks[0].bad, checks[1].bad, checks[2].bad, small);
+    const Run checks[] = {affine<8, FERMAT>(m, 3, small, len, 1), affine<32, FERMAT>(m, 3, small, len, 1),
+                          affine<8, GCD>(m, 3, small, len, 1), affine<32, GCD>(m, 3, small, len, 1)};
+    printf("checks, 4 points: %u, %u, %u and %u of %u chain sums differ (K = 8, 32; Fermat, then binary GCD)\n",
+           checks[0].bad, checks[1].bad, checks[2].bad, checks[3].bad, small);
     for (const Run& r : checks) fail |= r.bad != 0;
 
     const int reps = 3;
@@ -414,7 +405,6 @@ int main(int argc, char** argv) {
     printf("| XYZZ mixed addition, one chain a thread | 1 | – | %.2f | %.3f | 1.00 | reference |\n", xyzz, xyzz * 1e6 / points);
     fail |= rows<FERMAT>("Fermat", m, mask, chains, len, reps, xyzz);
     fail |= rows<GCD>("binary GCD", m, mask, chains, len, reps, xyzz);
-    fail |= rows<GCD_LANES>("binary GCD, every lane", m, mask, chains, len, reps, xyzz);
     printf("%s\n", fail ? "FAIL" : "PASS");
     return fail ? 1 : 0;
 }
