@@ -137,7 +137,6 @@ fn answer_of(result: &JobResult) -> (JobStatus, Option<&str>, Option<&str>) {
     )
 }
 
-/// Each node's resident memory over the run: (seconds from the start, bytes).
 pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.rate > 0.0 && args.rate.is_finite(),

@@ -51,7 +51,9 @@ pub(super) fn growth(
         .filter_map(|(name, samples)| {
             let first = samples.first()?.0 + warmup_s;
             let last = samples.iter().rev().find(|(t, _)| *t <= load_end_s)?.0;
-            (last - window_s >= first + window_s).then_some(())?;
+            if last - window_s < first + window_s {
+                return None;
+            }
             Some((
                 name.clone(),
                 median(first, first + window_s, samples)?,
