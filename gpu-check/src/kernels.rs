@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use blstrs::{G1Affine, G2Affine, Scalar};
 use cuzk_kernels::plan::EXPAND_BATCH;
-use cuzk_kernels::{CudaBackend, CudaError, DeviceBases, Gpu, NttKind};
+use cuzk_kernels::{Accumulation, CudaBackend, CudaError, DeviceBases, Gpu, NttKind};
 use cuzk_prover::cpu;
 use cuzk_wire::blob::{
     decode_blob_compact_into, encode_blob, BlobHeaderInfo, CompactWitness, DecodeLimits,
@@ -252,11 +252,22 @@ pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     let max_g1 = 1usize << args.max_log;
     let bases1 = random_g1(seed + 21, max_g1.max(1 << 14));
     let d1 = gpu.upload_g1(&bases1).expect("upload G1 bases");
+    // Each G1 case by size (XYZZ at these sizes) and with the batch-affine accumulation forced.
     let g1_case =
         |rep: &mut Report, name: &str, bases: &[G1Affine], d: &DeviceBases, s: &[Scalar]| {
             let want = cpu::msm_g1(&bases[..s.len()], s);
-            let got = gpu.msm_g1(d, s);
-            rep.check(&format!("msm_g1 {name}"), matches!(got, Ok(g) if g == want));
+            for (way, label) in [
+                (Accumulation::BySize, ""),
+                (Accumulation::Affine, ", affine"),
+            ] {
+                gpu.set_accumulation(way);
+                let got = gpu.msm_g1(d, s);
+                rep.check(
+                    &format!("msm_g1 {name}{label}"),
+                    matches!(got, Ok(g) if g == want),
+                );
+            }
+            gpu.set_accumulation(Accumulation::BySize);
         };
     for log in [0u32, 1, 4, 10, 12, 16, 18, 20, 22, 24]
         .into_iter()
@@ -292,16 +303,23 @@ pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
             .map(|s| gpu.upload_scalars(s).unwrap())
             .collect();
         let refs: Vec<_> = on_device.iter().collect();
-        let got = gpu.msm_g1_batch_passes(&d1, &refs, n, 1 << 18);
-        for (i, s) in sets.iter().enumerate() {
-            let want = cpu::msm_g1(&bases1[..n], s);
-            rep.check(
-                &format!(
-                    "msm_g1 batch of 3 in 5 passes, set {i} (witness-like, random, witness-like)"
-                ),
-                matches!(&got, Ok(g) if g[i] == want),
-            );
+        let want: Vec<_> = sets.iter().map(|s| cpu::msm_g1(&bases1[..n], s)).collect();
+        for (way, label) in [
+            (Accumulation::BySize, ""),
+            (Accumulation::Affine, ", affine"),
+        ] {
+            gpu.set_accumulation(way);
+            let got = gpu.msm_g1_batch_passes(&d1, &refs, n, 1 << 18);
+            for (i, want) in want.iter().enumerate() {
+                rep.check(
+                    &format!(
+                        "msm_g1 batch of 3 in 5 passes{label}, set {i} (witness-like, random, witness-like)"
+                    ),
+                    matches!(&got, Ok(g) if g[i] == *want),
+                );
+            }
         }
+        gpu.set_accumulation(Accumulation::BySize);
     }
     // edge cases on 2^14 points
     let n = 1 << 14;

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use blstrs::Scalar;
-use cuzk_kernels::{CudaBackend, Gpu};
+use cuzk_kernels::{Accumulation, CudaBackend, Gpu};
 use cuzk_prover::cpu;
 use ff::Field;
 use rayon::prelude::*;
@@ -91,24 +91,33 @@ pub fn run(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mu
                 .collect();
             let want = cpu::msm_g1(&distinct, &folded);
             let ds = gpu.upload_scalars(s).unwrap();
+            // Each window's MSM accumulated the default way (batch-affine where the MSM is
+            // large enough) and with XYZZ additions, side by side.
             for c in windows {
                 gpu.set_msm_window(c).unwrap();
-                let name = c.map_or("by size".into(), |c| format!("c = {c}"));
-                let got = gpu.msm_g1_device(&db, &ds, n);
-                rep.check(
-                    &format!(
-                        "msm_g1 2^{log} {kind} ({name}) = CPU (bases of period 2^{PERIOD_LOG})"
-                    ),
-                    matches!(got, Ok(g) if g == want),
-                );
-                let m = timed(args.reps, || {
-                    let t = Instant::now();
-                    gpu.msm_g1_device(&db, &ds, n).unwrap();
-                    t.elapsed().as_secs_f64() * 1e3
-                });
-                row(rows, format!("G1 MSM 2^{log}, {kind}, {name}"), m);
+                for (way, label) in [
+                    (Accumulation::BySize, "by size"),
+                    (Accumulation::Xyzz, "XYZZ"),
+                ] {
+                    gpu.set_accumulation(way);
+                    let name = c.map_or("by size".into(), |c| format!("c = {c}"));
+                    let got = gpu.msm_g1_device(&db, &ds, n);
+                    rep.check(
+                        &format!(
+                            "msm_g1 2^{log} {kind} ({name}, {label}) = CPU (bases of period 2^{PERIOD_LOG})"
+                        ),
+                        matches!(got, Ok(g) if g == want),
+                    );
+                    let m = timed(args.reps, || {
+                        let t = Instant::now();
+                        gpu.msm_g1_device(&db, &ds, n).unwrap();
+                        t.elapsed().as_secs_f64() * 1e3
+                    });
+                    row(rows, format!("G1 MSM 2^{log}, {kind}, {name}, {label}"), m);
+                }
             }
             gpu.set_msm_window(None).unwrap();
+            gpu.set_accumulation(Accumulation::BySize);
             // In eight passes, as a streaming plan runs it (over resident bases here): the
             // passes' buckets shared (the default) and each pass reduced alone, side by side.
             for shared in [true, false] {

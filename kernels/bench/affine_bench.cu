@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <vector>
 #include <algorithm>
-#include "curve.cuh"
+#include "inverse.cuh"
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); exit(1); } } while (0)
 
@@ -22,80 +22,6 @@ __constant__ uint32_t GX[12] = {0xfd530c16, 0x5cb38790, 0x9976fff5, 0x7817fc67, 
                                 0xf3d0e747, 0xf0ae6acd, 0x21dbf440, 0xedce6ecc, 0x9e0bfb75, 0x12017741};
 __constant__ uint32_t GY[12] = {0x0ce72271, 0xbaac93d5, 0x7918fd8e, 0x8c22631a, 0x570725ce, 0xdd595f13,
                                 0x50405194, 0x51ac5829, 0xad0059c0, 0x0e1c8c3f, 0x5008a26a, 0x0bbc3efc};
-
-// a^(p−2), a ≠ 0.
-__device__ __noinline__ Fp inverse(const Fp& a) {
-    Fp r = Fp::one();
-    for (int w = 11; w >= 0; w--) {
-        const uint32_t e = FpCfg::p(w) - (w == 0 ? 2u : 0u);  // p's low word ends in ...ab
-        for (int b = 31; b >= 0; b--) {
-            r = r.sqr();
-            if ((e >> b) & 1) r = r * a;
-        }
-    }
-    return r;
-}
-
-// R^3 mod p: the plain inverse of a Montgomery form aR, times it in Montgomery form, is a^−1·R.
-__constant__ uint32_t R3[12] = {0xd94ca1e0, 0xed48ac6b, 0x03a7adf8, 0x315f831e, 0x615e29dd, 0x9a53352a,
-                                0x921e1761, 0x34c04e5e, 0x65724728, 0x2512d435, 0x91755d4d, 0x0aa63460};
-
-DEVI bool limbs_one(const uint32_t* a) {
-    uint32_t acc = a[0] ^ 1;
-    for (int i = 1; i < 12; i++) acc |= a[i];
-    return acc == 0;
-}
-DEVI bool limbs_geq(const uint32_t* a, const uint32_t* b) {
-    for (int i = 11; i >= 0; i--)
-        if (a[i] != b[i]) return a[i] > b[i];
-    return true;
-}
-// a −= b (a ≥ b); with `wrap`, a += p first where a < b (a, b < p).
-DEVI void limbs_sub(uint32_t* a, const uint32_t* b, bool wrap) {
-    if (wrap && !limbs_geq(a, b)) {
-        uint64_t c = 0;
-        for (int i = 0; i < 12; i++) {
-            c += (uint64_t)a[i] + FpCfg::p(i);
-            a[i] = (uint32_t)c;
-            c >>= 32;
-        }
-    }
-    int64_t br = 0;
-    for (int i = 0; i < 12; i++) {
-        br += (int64_t)a[i] - b[i];
-        a[i] = (uint32_t)br;
-        br >>= 32;
-    }
-}
-// a /= 2; with `modp`, a/2 mod p (a + p first where a is odd; a < p, so a + p < 2^384).
-DEVI void limbs_half(uint32_t* a, bool modp) {
-    if (modp && (a[0] & 1)) {
-        uint64_t c = 0;
-        for (int i = 0; i < 12; i++) {
-            c += (uint64_t)a[i] + FpCfg::p(i);
-            a[i] = (uint32_t)c;
-            c >>= 32;
-        }
-    }
-    for (int i = 0; i < 11; i++) a[i] = __funnelshift_r(a[i], a[i + 1], 1);
-    a[11] >>= 1;
-}
-
-// a^−1 by the binary extended Euclidean algorithm on a's Montgomery form (a ≠ 0): a few hundred
-// short steps where Fermat's a^(p−2) is a dependent chain of ~570 multiplications.
-__device__ __noinline__ Fp inverse_gcd(const Fp& a) {
-    uint32_t u[12], v[12], x1[12], x2[12];
-    for (int i = 0; i < 12; i++) u[i] = a.v[i], v[i] = FpCfg::p(i), x1[i] = i == 0, x2[i] = 0;
-    while (!limbs_one(u) && !limbs_one(v)) {
-        while (!(u[0] & 1)) limbs_half(u, false), limbs_half(x1, true);
-        while (!(v[0] & 1)) limbs_half(v, false), limbs_half(x2, true);
-        if (limbs_geq(u, v)) limbs_sub(u, v, false), limbs_sub(x1, x2, true);
-        else limbs_sub(v, u, false), limbs_sub(x2, x1, true);
-    }
-    Fp r, r3;
-    for (int i = 0; i < 12; i++) r.v[i] = limbs_one(u) ? x1[i] : x2[i], r3.v[i] = R3[i];
-    return r * r3;
-}
 
 // How a block inverts the product of its 32 lanes' products: Fermat, or the binary GCD.
 enum Inv { FERMAT, GCD };
@@ -112,8 +38,8 @@ extern "C" __global__ void make_points(Fp* table, uint32_t n) {
         acc.dbl();
         if ((k >> b) & 1) acc.add_affine(gx, gy);
     }
-    st(table + 2 * t, acc.X * inverse(acc.ZZ));
-    st(table + 2 * t + 1, acc.Y * inverse(acc.ZZZ));
+    st(table + 2 * t, acc.X * inverse_fermat(acc.ZZ));
+    st(table + 2 * t + 1, acc.Y * inverse_fermat(acc.ZZZ));
 }
 
 // Step s of chain c: a table point's index, and whether it is negated (the MSM's signed digits).
@@ -156,50 +82,8 @@ extern "C" __global__ void xyzz_to_affine(const Fp* in, Fp* x, Fp* y, uint32_t c
         st(y + c, Fp::zero());
         return;
     }
-    st(x + c, ld(in + 4 * (size_t)c) * inverse(ZZ));
-    st(y + c, ld(in + 4 * (size_t)c + 1) * inverse(ZZZ));
-}
-
-// The inverse of every thread's v (all nonzero) with one inversion for the block: warp 0's
-// lanes take eight values each (Montgomery's trick), lane 0 their 32 products.
-template <Inv INV>
-DEVI Fp block_inverse(const Fp& v, Fp* sv, Fp* sp, Fp* sw, Fp* sq) {
-    const int t = threadIdx.x;
-    sv[t] = v;
-    __syncthreads();
-    if (t < 32) {
-        Fp r = Fp::one();
-        for (int i = 0; i < BLOCK / 32; i++) {
-            sp[8 * t + i] = r;
-            r = r * sv[8 * t + i];
-        }
-        sw[t] = r;
-        __syncwarp();
-        if (t == 0) {
-            Fp q = Fp::one();
-            for (int i = 0; i < 32; i++) {
-                sq[i] = q;
-                q = q * sw[i];
-            }
-            Fp a = INV == GCD ? inverse_gcd(q) : inverse(q);
-            for (int i = 31; i >= 0; i--) {
-                const Fp b = a * sq[i];
-                a = a * sw[i];
-                sw[i] = b;
-            }
-        }
-        __syncwarp();
-        Fp iv = sw[t];
-        for (int i = BLOCK / 32 - 1; i >= 0; i--) {
-            const Fp a = iv * sp[8 * t + i];
-            iv = iv * sv[8 * t + i];
-            sv[8 * t + i] = a;
-        }
-    }
-    __syncthreads();
-    const Fp r = sv[t];
-    __syncthreads();
-    return r;
+    st(x + c, ld(in + 4 * (size_t)c) * inverse_fermat(ZZ));
+    st(y + c, ld(in + 4 * (size_t)c + 1) * inverse_fermat(ZZZ));
 }
 
 // What step s does to an affine accumulator (x, y), (0, 0) the identity (no point of G1 has
@@ -225,7 +109,7 @@ DEVI Step classify(const Fp& x, Y y, const Fp& px, PY py, Fp& d) {
 template <int K, Inv INV>
 __global__ void __launch_bounds__(BLOCK) affine_chains(const Fp* table, uint32_t mask, Fp* ax, Fp* ay,
                                                        Fp* pre, int len) {
-    __shared__ Fp sv[BLOCK], sp[BLOCK], sw[32], sq[32];
+    __shared__ BlockInverse<BLOCK> sh;
     const uint32_t threads = gridDim.x * BLOCK;
     const uint32_t g = blockIdx.x * BLOCK + threadIdx.x;
     for (int k = 0; k < K; k++) {
@@ -245,7 +129,7 @@ __global__ void __launch_bounds__(BLOCK) affine_chains(const Fp* table, uint32_t
             st(pre + c, run);
             run = run * d;
         }
-        Fp inv = block_inverse<INV>(run, sv, sp, sw, sq);
+        Fp inv = block_inverse<BLOCK, INV == GCD ? inverse_gcd : inverse_fermat>(run, sh);
         // Backward: each chain's inverse from the running products, then its addition.
         for (int k = K - 1; k >= 0; k--) {
             const size_t c = (size_t)k * threads + g;
@@ -264,16 +148,9 @@ __global__ void __launch_bounds__(BLOCK) affine_chains(const Fp* table, uint32_t
             } else if (step == CANCEL) {
                 nx = ny = Fp::zero();
             } else {
-                Fp lam;
-                if (step == ADD) {
-                    lam = (py - y) * ik;
-                    nx = lam.sqr() - x - px;
-                } else {
-                    const Fp xx = x.sqr();
-                    lam = (xx.dbl() + xx) * ik;
-                    nx = lam.sqr() - x.dbl();
-                }
-                ny = lam * (x - nx) - y;
+                const Affine<Fp> sum = affine_sum(step == DOUBLE, x, y, px, py, ik);
+                nx = sum.x;
+                ny = sum.y;
             }
             st(ax + c, nx);
             st(ay + c, ny);

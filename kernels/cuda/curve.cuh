@@ -10,6 +10,23 @@ struct alignas(16) Affine {
     DEVI bool is_inf() const { return x.is_zero() && y.is_zero(); }
 };
 
+// An affine sum once its denominator's inverse is known (the batch-affine accumulation,
+// msm_affine.cuh): (x, y) + (px, py) with inv = 1/(px − x), or with `dbl` 2·(x, y) with
+// inv = 1/(2y).
+template <class F>
+DEVI Affine<F> affine_sum(bool dbl, const F& x, const F& y, const F& px, const F& py, const F& inv) {
+    F lam, nx;
+    if (!dbl) {
+        lam = (py - y) * inv;
+        nx = lam.sqr() - x - px;
+    } else {
+        const F xx = x.sqr();
+        lam = (xx.dbl() + xx) * inv;
+        nx = lam.sqr() - x.dbl();
+    }
+    return {nx, lam * (x - nx) - y};
+}
+
 template <class F>
 struct alignas(16) Xyzz {
     F X, Y, ZZ, ZZZ;

@@ -3,6 +3,7 @@
 #include "curve.cuh"
 #include "ntt.cuh"
 #include "msm.cuh"
+#include "msm_affine.cuh"
 #include "spmv.cuh"
 #include "fixed_base.cuh"
 #include "expand.cuh"

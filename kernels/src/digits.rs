@@ -50,6 +50,51 @@ pub fn coarse_shift(nbt: u32) -> u32 {
     (u32::BITS - nbt.leading_zeros()).saturating_sub(13)
 }
 
+/// The XYZZ accumulation's chunk of sorted entries, one a thread (kernels/cuda/msm.cuh
+/// `accumulate`): as long as keeps a few waves of threads in flight; long chunks leave fewer
+/// buckets crossing them to reduce.
+pub fn xyzz_chunk(entries: u64) -> u64 {
+    (entries / 200_000).clamp(8, 128)
+}
+
+/// The batch-affine accumulation's block and the chunks each of its threads steps together,
+/// one kernel instance each (kernels/cuda/msm_affine.cuh), largest first.
+pub const AFFINE_BLOCK: u32 = 256;
+pub const AFFINE_CHUNKS_PER_THREAD: [u32; 2] = [128, 64];
+/// Device bytes of one chunk's state in the batch-affine accumulation: x, y, the running
+/// product (48 bytes each) and a 16-byte word.
+pub const AFFINE_STATE_BYTES: u64 = 160;
+/// Chunks of at least this many entries keep the batch-affine accumulation within the XYZZ
+/// accumulation's memory: two 192-byte partial slots and the state, 544 bytes a chunk, against
+/// 384 a chunk of 128 entries (xyzz_chunk's longest).
+const AFFINE_LEAST_CHUNK: u64 = 192;
+
+/// The batch-affine accumulation's launch for `entries` sorted entries, where `wave[i]` threads
+/// of instance i run at once on the device: (instance, chunk length). One wave of threads, the
+/// most chunks a thread (the inversions shared by the most additions) whose chunks are long
+/// enough that their partial slots and state take no more memory than the XYZZ accumulation's
+/// partial slots (plan::memory::msm_scratch counts those). None where no instance is: the MSM
+/// is too small to fill the device with it.
+pub fn affine_chunks(entries: u64, wave: [u64; 2]) -> Option<(usize, u64)> {
+    (0..wave.len()).find_map(|i| {
+        let chunks = wave[i] * AFFINE_CHUNKS_PER_THREAD[i] as u64;
+        (chunks > 0 && entries / chunks >= AFFINE_LEAST_CHUNK)
+            .then(|| (i, entries.div_ceil(chunks)))
+    })
+}
+
+/// Device bytes of the batch-affine accumulation's state for instance `i` with `wave` threads.
+pub fn affine_state_bytes(i: usize, wave: u64) -> u64 {
+    wave * AFFINE_CHUNKS_PER_THREAD[i] as u64 * AFFINE_STATE_BYTES
+}
+
+/// [`affine_chunks`] at any size (checks of the kernel on small MSMs): the largest instance,
+/// chunks of at least one entry.
+pub fn affine_chunks_forced(entries: u64, wave: [u64; 2]) -> (usize, u64) {
+    let chunks = (wave[0] * AFFINE_CHUNKS_PER_THREAD[0] as u64).max(1);
+    (0, entries.div_ceil(chunks).max(1))
+}
+
 /// Signed digits d_w in [-(2^(c-1) - 1), 2^(c-1)] with sum d_w 2^(c w) = s; `limbs` is the
 /// canonical little-endian value. Exactly the kernel's algorithm.
 pub fn signed_digits(limbs: &[u32; 8], c: u32) -> Vec<i64> {
@@ -106,6 +151,32 @@ pub fn scalars_from_le_bytes(bytes: &[u8]) -> Result<Vec<Scalar>, CudaError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn affine_chunks_fill_one_wave_and_never_outgrow_the_xyzz_partials() {
+        // 132 SMs, two blocks of 256 an SM.
+        let wave = [132 * 2 * 256u64; 2];
+        // A 32 GiB partition's H in one pass: 13 windows of 2^27 - 1 points, 128 chunks a thread.
+        let h = 13 * ((1u64 << 27) - 1);
+        let (i, len) = affine_chunks(h, wave).unwrap();
+        assert_eq!(i, 0);
+        assert!(h.div_ceil(len) <= wave[0] * 128);
+        // Its partial slots and state within the XYZZ accumulation's partial slots.
+        let xyzz = 2 * h.div_ceil(xyzz_chunk(h)) * 192;
+        assert!(2 * h.div_ceil(len) * 192 + affine_state_bytes(i, wave[i]) <= xyzz);
+        // Half as many entries: 64 chunks a thread; a quarter: too small to fill the device.
+        assert_eq!(affine_chunks(h / 2, wave).map(|(i, _)| i), Some(1));
+        assert_eq!(affine_chunks(h / 8, wave), None);
+        assert_eq!(affine_chunks(0, wave), None);
+        // No wave (the instance cannot run): never.
+        assert_eq!(affine_chunks(h, [0, 0]), None);
+        // Forced: any size, every entry in a chunk of the wave.
+        for n in [1u64, 5, 1 << 20, h] {
+            let (i, len) = affine_chunks_forced(n, wave);
+            assert_eq!(i, 0);
+            assert!(len >= 1 && n.div_ceil(len) <= wave[0] * 128);
+        }
+    }
 
     #[test]
     fn passes_share_a_window_only_where_each_bucket_takes_several_points() {

@@ -21,7 +21,7 @@ pub use error::CudaError;
 #[cfg(cuzk_fatbin)]
 pub use backend::{CudaBackend, CudaKey, DevScalars, DevWitness};
 #[cfg(cuzk_fatbin)]
-pub use gpu::{Curve, DevBuf, DeviceBases, DeviceMatrix, Gpu, NttKind};
+pub use gpu::{Accumulation, Curve, DevBuf, DeviceBases, DeviceMatrix, Gpu, NttKind};
 
 /// True when kernels are embedded in this build.
 pub const KERNELS_BUILT: bool = cfg!(cuzk_fatbin);

@@ -3,6 +3,7 @@
 //! products and gathers).
 
 pub use account::DeviceMemory;
+pub use msm::Accumulation;
 pub(crate) use msm::{jac_g1, jac_g2};
 pub use ntt::NttKind;
 pub use pinned::HostPin;
@@ -10,7 +11,7 @@ pub use spmv::{long_rows, DeviceMatrix};
 pub use stream::{Bases, HostBases, HostMatrix, Scalars};
 pub use window::{compact_bytes, WindowBufs, WindowSource};
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -138,6 +139,14 @@ struct Funcs {
     encode_uncompressed_g1: CudaFunction,
     encode_uncompressed_g2: CudaFunction,
     curve: [CurveFuncs; 2],
+    /// The batch-affine G1 accumulation's instances (digits::AFFINE_CHUNKS_PER_THREAD).
+    affine: [AffineFunc; 2],
+}
+
+/// A batch-affine accumulation instance and how many of its blocks the device runs at once.
+struct AffineFunc {
+    f: CudaFunction,
+    blocks: u32,
 }
 
 struct CurveFuncs {
@@ -184,6 +193,8 @@ pub struct Gpu {
     msm_window: Arc<AtomicU32>,
     /// Whether dense MSMs in passes share one set of buckets (`set_shared_passes`).
     shared_passes: Arc<AtomicBool>,
+    /// How G1 MSMs accumulate their buckets (`set_accumulation`, an [`Accumulation`]).
+    accumulation: Arc<AtomicU8>,
     /// Every device allocation, against the budget.
     memory: Arc<DeviceMemory>,
     /// Bytes copied from the host to this device, for the node's transfer figures.
@@ -325,6 +336,21 @@ impl Gpu {
                 to_jacobian: lf(&format!("msm_to_jacobian_{s}"))?,
             })
         };
+        let sms =
+            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let af = |i: usize| -> Result<AffineFunc> {
+            let k = crate::digits::AFFINE_CHUNKS_PER_THREAD[i];
+            let f = lf(&format!("msm_accumulate_affine_g1_k{k}"))?;
+            let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(
+                crate::digits::AFFINE_BLOCK,
+                0,
+                None,
+            )?;
+            Ok(AffineFunc {
+                f,
+                blocks: per_sm * sms.max(0) as u32,
+            })
+        };
         let f = Arc::new(Funcs {
             ntt_bitrev: lf("ntt_bitrev")?,
             ntt_pass: lf("ntt_pass")?,
@@ -355,6 +381,7 @@ impl Gpu {
             encode_uncompressed_g1: lf("encode_uncompressed_g1")?,
             encode_uncompressed_g2: lf("encode_uncompressed_g2")?,
             curve: [cf(Curve::G1)?, cf(Curve::G2)?],
+            affine: [af(0)?, af(1)?],
         });
         let name = ctx.name().unwrap_or_else(|_| "unknown".into());
         let (_, total) = ctx.mem_get_info()?;
@@ -372,6 +399,7 @@ impl Gpu {
             fb: Mutex::new(None),
             msm_window: Arc::default(),
             shared_passes: Arc::new(AtomicBool::new(true)),
+            accumulation: Arc::default(),
             memory: Arc::new(DeviceMemory::new(total as u64)),
             h2d: Arc::default(),
             name,
@@ -397,6 +425,7 @@ impl Gpu {
             fb: Mutex::new(None),
             msm_window: self.msm_window.clone(),
             shared_passes: self.shared_passes.clone(),
+            accumulation: self.accumulation.clone(),
             memory: self.memory.clone(),
             h2d: self.h2d.clone(),
             name: self.name.clone(),
@@ -411,6 +440,16 @@ impl Gpu {
     /// each reduced alone, for benchmarks that compare the two.
     pub fn set_shared_passes(&self, on: bool) {
         self.shared_passes.store(on, Ordering::Relaxed);
+    }
+
+    /// How G1 MSMs accumulate their buckets ([`Accumulation::BySize`] unless set), for checks
+    /// and benchmarks that compare the ways.
+    pub fn set_accumulation(&self, a: Accumulation) {
+        self.accumulation.store(a as u8, Ordering::Relaxed);
+    }
+
+    pub fn accumulation(&self) -> Accumulation {
+        Accumulation::from_u8(self.accumulation.load(Ordering::Relaxed))
     }
 
     /// Fixes the MSM window width (`None`: chosen by size), for benchmarks that compare widths.

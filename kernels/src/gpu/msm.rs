@@ -10,9 +10,34 @@ use group::Group;
 
 use super::{as_bytes, as_bytes_mut, cfg, grid, Curve, DevBuf, DeviceBases, Gpu, Result};
 use crate::digits::{
-    coarse_shift, num_windows, shared_window, window_bits, COARSE_PER_THREAD, COARSE_THREADS,
+    affine_chunks, affine_chunks_forced, affine_state_bytes, coarse_shift, num_windows,
+    shared_window, window_bits, xyzz_chunk, AFFINE_BLOCK, COARSE_PER_THREAD, COARSE_THREADS,
 };
 use crate::error::CudaError;
+
+/// How the G1 MSMs accumulate their buckets ([`Gpu::set_accumulation`]); G2's are XYZZ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Accumulation {
+    /// In affine coordinates with inversions shared by a block (kernels/cuda/msm_affine.cuh)
+    /// where the MSM fills the device that way at no more memory ([`affine_chunks`]), else
+    /// with XYZZ mixed additions. The default.
+    BySize,
+    /// XYZZ mixed additions (kernels/cuda/msm.cuh `accumulate`) at every size.
+    Xyzz,
+    /// Batch-affine at every size: checks of its kernel on small MSMs.
+    Affine,
+}
+
+impl Accumulation {
+    pub(super) fn from_u8(v: u8) -> Self {
+        match v {
+            1 => Accumulation::Xyzz,
+            2 => Accumulation::Affine,
+            _ => Accumulation::BySize,
+        }
+    }
+}
 
 /// An MSM's buckets on the device, every window's.
 pub(super) struct MsmBuckets {
@@ -311,9 +336,19 @@ impl Gpu {
                 .memcpy_dtod(&ones.buf, &mut sorted.buf.slice_mut(0..n_ones as usize * 4))?;
         }
 
-        // Equal-length chunks of the sorted entries, one per thread; L is as long as keeps a few
-        // waves of threads in flight (long chunks leave fewer crossing buckets to reduce).
-        let chunk = (total / 200_000).clamp(8, 128) as u32;
+        // Equal-length chunks of the sorted entries: one a thread (XYZZ), or a wave of threads
+        // stepping several each (batch-affine, G1).
+        let wave = self
+            .f
+            .affine
+            .each_ref()
+            .map(|a| (a.blocks * AFFINE_BLOCK) as u64);
+        let affine = match (curve, self.accumulation()) {
+            (Curve::G2, _) | (_, Accumulation::Xyzz) => None,
+            (Curve::G1, Accumulation::BySize) => affine_chunks(total, wave),
+            (Curve::G1, Accumulation::Affine) => Some(affine_chunks_forced(total, wave)),
+        };
+        let chunk = affine.map_or_else(|| xyzz_chunk(total), |(_, len)| len) as u32;
         let nchunks = total.div_ceil(chunk as u64);
         let buckets = &acc.pass;
         let mut vals = self.alloc((2 * nchunks as usize).max(1) * xb)?;
@@ -321,10 +356,19 @@ impl Gpu {
         let maxc = self.alloc_zeroed(4)?;
         launch!(self, self.f.msm_partial_ranges, cfg(grid(nbt as u64, 256), 256, 0);
             offsets.ptr(s), counts.ptr(s), nbt, chunk, cnt.ptr(s), off.ptr(s), maxc.ptr(s))?;
-        if total > 0 {
-            launch!(self, cf.accumulate, cfg(grid(nchunks, 128), 128, 0);
+        match affine {
+            _ if total == 0 => {}
+            Some((i, _)) => {
+                // Allocated here, not in the plan's scratch: affine_chunks keeps it and the
+                // partial slots within the XYZZ partials the plan counts.
+                let chains = self.alloc(affine_state_bytes(i, wave[i]) as usize)?;
+                launch!(self, self.f.affine[i].f, cfg(self.f.affine[i].blocks, AFFINE_BLOCK, 0);
+                    bases, sorted.ptr(s), offsets.ptr(s), nbt,
+                    total as u32, chunk, buckets.ptr(s), vals.ptr(s), chains.ptr(s))?
+            }
+            None => launch!(self, cf.accumulate, cfg(grid(nchunks, 128), 128, 0);
                 bases, sorted.ptr(s), offsets.ptr(s), nbt,
-                total as u32, chunk, buckets.ptr(s), vals.ptr(s))?;
+                total as u32, chunk, buckets.ptr(s), vals.ptr(s))?,
         }
         drop(sorted);
         let mut max_tasks = 0u32;

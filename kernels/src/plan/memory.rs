@@ -4,7 +4,7 @@
 use cuzk_wire::blob::MAX_CHUNK_ELEMENTS;
 use cuzk_wire::codec::max_encoded_len;
 
-use crate::digits::{num_windows, shared_window, window_bits};
+use crate::digits::{num_windows, shared_window, window_bits, xyzz_chunk};
 
 /// Bytes of a compact witness that go to the device at a time (gpu/expand.rs): the most a
 /// chunk of a blob may take, so that every chunk fits one batch.
@@ -30,8 +30,7 @@ pub fn msm_scratch(n: usize, total: usize, point_bytes: u64) -> u64 {
     let nbt = nwin << (c - 1);
     let xyzz = 2 * point_bytes;
     let entries = n as u64 * nwin;
-    let chunk = (entries / 200_000).clamp(8, 128);
-    let partials = 2 * entries.div_ceil(chunk) * xyzz;
+    let partials = 2 * entries.div_ceil(xyzz_chunk(entries)) * xyzz;
     // the coarse-sorted (bucket, entry) pairs (8 B) and the sorted entries (4 B) per (point,
     // window); the scalars' class flags, then the ones' and the other scalars' indices (8 B per
     // point); counts, offsets, cursors and the task tables (4 B) per bucket; the buckets; the
