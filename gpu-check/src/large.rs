@@ -96,7 +96,7 @@ pub fn run(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mu
             for c in windows {
                 gpu.set_msm_window(c).unwrap();
                 for (way, label) in [
-                    (Accumulation::BySize, "by size"),
+                    (Accumulation::BySize, "accumulation by size"),
                     (Accumulation::Xyzz, "XYZZ"),
                 ] {
                     gpu.set_accumulation(way);

@@ -6,8 +6,8 @@
 // addition's 10 (kernels/bench/affine_bench.cu measures the trade). The accumulators cannot stay
 // in registers: chunk c's accumulator, the running product before it and its word (bucket,
 // bucket end, identity flag) are element c of four arrays, so that a warp's 32 chunks are 32
-// adjacent elements (kept in the chunks' tail slots, 384 bytes apart, the kernel moved ~1.4×
-// the bytes and waited on them: docs/gpu-runs.md, "Batch-affine accumulation in the MSM").
+// adjacent elements (kept in the chunks' tail slots, 384 bytes apart, it moved more bytes and
+// waited on them: docs/gpu-runs.md, "Batch-affine accumulation in the MSM").
 // An accumulator that starts a bucket takes the point itself; equal x coordinates double or
 // cancel.
 #pragma once
