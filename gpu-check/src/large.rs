@@ -119,13 +119,19 @@ pub fn run(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mu
             gpu.set_msm_window(None).unwrap();
             gpu.set_accumulation(Accumulation::BySize);
             // In eight passes, as a streaming plan runs it (over resident bases here): the
-            // passes' buckets shared (the default) and each pass reduced alone, side by side.
-            for shared in [true, false] {
+            // passes' buckets shared (the default) and each pass reduced alone, side by side;
+            // and shared with the batch-affine accumulation forced (passes of the streamed
+            // budgets' size are below the one it is chosen at).
+            for (shared, way, name) in [
+                (true, Accumulation::BySize, "shared buckets"),
+                (false, Accumulation::BySize, "own buckets"),
+                (true, Accumulation::Affine, "shared buckets, batch-affine"),
+            ] {
                 gpu.set_shared_passes(shared);
-                let name = if shared { "shared" } else { "own" };
+                gpu.set_accumulation(way);
                 let got = gpu.msm_g1_passes(&db, &ds, n, n / 8);
                 rep.check(
-                    &format!("msm_g1 2^{log} {kind} in 8 passes, {name} buckets = CPU"),
+                    &format!("msm_g1 2^{log} {kind} in 8 passes, {name} = CPU"),
                     matches!(got, Ok(g) if g == want),
                 );
                 let m = timed(args.reps, || {
@@ -133,12 +139,9 @@ pub fn run(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mu
                     gpu.msm_g1_passes(&db, &ds, n, n / 8).unwrap();
                     t.elapsed().as_secs_f64() * 1e3
                 });
-                row(
-                    rows,
-                    format!("G1 MSM 2^{log}, {kind}, 8 passes, {name} buckets"),
-                    m,
-                );
+                row(rows, format!("G1 MSM 2^{log}, {kind}, 8 passes, {name}"), m);
             }
+            gpu.set_accumulation(Accumulation::BySize);
             gpu.set_shared_passes(true);
         }
     }
