@@ -197,6 +197,13 @@ fn r_bytes() -> [u8; 32] {
     r
 }
 
+/// The G1 checks' accumulations: by size (XYZZ at these sizes) and the batch-affine kernel
+/// forced, with the label each check's name takes.
+const G1_WAYS: [(Accumulation, &str); 2] = [
+    (Accumulation::BySize, ""),
+    (Accumulation::Affine, ", affine"),
+];
+
 pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     let gpu = be.gpu();
     check_uploads(gpu, seed, rep);
@@ -252,14 +259,11 @@ pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
     let max_g1 = 1usize << args.max_log;
     let bases1 = random_g1(seed + 21, max_g1.max(1 << 14));
     let d1 = gpu.upload_g1(&bases1).expect("upload G1 bases");
-    // Each G1 case by size (XYZZ at these sizes) and with the batch-affine accumulation forced.
+    // Each G1 case both ways (G1_WAYS).
     let g1_case =
         |rep: &mut Report, name: &str, bases: &[G1Affine], d: &DeviceBases, s: &[Scalar]| {
             let want = cpu::msm_g1(&bases[..s.len()], s);
-            for (way, label) in [
-                (Accumulation::BySize, ""),
-                (Accumulation::Affine, ", affine"),
-            ] {
+            for (way, label) in G1_WAYS {
                 gpu.set_accumulation(way);
                 let got = gpu.msm_g1(d, s);
                 rep.check(
@@ -304,10 +308,7 @@ pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {
             .collect();
         let refs: Vec<_> = on_device.iter().collect();
         let want: Vec<_> = sets.iter().map(|s| cpu::msm_g1(&bases1[..n], s)).collect();
-        for (way, label) in [
-            (Accumulation::BySize, ""),
-            (Accumulation::Affine, ", affine"),
-        ] {
+        for (way, label) in G1_WAYS {
             gpu.set_accumulation(way);
             let got = gpu.msm_g1_batch_passes(&d1, &refs, n, 1 << 18);
             for (i, want) in want.iter().enumerate() {

@@ -95,12 +95,12 @@ pub fn run(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mu
             // large enough) and with XYZZ additions, side by side.
             for c in windows {
                 gpu.set_msm_window(c).unwrap();
+                let name = c.map_or("by size".into(), |c| format!("c = {c}"));
                 for (way, label) in [
                     (Accumulation::BySize, "accumulation by size"),
                     (Accumulation::Xyzz, "XYZZ"),
                 ] {
                     gpu.set_accumulation(way);
-                    let name = c.map_or("by size".into(), |c| format!("c = {c}"));
                     let got = gpu.msm_g1_device(&db, &ds, n);
                     rep.check(
                         &format!(
