@@ -197,11 +197,12 @@ fn r_bytes() -> [u8; 32] {
     r
 }
 
-/// The G1 checks' accumulations: by size (XYZZ at these sizes) and the batch-affine kernel
-/// forced, with the label each check's name takes.
-const G1_WAYS: [(Accumulation, &str); 2] = [
+/// The G1 checks' accumulations: by size (XYZZ at these sizes) and each batch-affine kernel
+/// instance forced (128 and 64 chunks a thread), with the label each check's name takes.
+const G1_WAYS: [(Accumulation, &str); 3] = [
     (Accumulation::BySize, ""),
-    (Accumulation::Affine, ", affine"),
+    (Accumulation::Affine(0), ", affine"),
+    (Accumulation::Affine(1), ", affine 64"),
 ];
 
 pub fn run_checks(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report) {

@@ -119,13 +119,18 @@ pub fn run(args: &Args, be: &CudaBackend, seed: u64, rep: &mut Report, rows: &mu
             gpu.set_msm_window(None).unwrap();
             gpu.set_accumulation(Accumulation::BySize);
             // In eight passes, as a streaming plan runs it (over resident bases here): the
-            // passes' buckets shared (the default) and each pass reduced alone, side by side;
-            // and shared with the batch-affine accumulation forced (passes of the streamed
-            // budgets' size are below the one it is chosen at).
+            // passes' buckets shared (the default) with XYZZ additions and accumulated by size
+            // (batch-affine where it fits the pass's scratch), each pass reduced alone, and the
+            // batch-affine kernel forced (128 chunks a thread, more memory than a plan counts).
             for (shared, way, name) in [
-                (true, Accumulation::BySize, "shared buckets"),
-                (false, Accumulation::BySize, "own buckets"),
-                (true, Accumulation::Affine, "shared buckets, batch-affine"),
+                (true, Accumulation::Xyzz, "shared buckets, XYZZ"),
+                (true, Accumulation::BySize, "shared buckets, by size"),
+                (false, Accumulation::BySize, "own buckets, by size"),
+                (
+                    true,
+                    Accumulation::Affine(0),
+                    "shared buckets, batch-affine forced",
+                ),
             ] {
                 gpu.set_shared_passes(shared);
                 gpu.set_accumulation(way);

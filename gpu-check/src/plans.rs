@@ -4,10 +4,12 @@
 //! with the CPU backend (`Dual`: A·w, B·w, C·w, H and every MSM compared) and its proof must
 //! equal the resident plan's byte for byte.
 //!
-//! - the toy circuit (bellperson's parameters) in MSM passes of 2^10 points;
+//! - the toy circuit (bellperson's parameters) in MSM passes of 2^10 points, also with every G1
+//!   MSM accumulated batch-affine (by size they are XYZZ at these sizes);
 //! - a MiMC partition of a 2^L domain (`--plan-log`, ≥ 22 on the device) with parameters
-//!   generated on the GPU: streaming everything in passes of 2^18, then a budget between the
-//!   lean minimum and the key's size, where the planner keeps part of the key resident;
+//!   generated on the GPU: streaming everything in passes of 2^18 (also batch-affine), then a
+//!   budget between the lean minimum and the key's size, where the planner keeps part of the
+//!   key resident;
 //! - three MiMC partitions of other inputs proved at once, streaming everything, their L, A
 //!   and B MSMs in one batch, and again on a resident plan with two lanes (two partitions'
 //!   steps at once on their own streams): each proof equal to its own under the resident plan.
@@ -18,7 +20,7 @@ use bellperson::groth16::prepare_verifying_key;
 use blstrs::{Bls12, Scalar};
 use cuzk_circuits::{CircuitFamily, MimcFamily};
 use cuzk_kernels::plan::{self, gib, PlanLimits, PlanShape};
-use cuzk_kernels::CudaBackend;
+use cuzk_kernels::{Accumulation, CudaBackend};
 use cuzk_prover::{proof_bytes, prove, verify, Backend, CpuBackend, Dual, ProvingKey};
 use cuzk_wire::blob::CompactWitness;
 use cuzk_wire::witness::Witness;
@@ -88,7 +90,7 @@ fn check_plans(
     key: &Arc<ProvingKey>,
     w: &Witness,
     inputs: &[Scalar],
-    plans: &[(Option<u64>, PlanLimits, bool)],
+    plans: &[(Option<u64>, PlanLimits, bool, Accumulation)],
     seed: u64,
     rep: &mut Report,
 ) {
@@ -105,8 +107,10 @@ fn check_plans(
     };
     println!("  {what}: resident plan: {summary}");
     let shape = PlanShape::of(key);
-    for &(budget, limits, dual) in plans {
-        let got = proof_under(&backend(budget, limits), key, w, rs, dual);
+    for &(budget, limits, dual, way) in plans {
+        let be = backend(budget, limits);
+        be.gpu().set_accumulation(way);
+        let got = proof_under(&be, key, w, rs, dual);
         let ok = match &got {
             Ok((bytes, summary, peak)) => {
                 println!(
@@ -127,9 +131,13 @@ fn check_plans(
         let streamed = budget.map_or(String::new(), |b| format!(" at {:.3} GiB", gib(b)));
         rep.check(
             &format!(
-                "{what}: streaming plan{streamed} (passes ≤ 2^{:.0}{}): proof = the resident plan's, verifies, peak within the budget",
+                "{what}: streaming plan{streamed} (passes ≤ 2^{:.0}{}{}): proof = the resident plan's, verifies, peak within the budget",
                 (limits.max_chunk.unwrap_or(plan::MAX_STREAM_CHUNK) as f64).log2(),
-                if dual { ", every step = CPU's" } else { "" }
+                if dual { ", every step = CPU's" } else { "" },
+                match way {
+                    Accumulation::Affine(_) => ", every G1 MSM batch-affine",
+                    _ => "",
+                }
             ),
             ok,
         );
@@ -259,7 +267,10 @@ pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
         &key,
         &w,
         &inputs,
-        &[(None, forced(10), true)],
+        &[
+            (None, forced(10), true, Accumulation::BySize),
+            (None, forced(10), false, Accumulation::Affine(0)),
+        ],
         seed,
         rep,
     );
@@ -294,9 +305,20 @@ pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
         &w,
         &inputs,
         &[
-            (None, forced(18), true),
-            (Some(mid), PlanLimits::default(), false),
-            (Some(min), PlanLimits::default(), false),
+            (None, forced(18), true, Accumulation::BySize),
+            (None, forced(18), false, Accumulation::Affine(0)),
+            (
+                Some(mid),
+                PlanLimits::default(),
+                false,
+                Accumulation::BySize,
+            ),
+            (
+                Some(min),
+                PlanLimits::default(),
+                false,
+                Accumulation::BySize,
+            ),
         ],
         seed,
         rep,

@@ -9,9 +9,10 @@ use async_nats::jetstream::consumer::PullConsumer;
 use bellperson::groth16::prepare_verifying_key;
 use blstrs::Scalar;
 use cuzk_circuits::{CircuitFamily, CircuitSpec, ShapeCache};
-use cuzk_common::config::{BackendKind, GpuConfig, ParamConfig};
+use cuzk_common::config::{BackendKind, GpuConfig, MsmAccumulation, ParamConfig};
 use cuzk_common::policy::StepError as PartitionError;
 use cuzk_common::timing::ms;
+use cuzk_kernels::Accumulation;
 use cuzk_prover::{Backend, CpuBackend};
 use cuzk_wire::blob::CompactWitness;
 use ff::Field;
@@ -84,6 +85,12 @@ impl GpuNode {
                 )?
                 .with_lanes(self.config.lanes)?,
             );
+            backend
+                .gpu()
+                .set_accumulation(match self.config.msm_accumulation {
+                    MsmAccumulation::BySize => Accumulation::BySize,
+                    MsmAccumulation::Xyzz => Accumulation::Xyzz,
+                });
             let keys = Arc::new(Keys::new(backend.key_budget()));
             ready.push((device, backend, keys));
         }

@@ -25,7 +25,8 @@ options (a flag wins over the environment variable in brackets):
                         params32 drain32x1 drain32 budgets 2k ss32)
   --budgets "15GiB …"   device memory budgets for the step budgets, "whole" for
                         the whole card; suffixes -lN and -wN for N lanes and
-                        N GPU workers (whole-l1, whole-w3-l2) [BUDGETS]
+                        N GPU workers, -x for XYZZ accumulation in every MSM
+                        (whole-l1, whole-w3-l2, 15GiB-x) [BUDGETS]
                         (default: 15GiB whole 22GiB 30GiB 75GiB)
   --budget-workers N    GPU workers per device in the budgets' drains other
                         than the whole card's: partitions that can share a
@@ -44,7 +45,8 @@ options (a flag wins over the environment variable in brackets):
 steps, in the order they run:
   kernels    the kernels at a 32 GiB partition's sizes without its parameters:
              GPU-vs-CPU checks up to 2^22, the 2 KiB partition by both backends
-             (every step compared, verify_seal), H and the G1 MSM at 2^27 (MSM
+             (every step compared, verify_seal; again with every G1 MSM
+             batch-affine), H and the G1 MSM at 2^27 (MSM
              windows, and the batch-affine and XYZZ accumulations, side by side,
              each checked exactly), every H kernel's time under ncu
              (cuzk-gpu-check --large-logs 27)
@@ -230,6 +232,10 @@ if step kernels 240; then
   params2k
   timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector "$PACK/c1-2k.json" --engine cuda --runs 5 >$L/check2k.log 2>&1
   echo "2 KiB prove rc=$?"; grep -v -E " INFO | DEBUG" $L/check2k.log | tail -8
+  # The same with every G1 MSM batch-affine (at 2 KiB by size they are XYZZ).
+  timeout 120 $B/cuzk-porep prove --sector-size 2KiB --sector "$PACK/c1-2k.json" --engine cuda --runs 5 \
+    --force-affine >$L/check2k-affine.log 2>&1
+  echo "2 KiB prove, batch-affine forced rc=$?"; grep -v -E " INFO | DEBUG" $L/check2k-affine.log | tail -3
   timeout $(( $(left) - 100 )) $B/cuzk-gpu-check --no-check --no-bench --reps 3 --large-logs 27 \
     --msm-windows $WINDOWS >$L/large.log 2>&1
   echo "large rc=$?"; grep -E "FAIL|PASS|^\|" $L/large.log
@@ -332,6 +338,7 @@ if step budgets 150; then
     [ "$size" = whole ] || workers=$BUDGET_WORKERS
     [[ $b =~ -w([0-9]+) ]] && workers=${BASH_REMATCH[1]}
     [[ $b =~ -l([0-9]+) ]] && flag+=("--gpu-lanes=${BASH_REMATCH[1]}")
+    [[ $b =~ -x($|-) ]] && flag+=("--gpu-msm-accumulation=xyzz")
     [ "$size" = whole ] || flag+=("--gpu-memory-budget=$size")
     [ -z "$workers" ] || flag+=("--gpu-workers=$workers")
     $B/cuzk gpu-node --allow-test-params --gpu-preload "$preload" "${flag[@]}" --explain-plan 2>&1 | tee $L/plan-$b.log | tail -4

@@ -64,21 +64,34 @@ pub const AFFINE_CHUNKS_PER_THREAD: [u32; 2] = [128, 64];
 /// Device bytes of one chunk's state in the batch-affine accumulation: x, y, the running
 /// product (48 bytes each) and a 16-byte word.
 pub const AFFINE_STATE_BYTES: u64 = 160;
-/// Chunks of at least this many entries keep the batch-affine accumulation within the XYZZ
-/// accumulation's memory: two 192-byte partial slots and the state, 544 bytes a chunk, against
-/// 384 a chunk of 128 entries (xyzz_chunk's longest).
-const AFFINE_LEAST_CHUNK: u64 = 192;
+/// A G1 point in XYZZ coordinates: the partial slots of either accumulation.
+const XYZZ_G1_BYTES: u64 = 192;
+/// Device bytes per sorted entry of the MSM's sort (gpu/msm.rs): the coarse (bucket, entry)
+/// pairs, freed before the accumulation, and the sorted entries it reads.
+pub const COARSE_ENTRY_BYTES: u64 = 8;
+pub const SORTED_ENTRY_BYTES: u64 = 4;
+/// The shortest chunk the batch-affine accumulation takes: shorter ones end a bucket every few
+/// entries, each end a write and a step without an addition.
+const AFFINE_LEAST_CHUNK: u64 = 32;
+
+/// Device bytes of the XYZZ accumulation's partial slots for `entries` sorted entries, with
+/// points of `xyzz_bytes`: two for each chunk (the buckets crossing its ends).
+pub fn xyzz_partials(entries: u64, xyzz_bytes: u64) -> u64 {
+    2 * entries.div_ceil(xyzz_chunk(entries)) * xyzz_bytes
+}
 
 /// The batch-affine accumulation's launch for `entries` sorted entries, where `wave[i]` threads
 /// of instance i run at once on the device: (instance, chunk length). One wave of threads, the
-/// most chunks a thread (the inversions shared by the most additions) whose chunks are long
-/// enough that their partial slots and state take no more memory than the XYZZ accumulation's
-/// partial slots (plan::memory::msm_scratch counts those). None where no instance is: the MSM
-/// is too small to fill the device with it.
+/// most chunks a thread (the inversions shared by the most additions) whose chunks are at least
+/// [`AFFINE_LEAST_CHUNK`] long and whose partial slots and state fit where the XYZZ
+/// accumulation's partial slots and the sort's coarse pairs (freed before either runs) were:
+/// memory plan::memory::msm_scratch counts already. None where no instance is.
 pub fn affine_chunks(entries: u64, wave: [u64; 2]) -> Option<(usize, u64)> {
+    let room = xyzz_partials(entries, XYZZ_G1_BYTES) + entries * COARSE_ENTRY_BYTES;
     (0..wave.len()).find_map(|i| {
         let chunks = wave[i] * AFFINE_CHUNKS_PER_THREAD[i] as u64;
-        (chunks > 0 && entries / chunks >= AFFINE_LEAST_CHUNK)
+        let bytes = 2 * chunks * XYZZ_G1_BYTES + affine_state_bytes(i, wave[i]);
+        (chunks > 0 && entries / chunks >= AFFINE_LEAST_CHUNK && bytes <= room)
             .then(|| (i, entries.div_ceil(chunks)))
     })
 }
@@ -88,11 +101,12 @@ pub fn affine_state_bytes(i: usize, wave: u64) -> u64 {
     wave * AFFINE_CHUNKS_PER_THREAD[i] as u64 * AFFINE_STATE_BYTES
 }
 
-/// [`affine_chunks`] at any size (checks of the kernel on small MSMs): the largest instance,
+/// [`affine_chunks`] at any size with instance `i` (checks of the kernels on small MSMs):
 /// chunks of at least one entry.
-pub fn affine_chunks_forced(entries: u64, wave: [u64; 2]) -> (usize, u64) {
-    let chunks = (wave[0] * AFFINE_CHUNKS_PER_THREAD[0] as u64).max(1);
-    (0, entries.div_ceil(chunks).max(1))
+pub fn affine_chunks_forced(entries: u64, wave: [u64; 2], i: usize) -> (usize, u64) {
+    let i = i.min(wave.len() - 1);
+    let chunks = (wave[i] * AFFINE_CHUNKS_PER_THREAD[i] as u64).max(1);
+    (i, entries.div_ceil(chunks).max(1))
 }
 
 /// Signed digits d_w in [-(2^(c-1) - 1), 2^(c-1)] with sum d_w 2^(c w) = s; `limbs` is the
@@ -153,28 +167,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn affine_chunks_fill_one_wave_and_never_outgrow_the_xyzz_partials() {
+    fn affine_chunks_fill_one_wave_within_the_memory_the_xyzz_accumulation_had() {
         // 132 SMs, two blocks of 256 an SM.
         let wave = [132 * 2 * 256u64; 2];
+        let fits = |entries: u64, (i, len): (usize, u64)| {
+            let room = xyzz_partials(entries, 192) + entries * COARSE_ENTRY_BYTES;
+            let chunks = entries.div_ceil(len);
+            chunks <= wave[i] * AFFINE_CHUNKS_PER_THREAD[i] as u64
+                && 2 * chunks * 192 + affine_state_bytes(i, wave[i]) <= room
+        };
         // A 32 GiB partition's H in one pass: 13 windows of 2^27 - 1 points, 128 chunks a thread.
         let h = 13 * ((1u64 << 27) - 1);
-        let (i, len) = affine_chunks(h, wave).unwrap();
-        assert_eq!(i, 0);
-        assert!(h.div_ceil(len) <= wave[0] * 128);
-        // Its partial slots and state within the XYZZ accumulation's partial slots.
-        let xyzz = 2 * h.div_ceil(xyzz_chunk(h)) * 192;
-        assert!(2 * h.div_ceil(len) * 192 + affine_state_bytes(i, wave[i]) <= xyzz);
-        // Half as many entries: 64 chunks a thread; a quarter: too small to fill the device.
-        assert_eq!(affine_chunks(h / 2, wave).map(|(i, _)| i), Some(1));
-        assert_eq!(affine_chunks(h / 8, wave), None);
+        let one = affine_chunks(h, wave).unwrap();
+        assert_eq!(one.0, 0);
+        assert!(fits(h, one));
+        // In passes of 2^25 points (an 80 GB card's budget) still 128 chunks a thread; in passes
+        // of 2^24 (the smaller budgets') 128 would not fit: 64, chunks of 51 entries.
+        let pass = |log: u32| 13u64 << log;
+        assert_eq!(affine_chunks(pass(25), wave).map(|c| c.0), Some(0));
+        let p24 = affine_chunks(pass(24), wave).unwrap();
+        assert_eq!(p24, (1, 51));
+        assert!(fits(pass(24), p24));
+        // Passes of 2^23: chunks too short to pay; nothing at all: never.
+        assert_eq!(affine_chunks(pass(23), wave), None);
         assert_eq!(affine_chunks(0, wave), None);
         // No wave (the instance cannot run): never.
         assert_eq!(affine_chunks(h, [0, 0]), None);
-        // Forced: any size, every entry in a chunk of the wave.
+        // Forced: either instance at any size, every entry in a chunk of the wave.
         for n in [1u64, 5, 1 << 20, h] {
-            let (i, len) = affine_chunks_forced(n, wave);
-            assert_eq!(i, 0);
-            assert!(len >= 1 && n.div_ceil(len) <= wave[0] * 128);
+            for want in [0, 1] {
+                let (i, len) = affine_chunks_forced(n, wave, want);
+                assert_eq!(i, want);
+                let k = AFFINE_CHUNKS_PER_THREAD[i] as u64;
+                assert!(len >= 1 && n.div_ceil(len) <= wave[i] * k);
+            }
         }
     }
 

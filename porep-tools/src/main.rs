@@ -179,6 +179,10 @@ enum Command {
         /// against the resident plan's, byte for byte, for the same r, s.
         #[arg(long, value_parser = cuzk_common::config::parse_bytes)]
         gpu_memory_budget: Option<u64>,
+        /// Every G1 MSM of the CUDA backend accumulated batch-affine, at sizes where it would
+        /// take XYZZ: a real proof through that kernel, compared and checked as above.
+        #[arg(long)]
+        force_affine: bool,
     },
     /// Write a synthetic C1 (the real shape of a sector size, random contents; for timings, its
     /// proofs prove nothing) as a sector file.
@@ -293,6 +297,7 @@ fn main() -> Result<()> {
             engine,
             json,
             gpu_memory_budget,
+            force_affine,
             ..
         } => prove::run(
             &load_or_seal(sector_size, sector.as_deref())?,
@@ -301,6 +306,7 @@ fn main() -> Result<()> {
                 engine,
                 json,
                 budget: gpu_memory_budget,
+                force_affine,
             },
         ),
         Command::Bench {

@@ -24,6 +24,8 @@ pub struct Options {
     pub json: bool,
     /// The CUDA backend's device memory budget (default: the device's).
     pub budget: Option<u64>,
+    /// Every G1 MSM batch-affine (the kernel instance of the most chunks a thread).
+    pub force_affine: bool,
 }
 
 pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
@@ -32,6 +34,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         engine,
         json: as_json,
         budget,
+        force_affine,
     } = opts;
     let family = cuzk_circuits::resolve("porep-c2", &crate::job_params(sector))?;
     ensure!(
@@ -59,6 +62,10 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     let cuda = use_cuda(engine)?;
     let (name, runs_t, load_ms) = if cuda {
         let gpu = std::sync::Arc::new(cuzk_kernels::CudaBackend::new(0, budget, 1)?);
+        if force_affine {
+            gpu.gpu()
+                .set_accumulation(cuzk_kernels::Accumulation::Affine(0));
+        }
         // Once side by side: every step of the CUDA backend against the CPU backend.
         let dual = Dual {
             reference: CpuBackend,

@@ -18,6 +18,17 @@ pub enum BackendKind {
     Cuda,
 }
 
+/// How a device's G1 MSMs add points into their buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum MsmAccumulation {
+    /// In affine coordinates, one inversion shared by a block's additions, wherever one wave of
+    /// it fills the device within the MSM's scratch (H's MSM, the large passes); XYZZ elsewhere.
+    BySize,
+    /// XYZZ mixed additions in every MSM.
+    Xyzz,
+}
+
 /// `--param-cache`'s environment twin (the name `cuzk_circuits::ShapeCache::default_dir`
 /// reads).
 pub const PARAM_CACHE_ENV: &str = "CUZK_PARAM_CACHE";
@@ -57,6 +68,10 @@ settings! {
         #[arg(long = "gpu-memory-budget", env = "CUZK_GPU_MEMORY_BUDGET")]
         memory_budget: Bytes => Option<u64> = None,
             shown "the device's memory less 2GiB, also the most";
+        /// How G1 MSMs add into their buckets: `by-size` (batch-affine where it fits, XYZZ
+        /// elsewhere) or `xyzz` (everywhere; docs/gpu.md compares the two).
+        #[arg(long = "gpu-msm-accumulation", env = "CUZK_GPU_MSM_ACCUMULATION", value_enum)]
+        msm_accumulation: MsmAccumulation = MsmAccumulation::BySize, shown "by-size";
         /// Verify every partition proof, against the public inputs derived from the job, before
         /// reporting the job (cheap: a few pairings); off, results say `verified: false`.
         #[arg(long = "gpu-verify", env = "CUZK_GPU_VERIFY")]

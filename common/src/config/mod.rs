@@ -18,7 +18,7 @@ mod synth;
 
 pub use gateway::{GatewayArgs, GatewayConfig};
 pub use gpu::{
-    BackendKind, GpuArgs, GpuConfig, ParamArgs, ParamConfig, ParamsFile, Preload,
+    BackendKind, GpuArgs, GpuConfig, MsmAccumulation, ParamArgs, ParamConfig, ParamsFile, Preload,
     FIL_PARAM_CACHE_ENV, PARAM_CACHE_ENV,
 };
 pub use nats::{LimitsProfile, NatsArgs, NatsConfig, DEFAULT_NATS_TIMEOUT, DEFAULT_NATS_URL};

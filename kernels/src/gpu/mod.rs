@@ -445,7 +445,7 @@ impl Gpu {
     /// How G1 MSMs accumulate their buckets ([`Accumulation::BySize`] unless set), for checks
     /// and benchmarks that compare the ways.
     pub fn set_accumulation(&self, a: Accumulation) {
-        self.accumulation.store(a as u8, Ordering::Relaxed);
+        self.accumulation.store(a.to_u8(), Ordering::Relaxed);
     }
 
     pub fn accumulation(&self) -> Accumulation {

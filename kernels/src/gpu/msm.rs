@@ -11,29 +11,38 @@ use group::Group;
 use super::{as_bytes, as_bytes_mut, cfg, grid, Curve, DevBuf, DeviceBases, Gpu, Result};
 use crate::digits::{
     affine_chunks, affine_chunks_forced, affine_state_bytes, coarse_shift, num_windows,
-    shared_window, window_bits, xyzz_chunk, AFFINE_BLOCK, COARSE_PER_THREAD, COARSE_THREADS,
+    shared_window, window_bits, xyzz_chunk, AFFINE_BLOCK, COARSE_ENTRY_BYTES, COARSE_PER_THREAD,
+    COARSE_THREADS, SORTED_ENTRY_BYTES,
 };
 use crate::error::CudaError;
 
 /// How the G1 MSMs accumulate their buckets ([`Gpu::set_accumulation`]); G2's are XYZZ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
 pub enum Accumulation {
     /// In affine coordinates with inversions shared by a block (kernels/cuda/msm_affine.cuh)
-    /// where the MSM fills the device that way at no more memory ([`affine_chunks`]), else
+    /// where the MSM fills the device that way within its scratch ([`affine_chunks`]), else
     /// with XYZZ mixed additions. The default.
     BySize,
     /// XYZZ mixed additions (kernels/cuda/msm.cuh `accumulate`) at every size.
     Xyzz,
-    /// Batch-affine at every size: checks of its kernel on small MSMs.
-    Affine,
+    /// Batch-affine at every size, with the kernel instance of `AFFINE_CHUNKS_PER_THREAD[i]`
+    /// chunks a thread: checks of each instance on small MSMs.
+    Affine(usize),
 }
 
 impl Accumulation {
+    pub(super) fn to_u8(self) -> u8 {
+        match self {
+            Accumulation::BySize => 0,
+            Accumulation::Xyzz => 1,
+            Accumulation::Affine(i) => 2 + i as u8,
+        }
+    }
+
     pub(super) fn from_u8(v: u8) -> Self {
         match v {
             1 => Accumulation::Xyzz,
-            2 => Accumulation::Affine,
+            v if v >= 2 => Accumulation::Affine(v as usize - 2),
             _ => Accumulation::BySize,
         }
     }
@@ -316,7 +325,7 @@ impl Gpu {
         let bins = self.alloc(nbins as usize * 4)?;
         launch!(self, self.f.msm_bin_starts, cfg(grid(nbins as u64, 256), 256, 0);
             offsets.ptr(s), nbt, shift, n_ones, bins.ptr(s))?;
-        let coarse = self.alloc(total as usize * 8)?;
+        let coarse = self.alloc((total * COARSE_ENTRY_BYTES) as usize)?;
         if m > 0 {
             let blocks = (m as usize).div_ceil((COARSE_THREADS * COARSE_PER_THREAD) as usize);
             launch!(self, self.f.msm_coarse, cfg(blocks as u32, COARSE_THREADS, (nb >> shift) * 4);
@@ -324,7 +333,7 @@ impl Gpu {
                 coarse.ptr(s))?;
         }
         drop((ranks, bins, idx));
-        let mut sorted = self.alloc(total as usize * 4)?;
+        let mut sorted = self.alloc((total * SORTED_ENTRY_BYTES) as usize)?;
         let placed = total - n_ones as u64;
         if placed > 0 {
             launch!(self, self.f.msm_fine, cfg(grid(placed, 256), 256, 0);
@@ -346,7 +355,7 @@ impl Gpu {
         let affine = match (curve, self.accumulation()) {
             (Curve::G2, _) | (_, Accumulation::Xyzz) => None,
             (Curve::G1, Accumulation::BySize) => affine_chunks(total, wave),
-            (Curve::G1, Accumulation::Affine) => Some(affine_chunks_forced(total, wave)),
+            (Curve::G1, Accumulation::Affine(i)) => Some(affine_chunks_forced(total, wave, i)),
         };
         let chunk = affine.map_or_else(|| xyzz_chunk(total), |(_, len)| len) as u32;
         let nchunks = total.div_ceil(chunk as u64);
@@ -360,7 +369,7 @@ impl Gpu {
             _ if total == 0 => {}
             Some((i, _)) => {
                 // Allocated here, not in the plan's scratch: affine_chunks keeps it and the
-                // partial slots within the XYZZ partials the plan counts.
+                // partial slots within the XYZZ partials and the coarse pairs the plan counts.
                 let chains = self.alloc(affine_state_bytes(i, wave[i]) as usize)?;
                 launch!(self, self.f.affine[i].f, cfg(self.f.affine[i].blocks, AFFINE_BLOCK, 0);
                     bases, sorted.ptr(s), offsets.ptr(s), nbt,

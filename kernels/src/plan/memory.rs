@@ -4,7 +4,9 @@
 use cuzk_wire::blob::MAX_CHUNK_ELEMENTS;
 use cuzk_wire::codec::max_encoded_len;
 
-use crate::digits::{num_windows, shared_window, window_bits, xyzz_chunk};
+use crate::digits::{
+    num_windows, shared_window, window_bits, xyzz_partials, COARSE_ENTRY_BYTES, SORTED_ENTRY_BYTES,
+};
 
 /// Bytes of a compact witness that go to the device at a time (gpu/expand.rs): the most a
 /// chunk of a blob may take, so that every chunk fits one batch.
@@ -30,14 +32,18 @@ pub fn msm_scratch(n: usize, total: usize, point_bytes: u64) -> u64 {
     let nbt = nwin << (c - 1);
     let xyzz = 2 * point_bytes;
     let entries = n as u64 * nwin;
-    let partials = 2 * entries.div_ceil(xyzz_chunk(entries)) * xyzz;
     // the coarse-sorted (bucket, entry) pairs (8 B) and the sorted entries (4 B) per (point,
     // window); the scalars' class flags, then the ones' and the other scalars' indices (8 B per
     // point); counts, offsets, cursors and the task tables (4 B) per bucket; the buckets; the
-    // chunk partials. Scalars 0 and 1 make fewer entries and a narrower window, never more.
+    // chunk partials (or in the coarse pairs' room, the batch-affine accumulation's partials and
+    // state: digits::affine_chunks). Scalars 0 and 1 make fewer entries and a narrower window, never more.
     // A pass that shares the MSM's buckets holds them beside its own (gpu/msm.rs, MsmBuckets).
     let bucket_sets = if shared.is_some() { 2 } else { 1 };
-    entries * 12 + (n as u64 + 1) * 8 + nbt * 4 * 6 + bucket_sets * nbt * xyzz + partials
+    entries * (COARSE_ENTRY_BYTES + SORTED_ENTRY_BYTES)
+        + (n as u64 + 1) * 8
+        + nbt * 4 * 6
+        + bucket_sets * nbt * xyzz
+        + xyzz_partials(entries, xyzz)
 }
 
 /// Device bytes of expanding a compact witness of `vars` variables: its bytes on the device, a

@@ -307,14 +307,23 @@ pub fn choose(
         if workers > 1 {
             witnesses.push(1);
         }
-        for &w in &witnesses {
-            for &chunk in &chunks {
+        // Each witness count with the largest passes that fit; of those the fewest passes, and
+        // on a tie the most witnesses (the next partition's uploads while this one proves):
+        // fewer, larger passes gained more than a second witness (docs/gpu.md, "Every budget
+        // with the batch-affine accumulation").
+        let full = witnesses
+            .iter()
+            .filter_map(|&w| {
                 let stage = HStage::Full { witnesses: w };
-                let plan = build(shape, budget, stage, (chunk, chunk), [true; 8], 1, 1);
-                if plan.total() <= budget {
-                    return Ok(more_lanes(shape, widen(plan), workers, lanes));
-                }
-            }
+                chunks
+                    .iter()
+                    .map(|&chunk| build(shape, budget, stage, (chunk, chunk), [true; 8], 1, 1))
+                    .find(|plan| plan.total() <= budget)
+            })
+            .map(widen)
+            .min_by(|a, b| a.cost(shape).total_cmp(&b.cost(shape)));
+        if let Some(plan) = full {
+            return Ok(more_lanes(shape, plan, workers, lanes));
         }
     }
     chunks

@@ -77,6 +77,26 @@ fn every_card_class_gets_a_plan_within_its_budget() {
     let p75 = plan(&shape, 75.0).unwrap();
     assert_eq!(p75.h_stage, HStage::Full { witnesses: 1 });
     assert!(!p75.streams());
+    // A little more holds two witnesses, but only with passes of 2^24 points: one witness and
+    // passes twice as large cost fewer passes, and were faster.
+    let p77 = plan(&shape, 77.0).unwrap();
+    assert_eq!(p77.h_stage, HStage::Full { witnesses: 1 });
+    assert_eq!(
+        (p77.chunk, p77.passes(&shape)),
+        (p75.chunk, p75.passes(&shape))
+    );
+    let two = |chunk| {
+        build(
+            &shape,
+            p77.budget,
+            HStage::Full { witnesses: 2 },
+            (chunk, chunk),
+            [true; 8],
+            1,
+            1,
+        )
+    };
+    assert!(two(p77.chunk).total() > p77.budget && two(p77.chunk / 2).total() <= p77.budget);
     let p15 = plan(&shape, 15.0).unwrap();
     assert_eq!(p15.h_stage, HStage::Lean);
     assert!(p15.srs.iter().all(|&s| s == Placement::Streamed));
