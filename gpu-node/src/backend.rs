@@ -85,12 +85,10 @@ impl GpuNode {
                 )?
                 .with_lanes(self.config.lanes)?,
             );
-            backend
-                .gpu()
-                .set_accumulation(match self.config.msm_accumulation {
-                    MsmAccumulation::BySize => Accumulation::BySize,
-                    MsmAccumulation::Xyzz => Accumulation::Xyzz,
-                });
+            backend.set_accumulation(match self.config.msm_accumulation {
+                MsmAccumulation::BySize => Accumulation::BySize,
+                MsmAccumulation::Xyzz => Accumulation::Xyzz,
+            });
             let keys = Arc::new(Keys::new(backend.key_budget()));
             ready.push((device, backend, keys));
         }

@@ -57,6 +57,20 @@ pub fn xyzz_chunk(entries: u64) -> u64 {
     (entries / 200_000).clamp(8, 128)
 }
 
+/// How the G1 MSMs accumulate their buckets (`Gpu::set_accumulation`, `CudaBackend::with_accumulation`); G2's are XYZZ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accumulation {
+    /// In affine coordinates with inversions shared by a block (kernels/cuda/msm_affine.cuh)
+    /// where the MSM fills the device that way within its scratch ([`affine_chunks`]), else
+    /// with XYZZ mixed additions. The default.
+    BySize,
+    /// XYZZ mixed additions (kernels/cuda/msm.cuh `accumulate`) at every size.
+    Xyzz,
+    /// Batch-affine at every size, with the kernel instance of `AFFINE_CHUNKS_PER_THREAD[i]`
+    /// chunks a thread: checks of each instance on small MSMs.
+    Affine(usize),
+}
+
 /// The batch-affine accumulation's block and the chunks each of its threads steps together,
 /// one kernel instance each (kernels/cuda/msm_affine.cuh), largest first.
 pub const AFFINE_BLOCK: u32 = 256;

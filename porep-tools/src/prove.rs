@@ -63,8 +63,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
     let (name, runs_t, load_ms) = if cuda {
         let gpu = std::sync::Arc::new(cuzk_kernels::CudaBackend::new(0, budget, 1)?);
         if force_affine {
-            gpu.gpu()
-                .set_accumulation(cuzk_kernels::Accumulation::Affine(0));
+            gpu.set_accumulation(cuzk_kernels::Accumulation::Affine(0));
         }
         // Once side by side: every step of the CUDA backend against the CPU backend.
         let dual = Dual {

@@ -181,6 +181,11 @@ impl CudaBackend {
         Ok(self)
     }
 
+    /// How every lane's G1 MSMs accumulate their buckets (the default: by size).
+    pub fn set_accumulation(&self, way: crate::Accumulation) {
+        self.gpu().set_accumulation(way);
+    }
+
     /// Plans keys loaded from now on with `limits` (checks of the streaming path).
     pub fn with_plan_limits(mut self, limits: PlanLimits) -> Self {
         self.limits = limits;

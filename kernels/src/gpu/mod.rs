@@ -2,8 +2,8 @@
 //! Rust faces live in the submodules (NTTs and the H pipeline, Pippenger MSMs, the sparse
 //! products and gathers).
 
+pub use crate::digits::Accumulation;
 pub use account::DeviceMemory;
-pub use msm::Accumulation;
 pub(crate) use msm::{jac_g1, jac_g2};
 pub use ntt::NttKind;
 pub use pinned::HostPin;
@@ -445,11 +445,20 @@ impl Gpu {
     /// How G1 MSMs accumulate their buckets ([`Accumulation::BySize`] unless set), for checks
     /// and benchmarks that compare the ways.
     pub fn set_accumulation(&self, a: Accumulation) {
-        self.accumulation.store(a.to_u8(), Ordering::Relaxed);
+        let v = match a {
+            Accumulation::BySize => 0,
+            Accumulation::Xyzz => 1,
+            Accumulation::Affine(i) => 2 + i as u8,
+        };
+        self.accumulation.store(v, Ordering::Relaxed);
     }
 
     pub fn accumulation(&self) -> Accumulation {
-        Accumulation::from_u8(self.accumulation.load(Ordering::Relaxed))
+        match self.accumulation.load(Ordering::Relaxed) {
+            0 => Accumulation::BySize,
+            1 => Accumulation::Xyzz,
+            v => Accumulation::Affine(v as usize - 2),
+        }
     }
 
     /// Fixes the MSM window width (`None`: chosen by size), for benchmarks that compare widths.

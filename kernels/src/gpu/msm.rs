@@ -11,42 +11,10 @@ use group::Group;
 use super::{as_bytes, as_bytes_mut, cfg, grid, Curve, DevBuf, DeviceBases, Gpu, Result};
 use crate::digits::{
     affine_chunks, affine_chunks_forced, affine_state_bytes, coarse_shift, num_windows,
-    shared_window, window_bits, xyzz_chunk, AFFINE_BLOCK, COARSE_ENTRY_BYTES, COARSE_PER_THREAD,
-    COARSE_THREADS, SORTED_ENTRY_BYTES,
+    shared_window, window_bits, xyzz_chunk, Accumulation, AFFINE_BLOCK, COARSE_ENTRY_BYTES,
+    COARSE_PER_THREAD, COARSE_THREADS, SORTED_ENTRY_BYTES,
 };
 use crate::error::CudaError;
-
-/// How the G1 MSMs accumulate their buckets ([`Gpu::set_accumulation`]); G2's are XYZZ.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Accumulation {
-    /// In affine coordinates with inversions shared by a block (kernels/cuda/msm_affine.cuh)
-    /// where the MSM fills the device that way within its scratch ([`affine_chunks`]), else
-    /// with XYZZ mixed additions. The default.
-    BySize,
-    /// XYZZ mixed additions (kernels/cuda/msm.cuh `accumulate`) at every size.
-    Xyzz,
-    /// Batch-affine at every size, with the kernel instance of `AFFINE_CHUNKS_PER_THREAD[i]`
-    /// chunks a thread: checks of each instance on small MSMs.
-    Affine(usize),
-}
-
-impl Accumulation {
-    pub(super) fn to_u8(self) -> u8 {
-        match self {
-            Accumulation::BySize => 0,
-            Accumulation::Xyzz => 1,
-            Accumulation::Affine(i) => 2 + i as u8,
-        }
-    }
-
-    pub(super) fn from_u8(v: u8) -> Self {
-        match v {
-            1 => Accumulation::Xyzz,
-            v if v >= 2 => Accumulation::Affine(v as usize - 2),
-            _ => Accumulation::BySize,
-        }
-    }
-}
 
 /// An MSM's buckets on the device, every window's.
 pub(super) struct MsmBuckets {
