@@ -109,7 +109,7 @@ fn check_plans(
     let shape = PlanShape::of(key);
     for &(budget, limits, dual, way) in plans {
         let be = backend(budget, limits);
-        be.gpu().set_accumulation(way);
+        be.set_accumulation(way);
         let got = proof_under(&be, key, w, rs, dual);
         let ok = match &got {
             Ok((bytes, summary, peak)) => {

@@ -46,10 +46,10 @@ steps, in the order they run:
   kernels    the kernels at a 32 GiB partition's sizes without its parameters:
              GPU-vs-CPU checks up to 2^22, the 2 KiB partition by both backends
              (every step compared, verify_seal; again with every G1 MSM
-             batch-affine), H and the G1 MSM at 2^27 (MSM
-             windows, and the batch-affine and XYZZ accumulations, side by side,
-             each checked exactly), every H kernel's time under ncu
-             (cuzk-gpu-check --large-logs 27)
+             batch-affine), H and the G1 MSM at 2^27 (MSM windows, and the
+             batch-affine and XYZZ accumulations, side by side, each checked
+             exactly), every H kernel's time under ncu (cuzk-gpu-check
+             --large-logs 27)
   blobs      witness-blob MB/s: one object per blob vs striped over 1 and 4
              buckets, through 1 to 16 connections (cuzk-load blobs); the nodes'
              layout with the buckets in memory, and on each further packed

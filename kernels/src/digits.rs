@@ -57,7 +57,8 @@ pub fn xyzz_chunk(entries: u64) -> u64 {
     (entries / 200_000).clamp(8, 128)
 }
 
-/// How the G1 MSMs accumulate their buckets (`Gpu::set_accumulation`, `CudaBackend::with_accumulation`); G2's are XYZZ.
+/// How the G1 MSMs accumulate their buckets (`Gpu::set_accumulation`,
+/// `CudaBackend::set_accumulation`); G2's are XYZZ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Accumulation {
     /// In affine coordinates with inversions shared by a block (kernels/cuda/msm_affine.cuh)
@@ -78,8 +79,9 @@ pub const AFFINE_CHUNKS_PER_THREAD: [u32; 2] = [128, 64];
 /// Device bytes of one chunk's state in the batch-affine accumulation: x, y, the running
 /// product (48 bytes each) and a 16-byte word.
 pub const AFFINE_STATE_BYTES: u64 = 160;
-/// A G1 point in XYZZ coordinates: the partial slots of either accumulation.
-const XYZZ_G1_BYTES: u64 = 192;
+/// A G1 point in XYZZ coordinates (twice an affine one): the partial slots of either
+/// accumulation.
+const XYZZ_G1_BYTES: u64 = 2 * crate::plan::G1;
 /// Device bytes per sorted entry of the MSM's sort (gpu/msm.rs): the coarse (bucket, entry)
 /// pairs, freed before the accumulation, and the sorted entries it reads.
 pub const COARSE_ENTRY_BYTES: u64 = 8;

@@ -36,7 +36,8 @@ pub fn msm_scratch(n: usize, total: usize, point_bytes: u64) -> u64 {
     // window); the scalars' class flags, then the ones' and the other scalars' indices (8 B per
     // point); counts, offsets, cursors and the task tables (4 B) per bucket; the buckets; the
     // chunk partials (or in the coarse pairs' room, the batch-affine accumulation's partials and
-    // state: digits::affine_chunks). Scalars 0 and 1 make fewer entries and a narrower window, never more.
+    // state: digits::affine_chunks). Scalars 0 and 1 make fewer entries and a narrower window,
+    // never more.
     // A pass that shares the MSM's buckets holds them beside its own (gpu/msm.rs, MsmBuckets).
     let bucket_sets = if shared.is_some() { 2 } else { 1 };
     entries * (COARSE_ENTRY_BYTES + SORTED_ENTRY_BYTES)
