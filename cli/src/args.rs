@@ -55,6 +55,21 @@ pub(crate) enum Command {
     /// Serve Curio's proving API (gRPC `cuzk.v1.ProvingEngine`) in front of the cluster: point
     /// Curio's `[Cuzk] Address` here (docs/gateway.md).
     Gateway(GatewayCommandArgs),
+    /// Run the ledger service: the one writer of job records, publisher of results and deleter
+    /// of objects for workers started with `--nats-ledger-service`, whose users may do none of
+    /// it (deploy/nats/accounts.conf).
+    Ledger(LedgerCommandArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct LedgerCommandArgs {
+    #[command(flatten)]
+    pub(crate) nats: NatsArgs,
+    #[command(flatten)]
+    pub(crate) telemetry: TelemetryArgs,
+    /// Validate the configuration, print it and exit.
+    #[arg(long, env = "CUZK_CHECK_CONFIG")]
+    pub(crate) check_config: bool,
 }
 
 #[derive(Args)]
@@ -90,6 +105,9 @@ pub(crate) struct LaunchArgs {
     /// GPU node processes.
     #[arg(long, env = "CUZK_LAUNCH_GPU", default_value_t = 1)]
     pub(crate) gpu: usize,
+    /// Ledger service processes; with any, the nodes go through them (`--nats-ledger-service`).
+    #[arg(long, env = "CUZK_LAUNCH_LEDGER", default_value_t = 0)]
+    pub(crate) ledger: usize,
     /// Threads per node.
     #[arg(long, env = "CUZK_LAUNCH_THREADS", default_value_t = 1)]
     pub(crate) threads: usize,

@@ -205,7 +205,7 @@ impl FloodReport {
         for (name, role, peak) in &self.peaks {
             let budget = match role {
                 Role::Synth => format!("{:.0}", mib(synth_budget)),
-                Role::Gpu => "-".into(),
+                Role::Gpu | Role::Ledger => "-".into(),
             };
             out.push_str(&format!("{name:<14} {:>14.1} {budget:>14}\n", mib(*peak)));
         }

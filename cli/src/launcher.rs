@@ -1,6 +1,7 @@
 //! A whole cluster on loopback as separate processes: 1 or 3 nats-servers, S synth nodes and G
-//! GPU nodes (`cuzk synth-node` / `cuzk gpu-node`). Used by `cuzk launch`, the fault tests and
-//! the load tests; every process is stopped on drop.
+//! GPU nodes (`cuzk synth-node` / `cuzk gpu-node`), and L ledger services (`cuzk ledger`) the
+//! nodes then go through. Used by `cuzk launch`, the fault tests and the load tests; every
+//! process is stopped on drop.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,9 @@ pub struct LaunchSpec {
     pub servers: usize,
     pub synth_nodes: usize,
     pub gpu_nodes: usize,
+    /// Ledger service processes, started first; with any, the synth and GPU nodes change
+    /// records, publish results and delete objects through them (`--nats-ledger-service`).
+    pub ledger_services: usize,
     /// Threads per synth node and per GPU node (CPU backend).
     pub threads: usize,
     pub ack_wait_secs: u64,
@@ -23,6 +27,8 @@ pub struct LaunchSpec {
     pub gpu_args: Vec<String>,
     /// Extra arguments for every synth node.
     pub synth_args: Vec<String>,
+    /// Extra arguments for every ledger service.
+    pub ledger_args: Vec<String>,
 }
 
 impl Default for LaunchSpec {
@@ -31,10 +37,12 @@ impl Default for LaunchSpec {
             servers: 1,
             synth_nodes: 1,
             gpu_nodes: 1,
+            ledger_services: 0,
             threads: 1,
             ack_wait_secs: 30,
             gpu_args: Vec::new(),
             synth_args: Vec::new(),
+            ledger_args: Vec::new(),
         }
     }
 }
@@ -43,6 +51,7 @@ impl Default for LaunchSpec {
 pub enum Role {
     Synth,
     Gpu,
+    Ledger,
 }
 
 impl Role {
@@ -50,6 +59,7 @@ impl Role {
         match self {
             Role::Synth => "synth-node",
             Role::Gpu => "gpu-node",
+            Role::Ledger => "ledger",
         }
     }
 }
@@ -90,6 +100,9 @@ impl ProcessCluster {
             dir,
             started: 0,
         };
+        for _ in 0..spec.ledger_services {
+            cluster.add_node(Role::Ledger)?;
+        }
         for _ in 0..spec.synth_nodes {
             cluster.add_node(Role::Synth)?;
         }
@@ -128,6 +141,9 @@ impl ProcessCluster {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
+        if self.spec.ledger_services > 0 && role != Role::Ledger {
+            command.arg("--nats-ledger-service");
+        }
         match role {
             Role::Synth => command
                 .args(["--synth-threads", &threads])
@@ -136,6 +152,7 @@ impl ProcessCluster {
             Role::Gpu => command
                 .args(["--gpu-cpu-threads", &threads, "--allow-test-params"])
                 .args(&self.spec.gpu_args),
+            Role::Ledger => command.args(&self.spec.ledger_args),
         };
         let child = command
             .spawn()

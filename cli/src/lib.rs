@@ -54,10 +54,11 @@ pub async fn connect(
         initial: Duration::from_millis(250),
         max: Duration::from_secs(3),
     };
-    let topology = retry("provision topology", policy, || {
+    let mut topology = retry("provision topology", policy, || {
         topology::provision(&js, config.replicas, config.ack_wait, config.stream_limits)
     })
     .await?;
+    topology.ledger_service = config.ledger_service;
     Ok((client, topology))
 }
 

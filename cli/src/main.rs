@@ -124,11 +124,30 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench(args) => bench::run(args, file).await,
         Command::Gateway(args) => gateway(args, file).await,
+        Command::Ledger(args) => {
+            let nats = args.nats.merge(file.nats).resolve("cuzk-ledger")?;
+            if args.check_config {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "nats": nats, "metrics_addr": args.telemetry.metrics_addr()?
+                    }))?
+                );
+                return Ok(());
+            }
+            init_telemetry("cuzk-ledger", &args.telemetry).await?;
+            let (_client, topology) = cuzk_cli::connect(&nats).await?;
+            cuzk_common::metrics::set_ready(true);
+            cuzk_common::lifecycle::service::serve(topology, shutdown_on_signal()?)
+                .await
+                .map_err(|e| anyhow::anyhow!("ledger service: {e}"))
+        }
         Command::Launch(args) => {
             let spec = cuzk_cli::launcher::LaunchSpec {
                 servers: args.servers,
                 synth_nodes: args.synth,
                 gpu_nodes: args.gpu,
+                ledger_services: args.ledger,
                 threads: args.threads,
                 ack_wait_secs: args.ack_wait_secs,
                 ..Default::default()

@@ -1,9 +1,10 @@
 //! Kill anything mid-job and lose nothing. Each test runs the cluster as separate processes
-//! (`cuzk synth-node`, `cuzk gpu-node`, nats-server), injects a fault, and asserts that every
-//! submitted job is reported exactly once — counted where clients listen (a plain core
-//! subscription to `cuzk.results.>`) and in the durable results stream — that every proof
-//! verifies, that the blob bucket ends empty, and, where the fault forces one, that the
-//! redelivery happened (the attempt counts in the job records).
+//! (`cuzk synth-node`, `cuzk gpu-node`, nats-server, and `cuzk ledger` where the nodes go
+//! through it), injects a fault, and asserts that every submitted job is reported exactly once
+//! — counted where clients listen (a plain core subscription to `cuzk.results.>`) and in the
+//! durable results stream — that every proof verifies, that the blob bucket ends empty, and,
+//! where the fault forces one, that the redelivery happened (the attempt counts in the job
+//! records).
 
 mod support;
 
@@ -297,6 +298,34 @@ async fn synth_node_killed_mid_job() {
     assert!(
         most >= 2,
         "no job message was redelivered (most deliveries {most})"
+    );
+}
+
+/// The nodes go through a ledger service, which is killed once a partition is queued and
+/// started again a few seconds later: the operations asked meanwhile wait for it (each retried
+/// with backoff), and every job is answered once, its blobs deleted by the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ledger_service_killed_mid_run() {
+    let launch = LaunchSpec {
+        ledger_services: 1,
+        ..spec(1, 1, 1)
+    };
+    let mut cluster = ProcessCluster::start(launch, cuzk()).unwrap();
+    let (client, topology) = client_for(&cluster).await;
+    let heard = Heard::start(&client).await;
+    let jobs = good_jobs("ledger-kill", 3);
+    submit(&client, &jobs).await;
+    let synth = cluster.nodes(Role::Synth)[0].clone();
+    wait_for_log(&cluster, &synth, "partition queued").await;
+    let victim = cluster.nodes(Role::Ledger)[0].clone();
+    cluster.kill_node(&victim).unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    cluster.add_node(Role::Ledger).unwrap();
+    assert_all_reported_once(&mut cluster, &topology, &heard, &jobs, &[]).await;
+    let served = cluster.log(&cluster.nodes(Role::Ledger)[0]);
+    assert!(
+        served.contains("job ended"),
+        "the restarted ledger service ended no job:\n{served}"
     );
 }
 

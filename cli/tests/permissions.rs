@@ -3,8 +3,9 @@
 //! through synth and GPU nodes connected as `synth` and `gpu`, and a gateway connected as
 //! `gateway` serves Curio's calls (a PoSt job submitted at high priority with its input staged,
 //! awaited, cancelled; status; a proving-key preload), a synth node writes a blob striped over
-//! the blob buckets and a GPU node reads it through two connections and deletes it — and are
-//! refused what they must not do, on every blob bucket. Every refusal is checked twice: refused under the shipped config, and allowed under
+//! the blob buckets and a GPU node reads it through two connections and has it deleted; the
+//! workers change records, publish results and delete objects through the ledger service,
+//! connected as `ledger` — and are refused what they must not do, on every blob bucket. Every refusal is checked twice: refused under the shipped config, and allowed under
 //! a copy that gives every user every subject, so no check passes for another reason (a
 //! message that is not there, an API the stream does not offer).
 //!
@@ -26,10 +27,10 @@ use cuzk_common::config::{BackendKind, GpuArgs, NatsArgs, NatsConfig, SynthArgs}
 use cuzk_common::local_nats::{free_port, NatsServer};
 use cuzk_common::objects::{self, Shards};
 use cuzk_common::topology::{
-    blob_shard_bucket, cancel_subject, jobs_subject, ledger_results_subject, results_subject,
-    submit_subject, BLOBS_BUCKET, BLOB_SHARDS, GPU_NORMAL_CONSUMER, INPUTS_BUCKET, JOBS_BUCKET,
-    JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL, SUBJECT_JOBS, SUBJECT_SRS, SUBJECT_SUBMIT,
-    SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
+    blob_shard_bucket, cancel_subject, jobs_subject, ledger_op_subject, ledger_results_subject,
+    results_subject, submit_subject, BLOBS_BUCKET, BLOB_SHARDS, GPU_NORMAL_CONSUMER, INPUTS_BUCKET,
+    JOBS_BUCKET, JOBS_STREAM, RESULTS_STREAM, SUBJECT_CANCEL, SUBJECT_JOBS, SUBJECT_SRS,
+    SUBJECT_SUBMIT, SUBJECT_SUBMIT_HIGH, SUBJECT_WORK_NORMAL, SYNTH_CONSUMER,
 };
 use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::job::{JobInput, JobStatus, Priority};
@@ -37,7 +38,7 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-const USERS: [&str; 6] = ["admin", "submitter", "priority", "synth", "gpu", "gateway"];
+use support::shipped::ROLES as USERS;
 /// Each submitter's own inputs bucket, as deploy/nats/accounts.conf names them.
 const SUBMITTER_INPUTS: &str = "cuzk-inputs-submitter";
 const PRIORITY_INPUTS: &str = "cuzk-inputs-priority";
@@ -55,6 +56,8 @@ fn role(url: &str, user: &str) -> NatsConfig {
         inbox_prefix: Some(format!("_INBOX_{user}")),
         timeout: Some(cuzk_common::config::Span::secs(3)),
         tenant: TENANTS.contains(&user).then(|| user.to_owned()),
+        // Workers change records, publish results and delete objects through the ledger service.
+        ledger_service: Some(matches!(user, "synth" | "gpu")),
         ..Default::default()
     }
     .resolve(user)
@@ -567,6 +570,50 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(String, bool)> {
                 .await
                 .is_ok(),
         ),
+        // Workers change records and publish results only through the ledger service, and ask
+        // it only their role's operations.
+        ("synth writes a job record", {
+            let kv = synth.get_key_value(JOBS_BUCKET).await.unwrap();
+            kv.put("forged", "{}".into()).await.is_ok()
+        }),
+        ("gpu writes a job record", {
+            let kv = gpu.get_key_value(JOBS_BUCKET).await.unwrap();
+            kv.put("forged", "{}".into()).await.is_ok()
+        }),
+        (
+            "synth publishes a result",
+            published(&synth, &ledger_results_subject("forged")).await,
+        ),
+        (
+            "gpu publishes a result",
+            published(&gpu, &ledger_results_subject("forged")).await,
+        ),
+        (
+            "gpu asks the ledger service to end a job",
+            delivered(url, "gpu", "ledger", &ledger_op_subject("finish")).await,
+        ),
+        (
+            "gpu asks the ledger service to admit a job",
+            delivered(url, "gpu", "ledger", &ledger_op_subject("admit")).await,
+        ),
+        (
+            "gateway asks the ledger service to cancel a job",
+            delivered(url, "gateway", "ledger", &ledger_op_subject("cancel")).await,
+        ),
+        (
+            "submitter asks the ledger service to delete a blob",
+            delivered(
+                url,
+                "submitter",
+                "ledger",
+                &ledger_op_subject("delete_blob"),
+            )
+            .await,
+        ),
+        (
+            "synth receives the ledger service's requests (and could answer them)",
+            delivered(url, "gpu", "synth", &ledger_op_subject("proved")).await,
+        ),
     ];
     let mut checks: Vec<(String, bool)> = checks
         .into_iter()
@@ -633,6 +680,19 @@ async fn negative_checks(url: &str, t: &Targets) -> Vec<(String, bool)> {
         "gpu purges the results".into(),
         stream(&gpu, RESULTS_STREAM).await.purge().await.is_ok(),
     ));
+    // A worker deletes nothing itself: the ledger service deletes what a job no longer needs.
+    for (user, js) in [("synth", &synth), ("gpu", &gpu)] {
+        for bucket in [BLOBS_BUCKET, INPUTS_BUCKET, SUBMITTER_INPUTS] {
+            checks.push((
+                format!("{user} purges {bucket}"),
+                stream(js, &format!("OBJ_{bucket}"))
+                    .await
+                    .purge()
+                    .await
+                    .is_ok(),
+            ));
+        }
+    }
     checks.push((
         "gateway purges the blobs bucket".into(),
         stream(&gateway, &format!("OBJ_{BLOBS_BUCKET}"))
@@ -680,6 +740,11 @@ async fn each_role_can_do_its_job_and_nothing_else() {
         "the server logs the refusals above"
     );
     let shutdown = CancellationToken::new();
+    let (_ledger_client, ledger_topology) = cuzk_cli::connect(&role(&url, "ledger")).await.unwrap();
+    let ledger_task = tokio::spawn(cuzk_common::lifecycle::service::serve(
+        ledger_topology,
+        shutdown.clone(),
+    ));
     let (_synth_client, synth_topology) = cuzk_cli::connect(&role(&url, "synth")).await.unwrap();
     let synth = SynthArgs {
         threads: Some(2),
@@ -872,6 +937,7 @@ async fn each_role_can_do_its_job_and_nothing_else() {
     shutdown.cancel();
     synth_task.await.unwrap().unwrap();
     gpu_task.await.unwrap().unwrap();
+    ledger_task.await.unwrap().unwrap();
 }
 
 /// How long a control request may wait for its answer here.
@@ -899,14 +965,16 @@ async fn blob_buckets(js: &jetstream::Context) -> Shards {
 
 /// A blob written as a synth node writes it, large enough to put a stripe into every blob
 /// bucket, read back as a GPU node reads it: through two connections as `gpu`, each stripe
-/// through an ordered consumer of its own on its bucket; then deleted, as a proved partition's
-/// blob is, from every bucket.
+/// through an ordered consumer of its own on its bucket; then deleted from every bucket by the
+/// ledger service at the GPU node's request, as a proved partition's blob is (its job has no
+/// record: nothing needs it).
 async fn gpu_reads_a_striped_blob(url: &str) {
+    const BLOB: &str = "roles-striped/1/0";
     let synth = quick_js(url, "synth").await;
     let bytes: Vec<u8> = (0..2 * objects::STRIPE_BYTES + 1)
         .map(|i| (i % 251) as u8)
         .collect();
-    objects::put(&blob_buckets(&synth).await, "roles-striped", &bytes)
+    objects::put(&blob_buckets(&synth).await, BLOB, &bytes)
         .await
         .expect("the synth role writes a striped blob");
     let gpu = role(url, "gpu");
@@ -918,8 +986,8 @@ async fn gpu_reads_a_striped_blob(url: &str) {
     }
     let shards = blob_buckets(&readers[0]).await;
     let stripe = |k: usize| match k {
-        0 => "roles-striped".to_owned(),
-        k => format!("roles-striped.stripe{k}"),
+        0 => BLOB.to_owned(),
+        k => format!("{BLOB}.stripe{k}"),
     };
     // A deleted object's info is its tombstone.
     let stored = |bucket: &jetstream::object_store::ObjectStore, k: usize| {
@@ -932,12 +1000,14 @@ async fn gpu_reads_a_striped_blob(url: &str) {
             "stripe {k} is not in blob bucket {k}"
         );
     }
-    let read = objects::read_bounded(&shards, &readers, "roles-striped", bytes.len() as u64);
+    let read = objects::read_bounded(&shards, &readers, BLOB, bytes.len() as u64);
     let back = read.await.expect("the gpu role reads a striped blob");
     assert!(back == bytes, "the striped blob read back differs");
-    objects::delete(&shards, "roles-striped")
+    let (_client, topology) = cuzk_cli::connect(&gpu).await.unwrap();
+    cuzk_common::lifecycle::Ledger::new(&topology)
+        .delete_blob(BLOB)
         .await
-        .expect("the gpu role deletes a striped blob");
+        .expect("the ledger service deletes a striped blob for the gpu role");
     for (k, bucket) in shards.iter().enumerate() {
         assert!(
             !stored(bucket, k).await,

@@ -4,9 +4,9 @@
 //! directories, ports and routes made local (certificates made here with openssl, one per server
 //! as on three hosts). A plaintext client is refused even with the admin's password, routes
 //! require a certificate from the CA, the monitoring port answers on loopback only, and then `cuzk
-//! provision` as `admin`, a synth node as `synth`, a GPU node on the CPU backend as `gpu` and
-//! `cuzk submit --wait` as `submitter`, all over TLS, run a job whose proof verifies, in R3
-//! streams led by one of the three servers. Mutual TLS for clients, turned on as docs/deploy.md
+//! provision` as `admin`, the ledger service as `ledger`, a synth node as `synth`, a GPU node
+//! on the CPU backend as `gpu` and `cuzk submit --wait` as `submitter`, all over TLS, run a job
+//! whose proof verifies, in R3 streams led by one of the three servers. Mutual TLS for clients, turned on as docs/deploy.md
 //! says, admits only clients with a certificate from the CA.
 
 mod support;

@@ -4,8 +4,8 @@
 //! made local (certificates made here with openssl). A plaintext client is refused even with the
 //! admin's password, the monitoring port answers on loopback only, a wrong password is refused,
 //! and then `cuzk provision` as `admin` (whose password the server holds as a bcrypt hash), a
-//! synth node as `synth`, a GPU node on the CPU backend as `gpu` and `cuzk submit --wait` as
-//! `submitter`, all over TLS, run a job whose proof verifies.
+//! ledger service as `ledger`, a synth node as `synth`, a GPU node on the CPU backend as `gpu`
+//! and `cuzk submit --wait` as `submitter`, all over TLS, run a job whose proof verifies.
 
 mod support;
 

@@ -134,6 +134,9 @@ pub struct Topology {
     /// The blob buckets as opened on each of those connections, to write blobs through
     /// (`objects::put_through`): `blobs` first.
     pub blob_writers: Vec<Shards>,
+    /// Job records, results and object deletions go through the ledger service
+    /// (`lifecycle::service`) rather than straight to their streams (`--nats-ledger-service`).
+    pub ledger_service: bool,
 }
 
 async fn ensure_stream(js: &Context, config: stream::Config) -> Result<Stream, TopologyError> {
@@ -286,6 +289,7 @@ pub async fn provision(
         blobs,
         inputs,
         blob_readers: vec![js.clone()],
+        ledger_service: false,
     })
 }
 

@@ -55,7 +55,7 @@ impl Taken {
             item: &self.item,
             delivered: self.delivered,
         };
-        saver::save(&node.topology, &node.ledger, work, outcome).await;
+        saver::save(&node.ledger, work, outcome).await;
     }
 
     /// Settles the item without recording anything.

@@ -5,9 +5,8 @@
 use async_nats::jetstream;
 use cuzk_common::lifecycle::{Ledger, ProvedPartition};
 use cuzk_common::metrics::metrics;
-use cuzk_common::objects;
 use cuzk_common::policy::{self, Decision, Settle, StepError};
-use cuzk_common::topology::{Topology, MAX_DELIVER};
+use cuzk_common::topology::MAX_DELIVER;
 use cuzk_wire::job::WorkItem;
 use tracing::warn;
 
@@ -26,7 +25,7 @@ pub struct Item<'a> {
     pub delivered: i64,
 }
 
-pub async fn save(topology: &Topology, ledger: &Ledger, work: Item<'_>, outcome: Outcome) {
+pub async fn save(ledger: &Ledger, work: Item<'_>, outcome: Outcome) {
     let item = work.item;
     let labels = crate::worker::labels(item);
     let stored = match outcome {
@@ -40,7 +39,7 @@ pub async fn save(topology: &Topology, ledger: &Ledger, work: Item<'_>, outcome:
     };
     let settle = match policy::decide(stored, work.delivered, MAX_DELIVER) {
         Decision::Settle(Settle::Ack) => {
-            delete_blob(topology, item).await;
+            delete_blob(ledger, item).await;
             Settle::Ack
         }
         Decision::Settle(settle) => {
@@ -55,7 +54,7 @@ pub async fn save(topology: &Topology, ledger: &Ledger, work: Item<'_>, outcome:
             if let Err(e) = &reported {
                 warn!(err = %e, "could not report the failure; the item will be retried");
             } else {
-                delete_blob(topology, item).await;
+                delete_blob(ledger, item).await;
             }
             policy::after_failing(reported.is_ok())
         }
@@ -63,8 +62,8 @@ pub async fn save(topology: &Topology, ledger: &Ledger, work: Item<'_>, outcome:
     settle_message(work.message, item, settle).await;
 }
 
-async fn delete_blob(topology: &Topology, item: &WorkItem) {
-    if let Err(e) = objects::delete(&topology.blobs, &item.blob_object).await {
+async fn delete_blob(ledger: &Ledger, item: &WorkItem) {
+    if let Err(e) = ledger.delete_blob(&item.blob_object).await {
         warn!(err = %e, "deleting a blob failed; the bucket's max age reclaims it");
     }
 }

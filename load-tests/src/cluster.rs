@@ -18,6 +18,7 @@ pub struct ClusterShape {
     pub servers: usize,
     pub synth: usize,
     pub gpu: usize,
+    pub ledger: usize,
     pub threads: usize,
     pub gpu_workers: usize,
     pub gpu_backend: String,
@@ -43,6 +44,7 @@ impl ClusterShape {
                 ];
                 cluster.spec.gpu_args = [self.gpu_args.clone(), metrics, own].concat();
             }
+            Role::Ledger => cluster.spec.ledger_args = metrics,
         }
         let node = cluster.add_node(role)?;
         Ok(Endpoint { node, addr })
@@ -50,8 +52,8 @@ impl ClusterShape {
 
     pub fn describe(&self) -> String {
         format!(
-            "{} nats-server(s), {} synth node(s), {} GPU node(s) × {} worker(s) ({} backend), {} threads per node",
-            self.servers, self.synth, self.gpu, self.gpu_workers, self.gpu_backend, self.threads
+            "{} nats-server(s), {} synth node(s), {} GPU node(s) × {} worker(s) ({} backend), {} ledger service(s), {} threads per node",
+            self.servers, self.synth, self.gpu, self.gpu_workers, self.gpu_backend, self.ledger, self.threads
         )
     }
 }
@@ -108,9 +110,14 @@ impl Target {
             ..Default::default()
         };
         let mut cluster = ProcessCluster::start(spec, &shape.cuzk)?;
+        // Started below, each with its metrics port; their number says the nodes go through them.
+        cluster.spec.ledger_services = shape.ledger;
         // Nodes are added one by one so each gets its own metrics port; `spec.*_args` apply to
         // the next node started.
         let mut ready = Vec::new();
+        for _ in 0..shape.ledger {
+            ready.push(shape.start_node(&mut cluster, Role::Ledger)?);
+        }
         for _ in 0..shape.synth {
             ready.push(shape.start_node(&mut cluster, Role::Synth)?);
         }

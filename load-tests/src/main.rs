@@ -202,6 +202,9 @@ struct LaunchArgs {
     /// GPU node processes.
     #[arg(long, env = "CUZK_LOAD_GPU", default_value_t = 1)]
     gpu: usize,
+    /// Ledger service processes; with any, the nodes go through them (`--nats-ledger-service`).
+    #[arg(long, env = "CUZK_LOAD_LEDGER", default_value_t = 0)]
+    ledger: usize,
     /// Threads per node (synthesis pool, host proving pool); default: all cores.
     #[arg(long, env = "CUZK_LOAD_THREADS")]
     threads: Option<usize>,
@@ -237,6 +240,7 @@ impl LaunchArgs {
             servers: self.servers,
             synth: self.synth,
             gpu,
+            ledger: self.ledger,
             threads: self.threads.unwrap_or_else(cores),
             gpu_workers: self.gpu_workers,
             gpu_backend: self.gpu_backend.clone(),

@@ -145,6 +145,10 @@ pub async fn soak(args: SoakArgs, shape: ClusterShape) -> anyhow::Result<()> {
     anyhow::ensure!(args.submitters > 0, "--submitters must be positive");
     anyhow::ensure!(!args.kill.is_empty(), "--kill names nothing to kill");
     anyhow::ensure!(
+        shape.ledger > 0 || !args.kill.contains(&Victim::Ledger),
+        "--kill ledger needs --ledger 1 or more"
+    );
+    anyhow::ensure!(
         args.kill_min.0 <= args.kill_max.0,
         "--kill-min exceeds --kill-max"
     );
@@ -366,9 +370,11 @@ pub enum Victim {
     Synth,
     Gpu,
     Server,
+    Ledger,
 }
 
-/// Kills one of `victims` at random — a synth node, a GPU node or a nats-server — (SIGKILL),
+/// Kills one of `victims` at random — a synth node, a GPU node, a ledger service or a
+/// nats-server — (SIGKILL),
 /// waits `down` and starts it again. Returns the victim's role.
 async fn kill_one(
     cluster: &mut ProcessCluster,
@@ -379,6 +385,7 @@ async fn kill_one(
     let role = match victims[rng.gen_range(0..victims.len())] {
         Victim::Synth => Role::Synth,
         Victim::Gpu => Role::Gpu,
+        Victim::Ledger => Role::Ledger,
         Victim::Server => {
             let index = rng.gen_range(0..cluster.servers.len());
             eprintln!("soak: killing nats-server {index}");
@@ -399,6 +406,7 @@ async fn kill_one(
     Ok(match role {
         Role::Synth => "synth node",
         Role::Gpu => "GPU node",
+        Role::Ledger => "ledger service",
     })
 }
 

@@ -346,6 +346,7 @@ fn k8s_runs_the_image_the_dockerfile_builds() {
         "deploy/k8s/gpu.yaml",
         "deploy/k8s/synth.yaml",
         "deploy/k8s/gateway.yaml",
+        "deploy/k8s/ledger.yaml",
     ] {
         assert_eq!(setting(manifest, "image"), [tag.as_str()], "{manifest}");
     }

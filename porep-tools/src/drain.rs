@@ -150,6 +150,7 @@ pub fn run(sector: &SealedSector, opts: Options) -> Result<()> {
         .map(String::from)
         .chain(opts.gpu_args.iter().cloned())
         .collect(),
+        ..Default::default()
     };
     let limits = cuzk_common::topology::Limits {
         blobs_max_bytes: BLOBS_BUCKET_BYTES as i64,

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use cuzk_common::lifecycle::Ledger;
-use cuzk_common::objects;
 use cuzk_common::topology::{origin, Topology, ADVISORY_MAX_DELIVERIES, JOBS_STREAM, WORK_STREAM};
 use cuzk_wire::job::{split_job_key, unix_ms, JobResult, JobSpec, WorkItem};
 use futures::StreamExt;
@@ -103,7 +102,7 @@ async fn settle(
         }
     }
     if let Some(blob) = blob {
-        objects::delete(&topology.blobs, &blob).await?;
+        ledger.delete_blob(&blob).await?;
     }
     stream.delete_message(advisory.stream_seq).await?;
     info!(stream = %advisory.stream, seq = advisory.stream_seq, "removed abandoned message");

@@ -16,8 +16,6 @@ use cuzk_wire::control::{CancelOutcome, CancelReply, CancelRequest};
 use cuzk_wire::job::{job_key, valid_job_id};
 use tokio_util::sync::CancellationToken;
 
-use crate::saver::delete_queued_blobs;
-
 pub async fn serve(topology: Topology, ledger: Ledger, shutdown: CancellationToken) {
     let client = topology.js.client();
     let subjects = [SUBJECT_CANCEL.to_owned(), format!("{SUBJECT_CANCEL}.*")];
@@ -27,9 +25,9 @@ pub async fn serve(topology: Topology, ledger: Ledger, shutdown: CancellationTok
         Some(CANCEL_QUEUE),
         shutdown,
         |subject, payload| {
-            let (topology, ledger) = (&topology, &ledger);
+            let ledger = &ledger;
             async move {
-                let reply = answer(topology, ledger, &subject, &payload).await;
+                let reply = answer(ledger, &subject, &payload).await;
                 serde_json::to_vec(&reply).expect("replies serialize")
             }
         },
@@ -50,12 +48,7 @@ fn requested_key(subject: &str, request: &CancelRequest) -> Result<String, Strin
     }
 }
 
-async fn answer(
-    topology: &Topology,
-    ledger: &Ledger,
-    subject: &str,
-    request: &[u8],
-) -> CancelReply {
+async fn answer(ledger: &Ledger, subject: &str, request: &[u8]) -> CancelReply {
     let request = match CancelRequest::parse(request) {
         Ok(request) => request,
         Err(e) => return refused(String::new(), e.to_string()),
@@ -67,7 +60,7 @@ async fn answer(
     match ledger.cancel(&key, "cancelled on request").await {
         Ok((outcome, record)) => {
             if let (CancelOutcome::Cancelled, Some(record)) = (outcome, &record) {
-                delete_queued_blobs(topology, record).await;
+                ledger.delete_queued_blobs(record).await;
             }
             CancelReply {
                 job_id: request.job_id,

@@ -42,7 +42,7 @@ use crate::intake::{Admitted, Intake, Limits, Submission};
 use crate::refusals::{RefusalLimit, Verdict};
 use crate::room::Room;
 
-pub use saver::blob_object_name;
+pub use cuzk_common::lifecycle::blobs::blob_object_name;
 
 pub struct SynthNode {
     topology: Topology,

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use async_nats::jetstream::message::PublishMessage;
+use cuzk_common::lifecycle::blobs::blob_object_name;
 use cuzk_common::lifecycle::{machine, Ledger};
 use cuzk_common::metrics::metrics;
 use cuzk_common::objects::{self, ObjectError};
@@ -12,33 +13,12 @@ use cuzk_common::policy::StepError;
 use cuzk_common::retry::{retry, RetryPolicy};
 use cuzk_common::telemetry;
 use cuzk_common::topology::{Topology, SUBJECT_WORK_HIGH, SUBJECT_WORK_NORMAL};
-use cuzk_wire::job::{
-    unix_ms, JobRecord, JobStatus, PartitionStatus, Priority, Stage, WorkItem, WORK_ITEM_VERSION,
-};
+use cuzk_wire::job::{unix_ms, JobStatus, Priority, Stage, WorkItem, WORK_ITEM_VERSION};
 use tracing::{info, info_span, warn, Instrument};
 
 use crate::executor::Encoded;
 use crate::intake::Admitted;
 use crate::room::Room;
-
-/// Blob names start with the job's key and carry the submission sequence so a resubmitted job
-/// id never meets stale blobs.
-pub fn blob_object_name(key: &str, partition: usize, seq: u64) -> String {
-    format!("{key}/{seq}/{partition}")
-}
-
-/// Deletes the blobs of an ended job's partitions that were queued and not proved (proved
-/// ones were deleted by their GPU node).
-pub async fn delete_queued_blobs(topology: &Topology, record: &JobRecord) {
-    for (index, partition) in record.partitions.iter().enumerate() {
-        if partition.status == PartitionStatus::Queued {
-            let blob = blob_object_name(&record.key(), index, record.submission_seq);
-            if let Err(e) = objects::delete(&topology.blobs, &blob).await {
-                warn!(err = %e, %blob, "deleting an ended job's blob failed; the bucket's max age reclaims it");
-            }
-        }
-    }
-}
 
 pub async fn save(
     ledger: &Ledger,

@@ -15,7 +15,15 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use super::openssl;
 
 const CUZK: &str = env!("CARGO_BIN_EXE_cuzk");
-pub const ROLES: [&str; 6] = ["admin", "submitter", "priority", "synth", "gpu", "gateway"];
+pub const ROLES: [&str; 7] = [
+    "admin",
+    "submitter",
+    "priority",
+    "synth",
+    "gpu",
+    "gateway",
+    "ledger",
+];
 /// Where the shipped configs expect the certificates.
 const TLS_DIR: &str = "/etc/cuzk/nats/tls";
 pub const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
@@ -274,6 +282,10 @@ impl Deployment {
         if ["submitter", "priority", "gateway"].contains(&role) {
             cuzk.args(["--nats-tenant", role]);
         }
+        // Workers change records, publish results and delete objects through the ledger service.
+        if ["synth", "gpu"].contains(&role) {
+            cuzk.arg("--nats-ledger-service");
+        }
         cuzk
     }
 
@@ -329,11 +341,18 @@ impl Deployment {
         cuzk_common::nats::connect(&args).await.unwrap()
     }
 
-    /// Provisions, starts a synth node as `synth` and a GPU node on the CPU backend as `gpu`,
-    /// and runs job `job_id` through them as `submitter` (`cuzk submit --wait`); its proof must
-    /// verify.
+    /// Provisions, starts the ledger service as `ledger`, a synth node as `synth` and a GPU node
+    /// on the CPU backend as `gpu`, and runs job `job_id` through them as `submitter` (`cuzk
+    /// submit --wait`); its proof must verify.
     pub fn run_job(&self, dir: &Path, job_id: &str) {
         self.provision();
+        let ledger = self
+            .cuzk("ledger", "ledger")
+            .stdout(log(dir, "ledger"))
+            .stderr(log(dir, "ledger-err"))
+            .spawn()
+            .unwrap();
+        let _ledger = Process(ledger);
         let synth = self
             .cuzk("synth-node", "synth")
             .args(["--synth-threads", "1"])

@@ -54,6 +54,12 @@ settings! {
         /// Inbox prefix, so server permissions can pin each role's reply subjects.
         #[arg(long = "nats-inbox-prefix", env = "CUZK_NATS_INBOX_PREFIX")]
         inbox_prefix: String => Option<String> = None;
+        /// Keep job records, publish results and delete objects through the ledger service
+        /// (`cuzk ledger`) instead of directly: for worker users whose permissions allow none
+        /// of the three (deploy/nats/accounts.conf).
+        #[arg(long = "nats-ledger-service", env = "CUZK_NATS_LEDGER_SERVICE",
+            num_args = 0..=1, default_missing_value = "true")]
+        ledger_service: bool = false, shown "false";
         /// Replicas for streams and buckets this process creates (1, or 3 in a cluster).
         #[arg(long = "nats-replicas", env = "CUZK_NATS_REPLICAS")]
         replicas: usize = 1, shown "1", check |n| (1..=5).contains(n) => "must be 1..=5";

@@ -152,7 +152,7 @@ pub fn synthesized(record: &mut JobRecord) -> bool {
 }
 
 /// What a GPU worker learned about one partition.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProvedPartition {
     /// Hex of the 192-byte proof.
     pub proof: String,
@@ -164,7 +164,7 @@ pub struct ProvedPartition {
 }
 
 /// How a partition proof met the record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Proved {
     /// Stored now.
     Recorded,
@@ -299,11 +299,12 @@ pub fn assemble(record: &JobRecord, now_ms: u64) -> Result<JobResult, AssembleEr
     })
 }
 
+/// The records the lifecycle's tests build on: a mimc job `j` and its partitions' proofs.
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn shape(partitions: usize) -> JobShape<'static> {
+    pub(in crate::lifecycle) fn shape(partitions: usize) -> JobShape<'static> {
         JobShape {
             partitions,
             synthetic: false,
@@ -312,7 +313,7 @@ mod tests {
     }
     use cuzk_wire::job::{JobInput, Priority, JOB_SPEC_VERSION};
 
-    fn spec() -> JobSpec {
+    pub(in crate::lifecycle) fn spec() -> JobSpec {
         JobSpec {
             version: JOB_SPEC_VERSION,
             job_id: "j".into(),
@@ -323,7 +324,7 @@ mod tests {
         }
     }
 
-    fn proof(byte: u8) -> ProvedPartition {
+    pub(in crate::lifecycle) fn proof(byte: u8) -> ProvedPartition {
         ProvedPartition {
             proof: hex::encode([byte; PROOF_BYTES]),
             timings: PartitionTimings {

@@ -5,6 +5,10 @@
 //! meets a final record whose result is unpublished (a redelivered message, the sweeper)
 //! publishes it after a grace period, so a crash between the two steps loses nothing.
 //!
+//! Where workers may not write records, publish results or delete objects (the shipped NATS
+//! users), their ledgers ask the ledger service ([`service`], `cuzk ledger`) to apply each
+//! change ([`ops`]); reads stay with the worker. The service runs the same ledger.
+//!
 //! A job is addressed by its key (`cuzk_wire::job::job_key`): its id under the tenant that
 //! submitted it (`<tenant>.<job_id>`), or its id alone on the untenanted path. The key is its
 //! record's key in the bucket and its results subject's tail, so each tenant's records and
@@ -13,10 +17,13 @@
 //! names never reaches another tenant's job. A stored record whose key does not name it is
 //! refused as corrupt (`store`).
 
+pub mod blobs;
 mod inputs;
 pub mod machine;
+mod ops;
 mod publish;
 pub mod queued;
+pub mod service;
 mod store;
 pub mod sweep;
 
@@ -28,11 +35,13 @@ use async_nats::jetstream::{kv, Context};
 pub use machine::{JobShape, Proved, ProvedPartition};
 
 use crate::metrics::{metrics, JobLabels};
+use crate::objects::Shards;
 use crate::topology::Topology;
 use cuzk_wire::control::CancelOutcome;
 use cuzk_wire::job::{
     job_key, split_job_key, unix_ms, JobRecord, JobResult, JobSpec, PartitionTimings, Stage,
 };
+use ops::{Op, Remote};
 
 /// How long a final record may wait for its finisher to publish the result before someone else
 /// does: longer than the finisher's three steps (publish, release the staged input, note it
@@ -41,7 +50,12 @@ use cuzk_wire::job::{
 /// time, and the copy from the record differs from its own (no per-partition timings).
 pub const PUBLISH_GRACE: Duration = Duration::from_secs(300);
 
-#[derive(Debug, thiserror::Error)]
+/// How long a worker waits for the ledger service to apply one operation: a few record round
+/// trips and a publish, each retried by the service through a leader election; one not
+/// answered by then is asked again and finds its work done.
+const OP_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum RecordError {
     /// NATS did not answer in time or refused the operation; the step can be retried.
     #[error("jobs bucket unavailable: {0}")]
@@ -52,16 +66,20 @@ pub enum RecordError {
     /// Publishing the result failed; the step can be retried.
     #[error("publishing the result of {job_id} failed: {message}")]
     Publish { job_id: String, message: String },
+    /// The ledger service would not apply the operation (`service`): not the state machine's
+    /// to make, or not a request it understands. Asking again changes nothing.
+    #[error("the ledger service refused: {0}")]
+    Refused(String),
 }
 
 impl cuzk_wire::Retryable for RecordError {
     fn retryable(&self) -> bool {
-        !matches!(self, RecordError::Corrupt { .. })
+        !matches!(self, RecordError::Corrupt { .. } | RecordError::Refused(_))
     }
 }
 
 /// What intake learned from the record of a submitted job.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub enum Admission {
     /// The first delivery of this submission: the record was created.
     New(JobRecord),
@@ -75,7 +93,7 @@ pub enum Admission {
 }
 
 /// How [`Ledger::finish`] went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Finish {
     /// This call ended the job and published its result.
     Published,
@@ -89,12 +107,33 @@ pub struct Ledger {
     js: Context,
     /// Waiting submissions by job id, for cancels of jobs no synth node has taken.
     queued: Arc<tokio::sync::Mutex<queued::Index>>,
+    /// Where changes go when the ledger service makes them (`Topology::ledger_service`):
+    /// every operation that writes is asked of it, reads stay here.
+    remote: Option<Remote>,
+    /// The blob buckets, where this ledger deletes blobs itself.
+    blobs: Option<Shards>,
 }
 
 impl Ledger {
-    /// A node's ledger: records are read from the bucket stream's leader (`store`).
+    /// A node's ledger: records are read from the bucket stream's leader (`store`); changes go
+    /// through the ledger service where the topology says so.
     pub fn new(topology: &Topology) -> Ledger {
-        Ledger::on(topology.js.clone(), topology.jobs_kv.clone(), true)
+        let mut ledger = Ledger::direct(topology);
+        if topology.ledger_service {
+            ledger.remote = Some(Remote {
+                client: topology.js.client(),
+                timeout: OP_TIMEOUT,
+            });
+        }
+        ledger
+    }
+
+    /// A ledger that makes every change itself: the ledger service's, or a node's on a server
+    /// that lets it.
+    pub fn direct(topology: &Topology) -> Ledger {
+        let mut ledger = Ledger::on(topology.js.clone(), topology.jobs_kv.clone(), true);
+        ledger.blobs = Some(topology.blobs.clone());
+        ledger
     }
 
     /// A client's ledger on a bucket opened by hand: records are read by direct gets, which a
@@ -114,6 +153,8 @@ impl Ledger {
             records: store::Records { kv, leader },
             js,
             queued: Arc::default(),
+            remote: None,
+            blobs: None,
         }
     }
 
@@ -133,6 +174,20 @@ impl Ledger {
         submitted_at_ms: u64,
         delivered: u32,
     ) -> Result<Admission, RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::Admit {
+                    spec: spec.clone(),
+                    tenant: tenant.map(str::to_owned),
+                    partitions: shape.partitions,
+                    synthetic: shape.synthetic,
+                    shape_key: shape.shape_key.to_owned(),
+                    seq,
+                    submitted_at_ms,
+                    delivered,
+                })
+                .await;
+        }
         let record = machine::admitted(
             spec,
             tenant,
@@ -176,6 +231,16 @@ impl Ledger {
         seq: u64,
         submitted_at_ms: u64,
     ) -> Result<Admission, RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::Refuse(ops::Refusal {
+                    tenant: tenant.map(str::to_owned),
+                    result: result.clone(),
+                    seq,
+                    submitted_at_ms,
+                }))
+                .await;
+        }
         let key = job_key(tenant, &result.job_id);
         let submission = queued::at(&self.js, seq, &key).await?;
         let staged = submission.and_then(|q| q.input);
@@ -208,6 +273,16 @@ impl Ledger {
         seq: u64,
         submitted_at_ms: u64,
     ) -> Result<Option<Admission>, RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::RefuseUnrecorded(ops::Refusal {
+                    tenant: tenant.map(str::to_owned),
+                    result: result.clone(),
+                    seq,
+                    submitted_at_ms,
+                }))
+                .await;
+        }
         let key = job_key(tenant, &result.job_id);
         if self.get(&key).await?.is_some() {
             return Ok(Some(
@@ -234,6 +309,17 @@ impl Ledger {
         work_seq: u64,
         attempt: u32,
     ) -> Result<Option<JobRecord>, RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::Queued {
+                    key: key.to_owned(),
+                    index,
+                    timings,
+                    work_seq,
+                    attempt,
+                })
+                .await;
+        }
         let updated = store::update(&self.records, key, |r| {
             machine::queued(r, index, timings, work_seq, attempt)
         });
@@ -242,6 +328,13 @@ impl Ledger {
 
     /// Every partition of the job with key `key` is queued.
     pub async fn synthesized(&self, key: &str) -> Result<(), RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::Synthesized {
+                    key: key.to_owned(),
+                })
+                .await;
+        }
         store::update(&self.records, key, machine::synthesized).await?;
         Ok(())
     }
@@ -255,6 +348,15 @@ impl Ledger {
         index: usize,
         partition: &ProvedPartition,
     ) -> Result<Proved, RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::Proved {
+                    key: key.to_owned(),
+                    index,
+                    partition: partition.clone(),
+                })
+                .await;
+        }
         let mut outcome = Proved::NoSuchPartition;
         let updated = store::update(&self.records, key, |r| {
             outcome = machine::proved(r, index, partition);
@@ -279,6 +381,9 @@ impl Ledger {
     /// ended is assembled. (An ended job's unpublished result is the sweeper's: it times the
     /// grace on its own clock.)
     pub async fn catch_up(&self, record: &JobRecord) -> Result<(), RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote.call(Op::CatchUp { key: record.key() }).await;
+        }
         if machine::complete(record) {
             self.assemble(record).await?;
         }
@@ -312,6 +417,14 @@ impl Ledger {
     /// record first, then the result — unless it has already ended. A job without a record gets
     /// a final one.
     pub async fn finish(&self, key: &str, result: &JobResult) -> Result<Finish, RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::Finish {
+                    key: key.to_owned(),
+                    result: result.clone(),
+                })
+                .await;
+        }
         let (tenant, job_id) = split_job_key(key);
         debug_assert_eq!(job_id, result.job_id, "a result of another job");
         let (record, ended) =
@@ -345,6 +458,14 @@ impl Ledger {
         key: &str,
         reason: &str,
     ) -> Result<(CancelOutcome, Option<JobRecord>), RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::Cancel {
+                    key: key.to_owned(),
+                    reason: reason.to_owned(),
+                })
+                .await;
+        }
         let (tenant, job_id) = split_job_key(key);
         // A record created between the two steps is cancelled on the next round.
         for _ in 0..3 {
@@ -390,6 +511,14 @@ impl Ledger {
         seen: &JobRecord,
         no_progress: Duration,
     ) -> Result<Option<JobRecord>, RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::EndStale {
+                    seen: seen.clone(),
+                    no_progress,
+                })
+                .await;
+        }
         let (key, job_id) = (seen.key(), seen.job_id.as_str());
         let mut failure = None;
         let updated = store::update(&self.records, &key, |r| {
@@ -425,6 +554,15 @@ impl Ledger {
     /// Fails the job with key `key` (a work item's `job_id`) with `reason` unless it has
     /// already ended.
     pub async fn fail(&self, key: &str, reason: impl Into<String>) -> Result<Finish, RecordError> {
+        let reason = reason.into();
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::Fail {
+                    key: key.to_owned(),
+                    reason,
+                })
+                .await;
+        }
         let (_, job_id) = split_job_key(key);
         self.finish(key, &JobResult::failed(job_id, reason)).await
     }
@@ -441,6 +579,15 @@ impl Ledger {
         unchanged_for: Duration,
         grace: Duration,
     ) -> Result<bool, RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::PublishPending {
+                    key: record.key(),
+                    unchanged_for,
+                    grace,
+                })
+                .await;
+        }
         let overdue = unchanged_for >= grace;
         let Some(result) = record.result.as_ref() else {
             return Ok(false);
@@ -484,6 +631,15 @@ impl Ledger {
         seq: u64,
         reason: &str,
     ) -> Result<(), RecordError> {
+        if let Some(remote) = &self.remote {
+            return remote
+                .call(Op::ReportMalformed {
+                    tenant: tenant.map(str::to_owned),
+                    seq,
+                    reason: reason.to_owned(),
+                })
+                .await;
+        }
         publish::malformed(&self.js, tenant, seq, reason).await
     }
 

@@ -43,6 +43,35 @@ pub async fn inputs_buckets(js: &Context) -> Result<Vec<String>, ObjectError> {
     Ok(buckets)
 }
 
+/// How often to look for chunks no object names (reclaimed once unchanged for
+/// [`ORPHAN_GRACE`]).
+const INTERVAL: Duration = Duration::from_secs(60);
+
+/// Looks at the `blob_buckets` blob buckets and every inputs bucket once every [`INTERVAL`]
+/// until `shutdown`, purging the chunk sets orphaned for [`ORPHAN_GRACE`]. Run by whoever may
+/// purge them: synth nodes, or the ledger service where they may not.
+pub async fn run(js: Context, blob_buckets: usize, shutdown: tokio_util::sync::CancellationToken) {
+    let mut janitor = Janitor::default();
+    let mut ticker = tokio::time::interval(INTERVAL);
+    let blobs: Vec<String> = (0..blob_buckets)
+        .map(crate::topology::blob_shard_bucket)
+        .collect();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let inputs = inputs_buckets(&js).await.unwrap_or_else(|e| {
+            tracing::debug!(err = %e, "listing the inputs buckets failed; the shared one only");
+            vec![INPUTS_BUCKET.to_owned()]
+        });
+        let buckets: Vec<String> = blobs.iter().cloned().chain(inputs).collect();
+        if let Err(e) = janitor.sweep(&js, &buckets, ORPHAN_GRACE).await {
+            tracing::debug!(err = %e, "looking for orphaned chunks failed; trying again next time");
+        }
+    }
+}
+
 /// The fields of an object's metadata message that tie it to its chunks.
 #[derive(Deserialize)]
 struct Named {

@@ -44,6 +44,18 @@ pub const JOBS_QUEUE: &str = "cuzk-jobs";
 /// requester gathers replies until it has heard the live GPU nodes or its timeout passes.
 pub const SUBJECT_SRS: &str = "cuzk.control.srs";
 
+/// Requests to the ledger service (`lifecycle::service`), one subject per operation
+/// (`cuzk.ledger.ops.<op>`, [`ledger_op_subject`]) so the server's permissions give each
+/// worker role the operations its work needs and no other. Answered by one service of
+/// [`LEDGER_QUEUE`].
+pub const SUBJECT_LEDGER_OPS: &str = "cuzk.ledger.ops";
+pub const LEDGER_QUEUE: &str = "cuzk-ledger";
+
+/// Where the ledger service takes operation `op` ([`SUBJECT_LEDGER_OPS`]).
+pub fn ledger_op_subject(op: &str) -> String {
+    format!("{SUBJECT_LEDGER_OPS}.{op}")
+}
+
 /// Where the result of the job with key `key` (`cuzk_wire::job::job_key`) reaches clients:
 /// `cuzk.results.<job_id>`, or `cuzk.results.<tenant>.<job_id>` for a tenant's job — under
 /// the tenant's prefix, which only it may subscribe to.

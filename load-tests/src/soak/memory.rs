@@ -14,6 +14,7 @@ pub(super) fn sample_rss(cluster: &ProcessCluster, start: Instant, rss: &mut Rss
         .nodes(Role::Synth)
         .into_iter()
         .chain(cluster.nodes(Role::Gpu))
+        .chain(cluster.nodes(Role::Ledger))
     {
         let Some(pid) = cluster.pid(&name) else {
             continue;
