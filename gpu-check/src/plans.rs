@@ -9,7 +9,7 @@
 //! - a MiMC partition of a 2^L domain (`--plan-log`, ≥ 22 on the device) with parameters
 //!   generated on the GPU: streaming everything in passes of 2^18 (also batch-affine), then a
 //!   budget between the lean minimum and the key's size, where the planner keeps part of the
-//!   key resident;
+//!   key resident, and the least budget that keeps H resident while L, A or B stream;
 //! - three MiMC partitions of other inputs proved at once, streaming everything, their L, A
 //!   and B MSMs in one batch, and again on a resident plan with two lanes (two partitions'
 //!   steps at once on their own streams): each proof equal to its own under the resident plan.
@@ -299,6 +299,17 @@ pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
     let min = plan::minimum(&shape, PlanLimits::default());
     // Halfway between the lean minimum and the whole key: part resident, part streamed.
     let mid = min + (shape.key_bytes().saturating_sub(min)) / 2;
+    // The least budget, in steps of a 64th of the key, whose plan keeps H resident while L, A
+    // or B stream (the order that makes H resident right after the matrices).
+    let step = (shape.key_bytes() / 64).max(1);
+    let h_kept = (0..64).map(|k| min + k * step).find(|&b| {
+        plan::choose(&shape, b, 1, 1, PlanLimits::default())
+            .is_ok_and(|p| p.srs[0] == plan::Placement::Resident && p.streams_witness_sections())
+    });
+    rep.check(
+        &format!("mimc 2^{plan_log}: a budget keeps H resident while L, A or B stream"),
+        h_kept.is_some(),
+    );
     check_plans(
         &format!("mimc 2^{plan_log}"),
         &key,
@@ -319,7 +330,10 @@ pub fn run(plan_log: u32, seed: u64, rep: &mut Report) {
                 false,
                 Accumulation::BySize,
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(h_kept.map(|b| (Some(b), PlanLimits::default(), true, Accumulation::BySize)))
+        .collect::<Vec<_>>(),
         seed,
         rep,
     );

@@ -271,18 +271,32 @@ pub fn gib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 30) as f64
 }
 
-/// The parts a lean plan makes resident first: those whose streaming hides least behind
-/// compute (a matrix pass is a few milliseconds of SpMV; B in G2 is the most bytes per point
-/// of MSM work), H last (the longest MSM hides its bases best).
-const RESIDENT_FIRST: [Part; 8] = [
-    Part::Matrix(2),
-    Part::Matrix(1),
-    Part::Matrix(0),
-    Part::Srs(4),
-    Part::Srs(3),
-    Part::Srs(2),
-    Part::Srs(1),
-    Part::Srs(0),
+/// The orders in which a lean plan makes parts resident, greedily; it keeps the cheaper result.
+/// First those whose streaming hides least behind compute (a matrix pass is a few milliseconds
+/// of SpMV; B in G2 is the most bytes per point of MSM work), H last (the longest MSM hides its
+/// bases best). But a batch shares L's, A's and B's passes while H's bases cross for every
+/// partition, in passes of at most [`MAX_STREAM_CHUNK`]: so H right after the matrices too.
+const RESIDENT_ORDERS: [[Part; 8]; 2] = [
+    [
+        Part::Matrix(2),
+        Part::Matrix(1),
+        Part::Matrix(0),
+        Part::Srs(4),
+        Part::Srs(3),
+        Part::Srs(2),
+        Part::Srs(1),
+        Part::Srs(0),
+    ],
+    [
+        Part::Matrix(2),
+        Part::Matrix(1),
+        Part::Matrix(0),
+        Part::Srs(0),
+        Part::Srs(4),
+        Part::Srs(3),
+        Part::Srs(2),
+        Part::Srs(1),
+    ],
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -434,7 +448,7 @@ fn candidate_chunks(shape: &PlanShape, max_chunk: Option<usize>) -> Vec<usize> {
 
 /// The cheapest lean plan with pass size `chunk`, if even streaming everything fits: for each
 /// batch of up to `workers` partitions, the one that keeps the most of the key resident
-/// greedily ([`RESIDENT_FIRST`]) beside the batch's witnesses; a batch only where L, A or B
+/// greedily ([`RESIDENT_ORDERS`]) beside the batch's witnesses; a batch only where L, A or B
 /// then streams (a larger batch can be worth more than a resident matrix).
 fn lean(
     shape: &PlanShape,
@@ -454,14 +468,14 @@ fn lean(
             1,
         )
     };
-    let greedy = |batch: usize| -> Option<Plan> {
+    let greedy = |batch: usize, order: &[Part; 8]| -> Option<Plan> {
         let mut resident = [false; 8];
         let mut plan = lean(resident, batch);
         if plan.total() > budget {
             return None;
         }
         if !stream_all {
-            for part in RESIDENT_FIRST {
+            for &part in order {
                 let i = index(part);
                 resident[i] = true;
                 let tried = lean(resident, batch);
@@ -474,16 +488,16 @@ fn lean(
         }
         (batch == 1 || plan.streams_witness_sections()).then_some(plan)
     };
-    let mut best: Option<Plan> = None;
-    for plan in (1..=batch_limit(workers)).map_while(greedy) {
-        if best
-            .as_ref()
-            .is_none_or(|b| plan.cost(shape) < b.cost(shape))
-        {
-            best = Some(plan);
-        }
-    }
-    best
+    let cheaper = |best: Option<Plan>, plan: Plan| match best {
+        Some(b) if b.cost(shape) <= plan.cost(shape) => Some(b),
+        _ => Some(plan),
+    };
+    (1..=batch_limit(workers))
+        .map_while(|batch| {
+            let plans = RESIDENT_ORDERS.iter().filter_map(|o| greedy(batch, o));
+            plans.fold(None, cheaper)
+        })
+        .fold(None, cheaper)
 }
 
 /// [`Plan::compact_room`] of a batch of `batch`.

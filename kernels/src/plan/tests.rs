@@ -154,6 +154,27 @@ fn lean_plans_keep_the_parts_that_hide_least_first() {
 }
 
 #[test]
+fn a_48_gb_card_keeps_h_resident_and_batches_the_witness_sections() {
+    let shape = porep_32g();
+    // A batch shares L's, A's and B's passes; H's bases would cross for every partition.
+    let p = choose(&shape, 46 * GIB, 9, 1, PlanLimits::default()).unwrap();
+    let text = p.explain(&shape, "32 GiB");
+    assert_eq!(p.h_stage, HStage::Lean, "{text}");
+    assert_eq!(p.srs[0], Placement::Resident, "{text}");
+    assert!(
+        p.streams_witness_sections() && p.batch == MAX_BATCH,
+        "{text}"
+    );
+    // Resident, H's MSM takes passes larger than a streamed section's.
+    assert!(p.h_chunk > MAX_STREAM_CHUNK, "{text}");
+    assert!(p.streamed_bytes(&shape) < 4 * GIB, "{text}");
+    // Where H and the matrices do not both fit beside the working buffers, H streams.
+    let p30 = choose(&shape, 30 * GIB, 9, 1, PlanLimits::default()).unwrap();
+    assert_eq!(p30.srs[0], Placement::Streamed);
+    assert!(p30.matrices.iter().all(|&m| m == Placement::Resident));
+}
+
+#[test]
 fn a_budget_below_the_streaming_plan_is_refused_with_the_minimum() {
     let shape = porep_32g();
     let min = minimum(&shape, PlanLimits::default());
