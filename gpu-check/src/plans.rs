@@ -131,8 +131,11 @@ fn check_plans(
         let streamed = budget.map_or(String::new(), |b| format!(" at {:.3} GiB", gib(b)));
         rep.check(
             &format!(
-                "{what}: streaming plan{streamed} (passes ≤ 2^{:.0}{}{}): proof = the resident plan's, verifies, peak within the budget",
-                (limits.max_chunk.unwrap_or(plan::MAX_STREAM_CHUNK) as f64).log2(),
+                "{what}: streaming plan{streamed} ({}{}{}): proof = the resident plan's, verifies, peak within the budget",
+                limits.max_chunk.map_or("the budget's passes".into(), |c| format!(
+                    "passes ≤ 2^{:.0}",
+                    (c as f64).log2()
+                )),
                 if dual { ", every step = CPU's" } else { "" },
                 match way {
                     Accumulation::Affine(_) => ", every G1 MSM batch-affine",

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use blst::{blst_fp, blst_fp2};
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaEvent, CudaStream};
 use group::Group;
 
 use super::{as_bytes, as_bytes_mut, cfg, grid, Curve, DevBuf, DeviceBases, Gpu, Result};
@@ -168,7 +168,10 @@ impl Gpu {
         n: usize,
     ) -> Result<(Vec<u8>, u32, u32)> {
         let mut buckets = None;
-        self.msm_accumulate(bases, scalars, n, 1, &mut buckets, &mut || Ok(()))?;
+        let (at, curve) = bases;
+        self.msm_accumulate((at, curve, None), scalars, n, 1, &mut buckets, &mut || {
+            Ok(())
+        })?;
         let buckets = buckets.expect("made by the first pass");
         self.msm_reduce(buckets)
     }
@@ -180,10 +183,12 @@ impl Gpu {
     /// scalars, mostly zeros and ones whose other scalars the first pass may not represent,
     /// each take the window of their own other scalars. `settle` runs before the sort's
     /// buffers are allocated where the window is not [narrow](MsmBuckets::narrow): the pass
-    /// then takes all the scratch the plan counts for it.
+    /// then takes all the scratch the plan counts for it. Where the bases are still crossing
+    /// to the device, `ready` is their copy's event: only the accumulation reads them, so the
+    /// sort runs while they cross.
     pub(super) fn msm_accumulate(
         &self,
-        (bases, curve): (u64, Curve),
+        (bases, curve, ready): (u64, Curve, Option<&CudaEvent>),
         scalars: u64,
         n: usize,
         passes: usize,
@@ -333,6 +338,9 @@ impl Gpu {
         let maxc = self.alloc_zeroed(4)?;
         launch!(self, self.f.msm_partial_ranges, cfg(grid(nbt as u64, 256), 256, 0);
             offsets.ptr(s), counts.ptr(s), nbt, chunk, cnt.ptr(s), off.ptr(s), maxc.ptr(s))?;
+        if let Some(ev) = ready {
+            s.wait(ev)?;
+        }
         match affine {
             _ if total == 0 => {}
             Some((i, _)) => {

@@ -244,17 +244,14 @@ impl Gpu {
         let mut reducing: Option<(usize, Reducing)> = None;
         for i in 0..passes {
             let r = range(i);
-            let at = match &mut source {
-                Source::Device(d) => d.at(self, r.start).0,
+            let (at, ready) = match &mut source {
+                Source::Device(d) => (d.at(self, r.start).0, None),
                 Source::Host(h, bufs, ready) => {
                     if i + 1 < passes {
                         let next = (i + 1) % 2;
                         ready[next] = Some(self.copy_points(h, range(i + 1), &mut bufs[next])?);
                     }
-                    if let Some(ev) = &ready[i % 2] {
-                        s.wait(ev)?;
-                    }
-                    bufs[i % 2].ptr(s)
+                    (bufs[i % 2].ptr(s), ready[i % 2].as_ref())
                 }
             };
             for (k, (scalars, acc)) in batch.iter().zip(&mut buckets).enumerate() {
@@ -292,7 +289,8 @@ impl Gpu {
                     }
                     Ok(())
                 };
-                self.msm_accumulate((at, curve), sc, r.len(), passes, acc, &mut settle)?;
+                let bases = (at, curve, ready);
+                self.msm_accumulate(bases, sc, r.len(), passes, acc, &mut settle)?;
                 if let Some(alone) = acc.take_if(|b| !b.shared()) {
                     settle()?;
                     if alone.narrow(r.len()) {

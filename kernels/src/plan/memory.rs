@@ -27,11 +27,9 @@ pub fn msm_scratch(n: usize, total: usize, point_bytes: u64) -> u64 {
         return 0;
     }
     let shared = shared_window(n, total);
-    let c = shared.unwrap_or_else(|| window_bits(n));
-    let nwin = num_windows(c) as u64;
-    let nbt = nwin << (c - 1);
+    let nbt = pass_buckets(n, total);
     let xyzz = 2 * point_bytes;
-    let entries = n as u64 * nwin;
+    let entries = n as u64 * num_windows(pass_window(n, total)) as u64;
     // the coarse-sorted (bucket, entry) pairs (8 B) and the sorted entries (4 B) per (point,
     // window); the scalars' class flags, then the ones' and the other scalars' indices (8 B per
     // point); counts, offsets, cursors and the task tables (4 B) per bucket; the buckets; the
@@ -45,6 +43,17 @@ pub fn msm_scratch(n: usize, total: usize, point_bytes: u64) -> u64 {
         + nbt * 4 * 6
         + bucket_sets * nbt * xyzz
         + xyzz_partials(entries, xyzz)
+}
+
+/// The window a pass of `n` points of an MSM of `total` points sorts its digits by.
+fn pass_window(n: usize, total: usize) -> u32 {
+    shared_window(n, total).unwrap_or_else(|| window_bits(n))
+}
+
+/// Buckets a pass of `n` points of an MSM of `total` points fills, over all its windows.
+pub fn pass_buckets(n: usize, total: usize) -> u64 {
+    let c = pass_window(n, total);
+    (num_windows(c) as u64) << (c - 1)
 }
 
 /// Device bytes of expanding a compact witness of `vars` variables: its bytes on the device, a

@@ -28,7 +28,7 @@ mod explain;
 mod memory;
 mod passes;
 
-pub use memory::{expand_staging, msm_scratch, EXPAND_BATCH, FR, G1, G2};
+pub use memory::{expand_staging, msm_scratch, pass_buckets, EXPAND_BATCH, FR, G1, G2};
 pub use passes::{fixed as fixed_passes, Passes};
 
 use cuzk_prover::params::Query;
@@ -38,7 +38,8 @@ use cuzk_prover::ProvingKey;
 /// reduction, a few synchronisations) outweighs its points.
 pub const MIN_CHUNK: usize = 1 << 20;
 
-/// Largest pass of a streamed section: two of its buffers and its scratch must leave room.
+/// Largest pass of the witness's MSMs (L, A, B) in a lean plan: two of a streamed section's
+/// buffers and its scratch must leave room for a batch. H's passes are sized on their own.
 pub const MAX_STREAM_CHUNK: usize = 1 << 24;
 
 /// Most partitions whose L, A and B MSMs share streamed passes ([`batch_limit`]). The batch's
@@ -77,6 +78,10 @@ pub const MATRIX_CHUNK: u64 = 256 << 20;
 /// 2^24 points fit 8.6 ms + 8.4 ns a point on the H200, docs/gpu.md). It only orders plans.
 const PCIE_BYTES_PER_S: f64 = 25e9;
 const PASS_S: f64 = 0.008;
+/// Each bucket a pass fills costs it too (ends of buckets, partial sums, the reduction): fitted
+/// to H's MSM in passes of 2^24 against passes of 2^25 on one H100, the same buckets each
+/// (docs/gpu.md, "Every budget with the batch-affine accumulation").
+const BUCKET_S: f64 = 2.75e-9;
 const POINT_S: f64 = 8.4e-9;
 
 /// Least share of a partition's MSM time that its passes' fixed costs (the host round trips
@@ -242,9 +247,23 @@ impl Plan {
         fixed / (fixed + points as f64 * POINT_S)
     }
 
-    /// The cost model's seconds of this plan beyond a resident one's.
+    /// The cost model's seconds of this plan beyond a resident one's: the bytes that cross, and
+    /// each pass's fixed work and buckets (G2's counted twice).
     fn cost(&self, shape: &PlanShape) -> f64 {
-        self.streamed_bytes(shape) as f64 / PCIE_BYTES_PER_S + self.passes(shape) as f64 * PASS_S
+        let passes: f64 = (0..5)
+            .map(|i| {
+                let (total, chunk) = (shape.points[i], self.section_chunk(i));
+                let n = chunk.min(total);
+                let weight = if Query::ALL[i] == Query::BG2 {
+                    2.0
+                } else {
+                    1.0
+                };
+                let pass = PASS_S + weight * pass_buckets(n, total) as f64 * BUCKET_S;
+                total.div_ceil(chunk) as f64 * pass
+            })
+            .sum();
+        self.streamed_bytes(shape) as f64 / PCIE_BYTES_PER_S + passes
     }
 }
 
@@ -275,7 +294,7 @@ pub fn gib(bytes: u64) -> f64 {
 /// First those whose streaming hides least behind compute (a matrix pass is a few milliseconds
 /// of SpMV; B in G2 is the most bytes per point of MSM work), H last (the longest MSM hides its
 /// bases best). But a batch shares L's, A's and B's passes while H's bases cross for every
-/// partition, in passes of at most [`MAX_STREAM_CHUNK`]: so H right after the matrices too.
+/// partition: so H right after the matrices too.
 const RESIDENT_ORDERS: [[Part; 8]; 2] = [
     [
         Part::Matrix(2),
@@ -315,7 +334,7 @@ pub fn choose(
     limits: PlanLimits,
 ) -> Result<Plan, PlanError> {
     let chunks = candidate_chunks(shape, limits.max_chunk);
-    let widen = |plan: Plan| widen_h(shape, plan, &chunks, limits);
+    let widen = |plan: Plan| widen_h(shape, plan, &chunks);
     if !limits.stream_all {
         let mut witnesses = vec![workers.max(1)];
         if workers > 1 {
@@ -340,10 +359,19 @@ pub fn choose(
             return Ok(more_lanes(shape, plan, workers, lanes));
         }
     }
-    chunks
+    // H's passes compete with the parts of the key for the room: larger ones may be worth
+    // streaming a section a batch shares.
+    let passes = chunks
         .iter()
         .filter(|&&c| c <= MAX_STREAM_CHUNK || limits.max_chunk.is_some())
-        .filter_map(|&chunk| lean(shape, budget, chunk, limits.stream_all, workers))
+        .flat_map(|&c| {
+            chunks
+                .iter()
+                .filter(move |&&h| h >= c)
+                .map(move |&h| (c, h))
+        });
+    passes
+        .filter_map(|passes| lean(shape, budget, passes, limits.stream_all, workers))
         .min_by(|a, b| a.cost(shape).total_cmp(&b.cost(shape)))
         .map(widen)
         .ok_or_else(|| PlanError::TooSmall {
@@ -394,9 +422,8 @@ fn more_lanes(shape: &PlanShape, plan: Plan, workers: usize, lanes: usize) -> Pl
         .unwrap_or(plan)
 }
 
-/// `plan` with H's passes as large as its budget holds (a streamed H at most
-/// [`MAX_STREAM_CHUNK`] a pass, unless the limits say otherwise).
-fn widen_h(shape: &PlanShape, plan: Plan, chunks: &[usize], limits: PlanLimits) -> Plan {
+/// `plan` with H's passes as large as its budget holds.
+fn widen_h(shape: &PlanShape, plan: Plan, chunks: &[usize]) -> Plan {
     let resident = std::array::from_fn(|i| {
         if i < 5 {
             plan.srs[i] == Placement::Resident
@@ -404,13 +431,9 @@ fn widen_h(shape: &PlanShape, plan: Plan, chunks: &[usize], limits: PlanLimits) 
             plan.matrices[i - 5] == Placement::Resident
         }
     });
-    let cap = match plan.srs[0] {
-        Placement::Streamed if limits.max_chunk.is_none() => MAX_STREAM_CHUNK,
-        _ => usize::MAX,
-    };
     chunks
         .iter()
-        .filter(|&&c| c > plan.chunk && c <= cap)
+        .filter(|&&c| c > plan.chunk)
         .map(|&c| {
             build(
                 shape,
@@ -446,28 +469,19 @@ fn candidate_chunks(shape: &PlanShape, max_chunk: Option<usize>) -> Vec<usize> {
     std::iter::successors(Some(top), |&c| (c / 2 >= bottom).then_some(c / 2)).collect()
 }
 
-/// The cheapest lean plan with pass size `chunk`, if even streaming everything fits: for each
-/// batch of up to `workers` partitions, the one that keeps the most of the key resident
-/// greedily ([`RESIDENT_ORDERS`]) beside the batch's witnesses; a batch only where L, A or B
-/// then streams (a larger batch can be worth more than a resident matrix).
+/// The cheapest lean plan with `passes` (the witness's MSMs' points a pass, H's), if even
+/// streaming everything fits: for each batch of up to `workers` partitions, the one that keeps
+/// the most of the key resident greedily ([`RESIDENT_ORDERS`]) beside the batch's witnesses; a
+/// batch only where L, A or B then streams (a larger batch can be worth more than a resident
+/// matrix).
 fn lean(
     shape: &PlanShape,
     budget: u64,
-    chunk: usize,
+    passes: (usize, usize),
     stream_all: bool,
     workers: usize,
 ) -> Option<Plan> {
-    let lean = |resident, batch| {
-        build(
-            shape,
-            budget,
-            HStage::Lean,
-            (chunk, chunk),
-            resident,
-            batch,
-            1,
-        )
-    };
+    let lean = |resident, batch| build(shape, budget, HStage::Lean, passes, resident, batch, 1);
     let greedy = |batch: usize, order: &[Part; 8]| -> Option<Plan> {
         let mut resident = [false; 8];
         let mut plan = lean(resident, batch);
