@@ -167,11 +167,9 @@ impl Gpu {
         scalars: u64,
         n: usize,
     ) -> Result<(Vec<u8>, u32, u32)> {
-        let mut buckets = None;
-        let (at, curve) = bases;
-        self.msm_accumulate((at, curve, None), scalars, n, 1, &mut buckets, &mut || {
-            Ok(())
-        })?;
+        let (mut buckets, (at, curve)) = (None, bases);
+        let resident = (at, curve, None);
+        self.msm_accumulate(resident, scalars, n, 1, &mut buckets, &mut || Ok(()))?;
         let buckets = buckets.expect("made by the first pass");
         self.msm_reduce(buckets)
     }

@@ -229,22 +229,22 @@ impl Plan {
 
     /// MSM passes per partition.
     pub fn passes(&self, shape: &PlanShape) -> usize {
-        (0..5)
-            .map(|i| shape.points[i].div_ceil(self.section_chunk(i)))
-            .sum()
+        (0..5).map(|i| self.section_passes(shape, i)).sum()
+    }
+
+    /// Passes of the MSM over SRS section `i`.
+    fn section_passes(&self, shape: &PlanShape, i: usize) -> usize {
+        shape.points[i].div_ceil(self.section_chunk(i))
     }
 
     /// The share of a partition's MSM time, by the cost model, that its passes' fixed costs
     /// make (G2 points counted twice).
     fn gaps(&self, shape: &PlanShape) -> f64 {
         let fixed = self.passes(shape) as f64 * PASS_S;
-        let points: usize = (0..5)
-            .map(|i| match Query::ALL[i] {
-                Query::BG2 => 2 * shape.points[i],
-                _ => shape.points[i],
-            })
+        let points: f64 = (0..5)
+            .map(|i| curve_weight(i) * shape.points[i] as f64)
             .sum();
-        fixed / (fixed + points as f64 * POINT_S)
+        fixed / (fixed + points * POINT_S)
     }
 
     /// The cost model's seconds of this plan beyond a resident one's: the bytes that cross, and
@@ -252,15 +252,10 @@ impl Plan {
     fn cost(&self, shape: &PlanShape) -> f64 {
         let passes: f64 = (0..5)
             .map(|i| {
-                let (total, chunk) = (shape.points[i], self.section_chunk(i));
-                let n = chunk.min(total);
-                let weight = if Query::ALL[i] == Query::BG2 {
-                    2.0
-                } else {
-                    1.0
-                };
-                let pass = PASS_S + weight * pass_buckets(n, total) as f64 * BUCKET_S;
-                total.div_ceil(chunk) as f64 * pass
+                let total = shape.points[i];
+                let buckets = pass_buckets(self.section_chunk(i).min(total), total) as f64;
+                let pass = PASS_S + curve_weight(i) * buckets * BUCKET_S;
+                self.section_passes(shape, i) as f64 * pass
             })
             .sum();
         self.streamed_bytes(shape) as f64 / PCIE_BYTES_PER_S + passes
@@ -447,6 +442,14 @@ fn widen_h(shape: &PlanShape, plan: Plan, chunks: &[usize]) -> Plan {
         })
         .find(|p| p.total() <= p.budget)
         .unwrap_or(plan)
+}
+
+/// What a point (or bucket) of SRS section `i` weighs in the cost model: G2's twice G1's.
+fn curve_weight(i: usize) -> f64 {
+    match Query::ALL[i] {
+        Query::BG2 => 2.0,
+        _ => 1.0,
+    }
 }
 
 /// Points a pass over section `i` takes: H's own, and B in G2 half of the other sections' (its
