@@ -78,52 +78,75 @@ __device__ __noinline__ Fp inverse_gcd(const Fp& a) {
     return r * r3;
 }
 
-// Shared memory of block_inverse for blocks of BLOCK threads.
+// Fp across the lanes of a warp, in segments of WIDTH lanes (__shfl_*_sync's width).
+template <int WIDTH>
+DEVI Fp shfl_up_fp(const Fp& a, int d) {
+    Fp r;
+#pragma unroll
+    for (int i = 0; i < 12; i++) r.v[i] = __shfl_up_sync(0xffffffffu, a.v[i], d, WIDTH);
+    return r;
+}
+template <int WIDTH>
+DEVI Fp shfl_down_fp(const Fp& a, int d) {
+    Fp r;
+#pragma unroll
+    for (int i = 0; i < 12; i++) r.v[i] = __shfl_down_sync(0xffffffffu, a.v[i], d, WIDTH);
+    return r;
+}
+
+// Per lane of a segment of WIDTH lanes (every lane of the warp calls it, as the shuffles need):
+// the product of the other lanes' values; the segment's last lane writes the whole product to *all. Two scans of log2(WIDTH)
+// steps, one after the other (side by side, they spill): a dependent chain of a few
+// multiplications, not one of WIDTH.
+template <int WIDTH>
+DEVI Fp others_product(const Fp& v, Fp* all) {
+    const int lane = threadIdx.x % WIDTH;
+    Fp p = v;
+#pragma unroll
+    for (int d = 1; d < WIDTH; d <<= 1) {
+        const Fp q = shfl_up_fp<WIDTH>(p, d);
+        p = p * (lane >= d ? q : Fp::one());
+    }
+    // p: the product up to this lane's.
+    if (threadIdx.x % 32 == WIDTH - 1) *all = p;
+    const Fp up = shfl_up_fp<WIDTH>(p, 1);
+    const Fp before = lane == 0 ? Fp::one() : up;
+    p = v;
+#pragma unroll
+    for (int d = 1; d < WIDTH; d <<= 1) {
+        const Fp q = shfl_down_fp<WIDTH>(p, d);
+        p = p * (lane + d < WIDTH ? q : Fp::one());
+    }
+    // p: the product from this lane's on.
+    const Fp after = shfl_down_fp<WIDTH>(p, 1);
+    return lane == WIDTH - 1 ? before : before * after;
+}
+
+// Shared memory of block_inverse for blocks of BLOCK threads: a value per warp, and the block's.
 template <int BLOCK>
 struct BlockInverse {
-    Fp v[BLOCK], prefix[BLOCK], lane[32], lane_prefix[32];
+    Fp warp[BLOCK / 32], block;
 };
 
 // The inverse of every thread's v (all nonzero; every thread of the block calls it) with one
-// inversion INV for the block: warp 0's lanes take BLOCK / 32 values each, lane 0 their 32
-// products.
+// inversion INV for the block. Each lane takes the product of its warp's other lanes' values;
+// warp 0 the same over the warps' products, inverts the block's and gives each warp the
+// inverse of its product; a lane's inverse is that times its warp's other values. The block
+// waits on one inversion and a few multiplications, not on one lane's chain through every value.
 template <int BLOCK, Fp (*INV)(const Fp&)>
 DEVI Fp block_inverse(const Fp& v, BlockInverse<BLOCK>& sh) {
-    constexpr int PER = BLOCK / 32;
-    const int t = threadIdx.x;
-    sh.v[t] = v;
+    constexpr int WARPS = BLOCK / 32;
+    static_assert(BLOCK % 32 == 0 && WARPS <= 32 && (WARPS & (WARPS - 1)) == 0, "warps of a block");
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    const Fp others = others_product<32>(v, &sh.warp[w]);
     __syncthreads();
-    if (t < 32) {
-        Fp r = Fp::one();
-        for (int i = 0; i < PER; i++) {
-            sh.prefix[PER * t + i] = r;
-            r = r * sh.v[PER * t + i];
-        }
-        sh.lane[t] = r;
+    if (w == 0) {
+        const Fp warps = others_product<WARPS>(lane < WARPS ? sh.warp[lane] : Fp::one(), &sh.block);
         __syncwarp();
-        if (t == 0) {
-            Fp q = Fp::one();
-            for (int i = 0; i < 32; i++) {
-                sh.lane_prefix[i] = q;
-                q = q * sh.lane[i];
-            }
-            Fp a = INV(q);
-            for (int i = 31; i >= 0; i--) {
-                const Fp b = a * sh.lane_prefix[i];
-                a = a * sh.lane[i];
-                sh.lane[i] = b;
-            }
-        }
-        __syncwarp();
-        Fp iv = sh.lane[t];
-        for (int i = PER - 1; i >= 0; i--) {
-            const Fp a = iv * sh.prefix[PER * t + i];
-            iv = iv * sh.v[PER * t + i];
-            sh.v[PER * t + i] = a;
-        }
+        if (lane < WARPS) sh.warp[lane] = INV(sh.block) * warps;
     }
     __syncthreads();
-    const Fp r = sh.v[t];
+    const Fp r = sh.warp[w] * others;
     __syncthreads();
     return r;
 }
