@@ -78,19 +78,15 @@ __device__ __noinline__ Fp inverse_gcd(const Fp& a) {
     return r * r3;
 }
 
-// Fp across the lanes of a warp, in segments of WIDTH lanes (__shfl_*_sync's width).
-template <int WIDTH>
-DEVI Fp shfl_up_fp(const Fp& a, int d) {
+// Fp from the lane d below this one (UP) or above, in segments of WIDTH lanes (__shfl_*_sync's
+// width).
+template <int WIDTH, bool UP>
+DEVI Fp shfl_fp(const Fp& a, int d) {
     Fp r;
 #pragma unroll
-    for (int i = 0; i < 12; i++) r.v[i] = __shfl_up_sync(0xffffffffu, a.v[i], d, WIDTH);
-    return r;
-}
-template <int WIDTH>
-DEVI Fp shfl_down_fp(const Fp& a, int d) {
-    Fp r;
-#pragma unroll
-    for (int i = 0; i < 12; i++) r.v[i] = __shfl_down_sync(0xffffffffu, a.v[i], d, WIDTH);
+    for (int i = 0; i < 12; i++)
+        r.v[i] = UP ? __shfl_up_sync(0xffffffffu, a.v[i], d, WIDTH)
+                    : __shfl_down_sync(0xffffffffu, a.v[i], d, WIDTH);
     return r;
 }
 
@@ -104,21 +100,21 @@ DEVI Fp others_product(const Fp& v, Fp* all) {
     Fp p = v;
 #pragma unroll
     for (int d = 1; d < WIDTH; d <<= 1) {
-        const Fp q = shfl_up_fp<WIDTH>(p, d);
+        const Fp q = shfl_fp<WIDTH, true>(p, d);
         p = p * (lane >= d ? q : Fp::one());
     }
     // p: the product up to this lane's.
     if (threadIdx.x % 32 == WIDTH - 1) *all = p;
-    const Fp up = shfl_up_fp<WIDTH>(p, 1);
+    const Fp up = shfl_fp<WIDTH, true>(p, 1);
     const Fp before = lane == 0 ? Fp::one() : up;
     p = v;
 #pragma unroll
     for (int d = 1; d < WIDTH; d <<= 1) {
-        const Fp q = shfl_down_fp<WIDTH>(p, d);
+        const Fp q = shfl_fp<WIDTH, false>(p, d);
         p = p * (lane + d < WIDTH ? q : Fp::one());
     }
     // p: the product from this lane's on.
-    const Fp after = shfl_down_fp<WIDTH>(p, 1);
+    const Fp after = shfl_fp<WIDTH, false>(p, 1);
     return lane == WIDTH - 1 ? before : before * after;
 }
 
