@@ -91,9 +91,9 @@ DEVI Fp shfl_fp(const Fp& a, int d) {
 }
 
 // Per lane of a segment of WIDTH lanes (every lane of the warp calls it, as the shuffles need):
-// the product of the other lanes' values; the segment's last lane writes the whole product to *all. Two scans of log2(WIDTH)
-// steps, one after the other (side by side, they spill): a dependent chain of a few
-// multiplications, not one of WIDTH.
+// the product of the other lanes' values; the segment's last lane writes the whole product to
+// *all. Two scans of log2(WIDTH) steps, one after the other (side by side, they spill): a
+// dependent chain of a few multiplications, not one of WIDTH.
 template <int WIDTH>
 DEVI Fp others_product(const Fp& v, Fp* all) {
     const int lane = threadIdx.x % WIDTH;
